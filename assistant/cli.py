@@ -1,0 +1,206 @@
+"""The `debug-stuck` command line. Thin: parsing and exit codes here, work in the core.
+
+Only argparse is imported at start-up, so `--help` and `--version` answer at once; everything
+else is imported inside the command that needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+from assistant import __version__
+
+EXIT_CODES = """exit codes:
+  0  a report was written (or the command did what it says)
+  1  skills check found problems in the knowledge base
+  2  bad usage or bad input (one line on stderr: what, and what is valid)
+  3  the target could not be inspected (gone, or permission denied)"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr and exit 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="debug-stuck",
+        description="Find out why a training job stopped moving, and get it going again.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"debug-stuck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    d = sub.add_parser(
+        "diagnose",
+        help="scripted diagnosis from answers and logs; never prompts",
+        description="Scripted diagnosis: answers from flags or a file, the tail of training logs. Never prompts.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    d.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a triage answer (repeatable), e.g. phase=start",
+    )
+    d.add_argument("--answers", metavar="FILE", help="YAML or JSON mapping of triage answers")
+    d.add_argument(
+        "--log", action="append", default=[], metavar="FILE", help="a training log to read the tail of (repeatable)"
+    )
+    d.add_argument(
+        "--log-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="how many bytes of each log's tail to read (default 262144)",
+    )
+    d.add_argument(
+        "--format", choices=("json", "markdown", "text"), default="text", help="report format (default text)"
+    )
+    d.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    d.add_argument("--no-input", action="store_true", help="never prompt (diagnose never does; accepted for scripts)")
+    d.add_argument("--example", metavar="NAME", help="diagnose a bundled example scenario (see --list-examples)")
+    d.add_argument("--list-examples", action="store_true", help="list the bundled example scenarios")
+
+    s = sub.add_parser("skills", help="check or install the knowledge base and the agent skill")
+    ssub = s.add_subparsers(dest="skills_command", metavar="ACTION", parser_class=_Parser)
+    c = ssub.add_parser("check", help="validate every playbook and the decision tree")
+    c.add_argument("--dir", metavar="DIR", help="the skills folder to check (default: the installed one)")
+    c.add_argument("--format", choices=("json", "text"), default="text")
+    i = ssub.add_parser("install", help="install the agent skill folder (SKILL.md + playbooks)")
+    i.add_argument("--dest", metavar="DIR", help="destination (default ~/.claude/skills/debug-stuck)")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from assistant.errors import DebugStuckError
+
+    try:
+        if args.command == "diagnose":
+            return _diagnose(args)
+        if args.command == "skills":
+            if args.skills_command == "check":
+                return _skills_check(args)
+            if args.skills_command == "install":
+                return _skills_install(args)
+            parser.parse_args(["skills", "--help"])
+        parser.print_help()
+        return 0
+    except DebugStuckError as exc:
+        print(f"debug-stuck: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("debug-stuck: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`); nothing more to say.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+
+
+def _diagnose(args) -> int:
+    from assistant.answers import load_answers_file, merge, parse_answer_flags
+    from assistant.diagnose import DiagnoseRequest, list_examples, load_example, run_diagnosis
+    from assistant.errors import BadInput
+    from assistant.kb import load_knowledge
+
+    if args.list_examples:
+        for name, title in list_examples().items():
+            print(f"{name:28} {title}")
+        return 0
+    if args.log_bytes is not None and args.log_bytes < 1024:
+        raise BadInput(f"--log-bytes {args.log_bytes} is too small", "give at least 1024")
+    knowledge = load_knowledge()
+    questions = knowledge.tree.questions
+    request = load_example(knowledge, args.example) if args.example else DiagnoseRequest()
+    file_answers = load_answers_file(questions, args.answers) if args.answers else {}
+    flag_answers = parse_answer_flags(questions, args.answer)
+    request.answers = merge(request.answers, file_answers, flag_answers)
+    request.logs += args.log
+    request.log_bytes = args.log_bytes
+    report = run_diagnosis(request, knowledge)
+    _emit(render(report, args.format), args.output)
+    return 0
+
+
+def render(report, fmt: str) -> str:
+    if fmt == "json":
+        import json
+
+        return json.dumps(report.to_dict(), indent=2) + "\n"
+    if fmt == "markdown":
+        from assistant.render_markdown import render_markdown
+
+        return render_markdown(report)
+    from assistant.render_text import render_text
+
+    return render_text(report)
+
+
+def _emit(text: str, output: Optional[str]) -> None:
+    if not output:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from assistant.errors import BadInput
+
+    tmp = f"{output}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, output)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise BadInput(f"cannot write {output}: {exc.strerror}", "give a writable path for --output") from None
+    print(f"report written to {output}", file=sys.stderr)
+
+
+def _skills_check(args) -> int:
+    import json
+    from pathlib import Path
+
+    from assistant.kb import check_knowledge
+
+    knowledge, problems = check_knowledge(Path(args.dir) if args.dir else None)
+    if args.format == "json":
+        print(json.dumps({"ok": not problems, "problems": [str(p) for p in problems]}, indent=2))
+    elif problems:
+        for problem in problems:
+            print(problem)
+        print(f"{len(problems)} problem(s) found", file=sys.stderr)
+    else:
+        n_signals = sum(len(b.signals) for b in knowledge.playbooks.values())
+        n_fixes = sum(len(b.fixes) for b in knowledge.playbooks.values())
+        print(
+            f"ok: {len(knowledge.playbooks)} playbooks, {n_signals} signals, {n_fixes} fixes; "
+            f"tree: {len(knowledge.tree.questions)} questions, {len(knowledge.tree.nodes)} nodes"
+        )
+    return 1 if problems else 0
+
+
+def _skills_install(args) -> int:
+    from assistant.install import install_skill
+
+    result = install_skill(args.dest)
+    print(result.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SEEDS = REPO.parent / "shared" / "seeds"
+
+
+@pytest.fixture(scope="session")
+def knowledge():
+    from assistant.kb import load_knowledge
+
+    return load_knowledge()
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run the CLI in-process: returns (exit code, stdout, stderr)."""
+    from assistant.cli import main
+
+    def run(*args):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse's --help / --version / usage errors
+            code = exc.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def cli_json(cli):
+    def run(*args):
+        code, out, err = cli("diagnose", "--format", "json", *args)
+        assert code == 0, err
+        return json.loads(out)
+
+    return run
+
+
+def run_subprocess(*args, timeout=60, cwd=None, env=None):
+    """The CLI as a user runs it: a fresh interpreter, its own stdout/stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "assistant", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+    )

@@ -1,0 +1,46 @@
+import subprocess
+import sys
+
+from conftest import run_subprocess
+
+
+def test_version_and_help(cli):
+    code, out, _ = cli("--version")
+    assert code == 0 and out.startswith("debug-stuck ")
+    code, out, _ = cli("--help")
+    assert code == 0
+    for command in ("diagnose", "skills"):
+        assert command in out
+    assert "exit codes" in out
+
+
+def test_help_and_version_import_no_heavy_modules():
+    # --help must stay fast: the UI toolkits, NVML, YAML and Markdown load only when used.
+    probe = (
+        "import sys, contextlib, io\n"
+        "from assistant.cli import main\n"
+        "for args in (['--version'], ['--help'], ['diagnose', '--help']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try: main(args)\n"
+        "        except SystemExit: pass\n"
+        "heavy = ('textual', 'questionary', 'pynvml', 'yaml', 'markdown_it', 'psutil')\n"
+        "heavy = [m for m in heavy if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
+
+
+def test_usage_error_is_one_line_exit_2():
+    proc = run_subprocess("diagnose", "--format", "xml")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "invalid choice" in lines[0] and "json" in lines[0]
+
+
+def test_unknown_command_exit_2():
+    proc = run_subprocess("frobnicate")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,86 @@
+import re
+from pathlib import Path
+
+import yaml
+
+from assistant.contract import CAUSE_IDS
+from conftest import REPO
+
+ALLOWED_KEYS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
+
+
+def split(path: Path):
+    text = path.read_text(encoding="utf-8")
+    m = re.match(r"\A---\n(.*?)\n---\n(.*)\Z", text, re.S)
+    assert m, "SKILL.md must start with YAML frontmatter"
+    return yaml.safe_load(m.group(1)), m.group(2)
+
+
+def check_skill_folder(folder: Path):
+    meta, body = split(folder / "SKILL.md")
+    assert set(meta) <= ALLOWED_KEYS, set(meta) - ALLOWED_KEYS
+    name = meta["name"]
+    assert name == "debug-stuck"
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name) and len(name) <= 64
+    desc = meta["description"]
+    assert isinstance(desc, str) and 1 <= len(desc) <= 1024
+    assert "<" not in desc and ">" not in desc
+    assert desc.lower().startswith("use when")
+    for symptom in ("hang", "stuck", "GPU", "NCCL", "DataLoader"):
+        assert symptom.lower() in desc.lower()
+    if "compatibility" in meta:
+        assert 1 <= len(meta["compatibility"]) <= 500
+    if "metadata" in meta:
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in meta["metadata"].items())
+    assert len(body.splitlines()) < 500
+    links = re.findall(r"\]\(([^)]+)\)", body)
+    assert links
+    for link in links:
+        assert (folder / link).is_file(), f"broken link {link}"
+    for cause in CAUSE_IDS:
+        assert f"skills/{cause}.md" in body
+    return body
+
+
+def test_repo_skill_md_is_valid():
+    body = check_skill_folder(REPO)
+    assert "debug-stuck diagnose --format json" in body
+
+
+def test_skills_install_is_idempotent(tmp_path, cli):
+    dest = tmp_path / "agent" / "debug-stuck"
+    code, out, _ = cli("skills", "install", "--dest", dest)
+    assert code == 0 and "written" in out
+    check_skill_folder(dest)
+    assert (dest / "skills" / "tree.yaml").is_file()
+    first = {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    code, out, _ = cli("skills", "install", "--dest", dest)
+    assert code == 0 and " 0 written" in out
+    assert {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()} == first
+
+
+def test_install_removes_only_its_own_stale_files(tmp_path, cli):
+    dest = tmp_path / "skill"
+    cli("skills", "install", "--dest", dest)
+    (dest / "notes-of-the-user.md").write_text("mine")
+    manifest = dest / ".debug-stuck-files"
+    manifest.write_text(manifest.read_text() + "skills/retired-cause.md\n")
+    (dest / "skills" / "retired-cause.md").write_text("old")
+    code, out, _ = cli("skills", "install", "--dest", dest)
+    assert code == 0 and "1 stale removed" in out
+    assert not (dest / "skills" / "retired-cause.md").exists()
+    assert (dest / "notes-of-the-user.md").read_text() == "mine"
+
+
+def test_install_onto_a_file_is_exit_2(tmp_path, cli):
+    target = tmp_path / "file"
+    target.write_text("x")
+    code, _, err = cli("skills", "install", "--dest", target)
+    assert code == 2 and "not a folder" in err
+
+
+def test_default_destination(tmp_path, monkeypatch, cli):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, _, _ = cli("skills", "install")
+    assert code == 0
+    assert (tmp_path / ".claude" / "skills" / "debug-stuck" / "SKILL.md").is_file()
