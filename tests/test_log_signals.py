@@ -2,7 +2,7 @@
 
 import pytest
 
-from assistant.classify import ObservedLine, Observations, match_signals
+from assistant.classify import Observations, ObservedLine, match_signals
 
 LINES = [
     (
