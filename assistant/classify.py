@@ -43,6 +43,7 @@ class ObservedLine:
     file: Optional[str] = None
     line: Optional[int] = None
     subject: Optional[str] = None  # e.g. "pid 123 (rank 1)": whose stack or process this is
+    pid: Optional[int] = None
 
 
 @dataclass
@@ -57,6 +58,14 @@ class Observations:
 
     def add(self, source: str, line: ObservedLine) -> None:
         self.lines.setdefault(source, []).append(line)
+
+    def only(self, pids) -> Observations:
+        """The lines about these processes, plus those about no process in particular (GPU, kernel)."""
+        keep = set(pids)
+        out = Observations(derived=dict(self.derived), derived_why=dict(self.derived_why))
+        for source, lines in self.lines.items():
+            out.lines[source] = [ln for ln in lines if ln.pid is None or ln.pid in keep]
+        return out
 
     def offer_answer(self, answer: Answer, why: str) -> None:
         current = self.derived.get(answer.key)

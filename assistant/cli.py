@@ -51,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a triage answer (repeatable), e.g. phase=start",
     )
+    d.add_argument(
+        "--pid", action="append", type=int, default=[], metavar="P", help="a process of the hung job (repeatable)"
+    )
+    d.add_argument("--auto", action="store_true", help="find the training processes on this machine")
+    d.add_argument("--window", type=float, default=1.0, metavar="S", help="seconds between stack samples (default 1)")
+    d.add_argument("--native", action="store_true", help="include native (C/C++) frames in the stacks")
     d.add_argument("--answers", metavar="FILE", help="YAML or JSON mapping of triage answers")
     d.add_argument(
         "--log", action="append", default=[], metavar="FILE", help="a training log to read the tail of (repeatable)"
@@ -131,6 +137,14 @@ def _diagnose(args) -> int:
     request.answers = merge(request.answers, file_answers, flag_answers)
     request.logs += args.log
     request.log_bytes = args.log_bytes
+    if args.window <= 0 or args.window > 60:
+        raise BadInput(f"--window {args.window} is out of range", "give seconds between 0.1 and 60")
+    request.pids = list(dict.fromkeys(args.pid))
+    request.auto = args.auto
+    request.window = args.window
+    request.native = args.native
+    if sys.stderr.isatty():
+        request.progress = lambda msg: print(f"debug-stuck: {msg}...", file=sys.stderr)
     report = run_diagnosis(request, knowledge)
     _emit(render(report, args.format), args.output)
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import yaml
 
@@ -28,18 +28,50 @@ class DiagnoseRequest:
     answers: Dict[str, Answer] = field(default_factory=dict)
     logs: List[str] = field(default_factory=list)
     log_bytes: Optional[int] = None
+    pids: List[int] = field(default_factory=list)
+    auto: bool = False
+    window: float = 1.0
+    samples: int = 2
+    native: bool = False
+    progress: Optional[Callable[[str], None]] = None
+
+    @property
+    def live(self) -> bool:
+        return bool(self.pids) or self.auto
 
 
 def run_diagnosis(request: DiagnoseRequest, knowledge: Optional[Knowledge] = None) -> Report:
     knowledge = knowledge or load_knowledge()
     obs = Observations()
     report = Report()
-    tails = [observe_log(knowledge.tree, path, obs, request.log_bytes) for path in request.logs]
+    snap = None
+    logs = list(request.logs)
+    if request.live:
+        from assistant.collect import collect
+        from assistant.observe import observe
+
+        snap = collect(
+            request.pids,
+            auto=request.auto,
+            extra_logs=request.logs,
+            window=request.window,
+            samples=request.samples,
+            native=request.native,
+            progress=request.progress,
+        )
+        observe(snap, obs)
+        logs = [lg.path for lg in snap.logs]
+        report.errors.extend(snap.errors)
+    tails = [observe_log(knowledge.tree, path, obs, request.log_bytes) for path in logs]
     for tail in tails:
         if tail.error:
             report.errors.append(tail.error)
     result = classify(knowledge, request.answers, obs)
     fill_report(report, knowledge, result, tails)
+    if snap is not None:
+        from assistant.live import fill_live
+
+        fill_live(report, knowledge, snap, obs, request.answers)
     return report
 
 

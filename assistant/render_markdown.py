@@ -31,6 +31,11 @@ def render_markdown(report: Report) -> str:
     if report.culprit:
         c = report.culprit
         out += [f"**Culprit:** pid {c.get('pid')} (rank {c.get('rank')}): {c.get('reason', '')}", ""]
+    if report.stack_groups:
+        out += ["## Ranks grouped by stack", ""]
+        for g in report.stack_groups:
+            out.append(f"- {g['label']}: `{g['top']}`")
+        out.append("")
     top = report.diagnoses[0] if report.diagnoses and v.cause else None
     if top:
         out += [f"## Diagnosis: {top.title}", "", top.summary, "", "### Evidence", ""]
@@ -57,6 +62,19 @@ def render_markdown(report: Report) -> str:
         for d in others:
             why = d.evidence[0].detail if d.evidence else ""
             out.append(f"| {d.cause} | {d.confidence:.0%} | {why.replace('|', '/')} |")
+        out.append("")
+    if report.processes:
+        out += [
+            "## Processes",
+            "",
+            "| pid | role | rank | state | CPU % | stack | wchan |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for p in report.processes:
+            rank = "" if p.get("rank") is None else p["rank"]
+            cpu = "" if p.get("cpu_percent") is None else f"{p['cpu_percent']:.0f}"
+            cells = [p["pid"], p["role"], rank, p["state"], cpu, p.get("stack", ""), p.get("wchan") or ""]
+            out.append("| " + " | ".join(str(c) for c in cells) + " |")
         out.append("")
     if report.answers:
         out += ["## Triage answers", "", "| question | answer | from |", "| --- | --- | --- |"]

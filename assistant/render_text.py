@@ -27,6 +27,21 @@ def _indent(text: str, prefix: str) -> str:
     return textwrap.indent(text, prefix)
 
 
+def _doing(process: dict) -> str:
+    """One phrase: the innermost Python frame of the main thread, else the kernel wait."""
+    threads = process.get("threads") or []
+    main = next((t for t in threads if t.get("tid") == process["pid"]), threads[0] if threads else None)
+    if main:
+        frames = [f for f in main.get("frames", []) if not f.get("native")]
+        if frames:
+            f = frames[0]
+            where = f"{f['file'].rsplit('/', 1)[-1]}:{f['line']}" if f.get("line") else f["file"]
+            return f"{f['function']} ({where}) [{process.get('stack', 'unknown')}]"
+    if process.get("wchan"):
+        return f"kernel wait {process['wchan']}"
+    return process.get("stack_error") or ""
+
+
 def render_text(report: Report) -> str:
     v = report.verdict
     out: List[str] = []
@@ -34,6 +49,24 @@ def render_text(report: Report) -> str:
     head += f" | pattern {report.pattern or '?'} | phase {v.phase}"
     out.append(head)
     out.append(textwrap.fill(v.summary, width=100))
+    if report.culprit:
+        c = report.culprit
+        who = f"rank {c['rank']}" if c.get("rank") is not None else f"pid {c['pid']}"
+        out.append(f"Culprit: {who} (pid {c['pid']}): {c['reason']}")
+    if len(report.stack_groups) > 1:
+        out.append("Stack groups:")
+        for g in report.stack_groups:
+            out.append(f"  - {g['label']}: {g['top']}")
+    if report.processes:
+        out.append("")
+        out.append(f"{'pid':>8} {'role':18} {'rank':>4} {'st':2} {'cpu%':>6}  doing")
+        for p in report.processes[:16]:
+            doing = _doing(p)
+            rank = "" if p.get("rank") is None else p["rank"]
+            cpu = "" if p.get("cpu_percent") is None else f"{p['cpu_percent']:.0f}"
+            out.append(f"{p['pid']:>8} {p['role']:18} {rank!s:>4} {p['state']:2} {cpu:>6}  {doing}")
+        if len(report.processes) > 16:
+            out.append(f"  ... {len(report.processes) - 16} more processes in the JSON report")
     top = report.diagnoses[0] if report.diagnoses and v.cause else None
     if top:
         out.append("")

@@ -97,6 +97,9 @@ class Report:
     logs: List[dict] = field(default_factory=list)
     triage_path: List[dict] = field(default_factory=list)
     next_questions: List[dict] = field(default_factory=list)
+    stack_groups: List[dict] = field(default_factory=list)
+    kernel: List[str] = field(default_factory=list)
+    gpu_note: Optional[str] = None
     created: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict:
@@ -117,4 +120,7 @@ class Report:
             "logs": self.logs,
             "triage_path": self.triage_path,
             "next_questions": self.next_questions,
+            "stack_groups": self.stack_groups,
+            "kernel": self.kernel,
+            "gpu_note": self.gpu_note,
         }
