@@ -48,6 +48,7 @@ class Snapshot:
     shm: Optional[dict] = None
     logs: List[LogGrowth] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)  # things worth telling that are not failures
 
     def process(self, pid: int) -> Optional[ProcInfo]:
         return next((p for p in self.processes if p.pid == pid), None)
@@ -71,6 +72,7 @@ class Snapshot:
             "shm": self.shm,
             "logs": [lg.__dict__ for lg in self.logs],
             "errors": self.errors,
+            "notes": self.notes,
         }
 
 
@@ -141,9 +143,13 @@ def collect(
     for info in procs:
         snap.errors.extend(f"{info.label()}: {e}" for e in info.errors)
     for pid, series in snap.stacks.items():
+        info = snap.process(pid)
+        label = info.label() if info else str(pid)
         if series.error:
-            info = snap.process(pid)
-            snap.errors.append(f"{info.label() if info else pid}: stacks: {series.error}")
+            snap.errors.append(f"{label}: stacks: {series.error}")
+        latest = series.latest()
+        for note in getattr(latest, "notes", None) or []:
+            snap.notes.append(f"{label}: {note}")
     _refuse_when_nothing_readable(snap)
     if snap.gpus is not None:
         snap.errors.extend(snap.gpus.errors)

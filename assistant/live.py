@@ -44,6 +44,7 @@ def fill_live(
     report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observations, answers: Dict[str, Answer]
 ) -> None:
     report.processes = process_entries(snap)
+    report.notes = list(snap.notes)
     if snap.gpus is not None:
         report.gpus = [d.to_dict() for d in snap.gpus.devices]
         if not snap.gpus.available:

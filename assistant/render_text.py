@@ -110,6 +110,9 @@ def render_text(report: Report) -> str:
         if "seconds_since_modified" in log:
             line += f", last changed {log['seconds_since_modified']:.0f} s ago"
         out.append(line)
+    if report.notes:
+        out.append("")
+        out.extend(f"Note: {n}" for n in report.notes)
     if report.errors:
         out.append("")
         out.append("Could not collect:")

@@ -100,6 +100,7 @@ class Report:
     stack_groups: List[dict] = field(default_factory=list)
     kernel: List[str] = field(default_factory=list)
     gpu_note: Optional[str] = None
+    notes: List[str] = field(default_factory=list)
     created: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict:
@@ -123,4 +124,5 @@ class Report:
             "stack_groups": self.stack_groups,
             "kernel": self.kernel,
             "gpu_note": self.gpu_note,
+            "notes": self.notes,
         }

@@ -151,6 +151,7 @@ class StackSeries:
 
 @dataclass
 class _ProcInfo:
+    pid: int
     exists: bool
     state: Optional[str] = None
     comm: str = "?"
@@ -163,12 +164,12 @@ def _read_proc(pid: int) -> _ProcInfo:
             with open(f"/proc/{pid}/stat") as fh:
                 stat = fh.read()
         except (FileNotFoundError, ProcessLookupError):
-            return _ProcInfo(exists=False)
+            return _ProcInfo(pid, exists=False)
         # comm may itself contain spaces and parentheses; it ends at the last ")".
         left, right = stat.find("("), stat.rfind(")")
         comm = stat[left + 1 : right] if 0 <= left < right else "?"
         fields = stat[right + 2 :].split()
-        info = _ProcInfo(exists=True, state=fields[0] if fields else None, comm=comm)
+        info = _ProcInfo(pid, exists=True, state=fields[0] if fields else None, comm=comm)
         try:
             with open(f"/proc/{pid}/status") as fh:
                 for line in fh:
@@ -183,7 +184,7 @@ def _read_proc(pid: int) -> _ProcInfo:
         return call_with_timeout(read, PROC_READ_SECONDS, f"read /proc/{pid}/stat")
     except (CallTimedOut, OSError):
         # Unknown is safer than "gone": let the stack tool have its say.
-        return _ProcInfo(exists=True)
+        return _ProcInfo(pid, exists=True)
 
 
 def _ptrace_scope() -> Optional[str]:
@@ -226,10 +227,10 @@ def _timed_out(pid: int, tool: str, seconds: float) -> StackError:
 
 def _stopped_note(info: _ProcInfo) -> Optional[str]:
     if info.state == "T":
-        return "process is stopped (state T: SIGSTOP or Ctrl-Z); stacks read without pausing it"
+        return f"process {info.pid} is stopped (state T: SIGSTOP or Ctrl-Z); kill -CONT {info.pid} resumes it"
     if info.state == "t":
         tracer = f" (TracerPid {info.tracer})" if info.tracer else ""
-        return f"process is held by a debugger{tracer}; stacks read without pausing it"
+        return f"process {info.pid} is held by a debugger{tracer}; it runs again when the debugger detaches"
     return None
 
 
@@ -377,6 +378,13 @@ def _pyspy_threads(
             nonblocking = True
             notes.append(_stopped_note(_read_proc(pid)) or f"py-spy could not pause the process ({text})")
             continue
+        if "failed to suspend process" in text.lower():
+            info = _read_proc(pid)
+            if not info.exists or info.state == "Z":
+                raise _gone(pid, info)
+            # Not a permission problem even when the cause reads EPERM: another tracer holds the
+            # process. Native unwinding needs the pause, so the caller falls back to other tools.
+            raise StackError("failed", f"{tool} could not pause process {pid}: {text}")
         kind, error = _classify_pyspy(pid, text)
         if kind == "not-python" and not retried_version and "python version" in text.lower():
             retried_version = True
@@ -479,6 +487,9 @@ def _pystack_threads(pid: int, native: bool, deadline: float, budget: float, not
         lowered = message.lower()
         if not info.exists or info.state == "Z":
             raise _gone(pid, info)
+        if info.tracer:
+            # A process has one tracer at a time; EPERM here means "busy", not "forbidden".
+            raise StackError("failed", f"pystack could not attach: process {pid} is traced by pid {info.tracer}")
         if "permission" in lowered or "operation not permitted" in lowered:
             raise _permission(pid)
         if "python version" in lowered or "not a python" in lowered:
