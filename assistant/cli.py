@@ -56,7 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--auto", action="store_true", help="find the training processes on this machine")
     d.add_argument("--window", type=float, default=1.0, metavar="S", help="seconds between stack samples (default 1)")
-    d.add_argument("--native", action="store_true", help="include native (C/C++) frames in the stacks")
+    d.add_argument(
+        "--no-native",
+        dest="native",
+        action="store_false",
+        help="Python frames only (default: native C/C++ frames too, where py-spy or pystack can read them)",
+    )
     d.add_argument("--answers", metavar="FILE", help="YAML or JSON mapping of triage answers")
     d.add_argument(
         "--log", action="append", default=[], metavar="FILE", help="a training log to read the tail of (repeatable)"

@@ -113,6 +113,12 @@ def collect(
     say = progress or (lambda msg: None)
     say("finding the job's processes")
     procs = resolve_targets(pids, auto)
+    if not any(p.python for p in procs):
+        first = procs[0]
+        raise NotInspectable(
+            f"process {first.pid} ({first.name}) is not a Python process",
+            "debug-stuck reads Python stacks; give the PID of the Python training process (or its launcher)",
+        )
     snap = Snapshot(host=socket.gethostname(), taken_at=time.time(), window=window, processes=procs)
     log_paths = []
     for info in procs:

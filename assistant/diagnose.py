@@ -32,7 +32,7 @@ class DiagnoseRequest:
     auto: bool = False
     window: float = 1.0
     samples: int = 2
-    native: bool = False
+    native: bool = True
     progress: Optional[Callable[[str], None]] = None
 
     @property

@@ -1,0 +1,216 @@
+"""The hang zoo, diagnosed live: real processes that really hang, and the verdict on each."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from zoo.fixtures import zoo  # noqa: F401
+
+from assistant.diagnose import DiagnoseRequest, run_diagnosis
+from conftest import run_subprocess
+
+
+def diagnose(knowledge, *pids, **options):
+    request = DiagnoseRequest(pids=list(pids), window=options.pop("window", 1.0), **options)
+    return run_diagnosis(request, knowledge)
+
+
+def causes(report):
+    procs = [(p["role"], p["state"], p["cpu_percent"], p["stack"], p["wchan"]) for p in report.processes]
+    return [(d.cause, d.confidence) for d in report.diagnoses[:4]], procs, report.errors
+
+
+def needs_torch():
+    pytest.importorskip("torch")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    "program, cause",
+    [
+        ("future_result", "thread-deadlock"),
+        ("lock_deadlock", "thread-deadlock"),
+        ("native_spin", "cpu-spin"),
+        ("gc_heavy", "gc-pause"),
+    ],
+)
+def test_pure_python_hangs(knowledge, zoo, program, cause):  # noqa: F811
+    job = zoo(program)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, report.verdict.summary
+    assert report.verdict.cause == cause, causes(report)
+    assert report.processes and report.processes[0]["threads"]
+
+
+@pytest.mark.timeout(180)
+def test_stdout_pipe_full(knowledge, zoo):  # noqa: F811
+    job = zoo("stdout_pipe", stdout="pipe")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True
+    assert report.verdict.cause == "output-blocked", causes(report)
+    evidence = " ".join(e.detail for e in report.diagnoses[0].evidence)
+    assert "pipe" in evidence
+
+
+@pytest.mark.timeout(180)
+def test_dataloader_worker_blocked_in_getitem(knowledge, zoo):  # noqa: F811
+    needs_torch()
+    job = zoo("dataloader_io")
+    report = diagnose(knowledge, job.proc.pid)
+    roles = sorted(p["role"] for p in report.processes)
+    assert roles.count("dataloader-worker") == 2, roles
+    assert report.verdict.hung is True
+    assert report.verdict.cause == "dataloader", causes(report)
+
+
+@pytest.mark.timeout(240)
+def test_torchrun_gloo_straggler_names_the_culprit_rank(knowledge, zoo):  # noqa: F811
+    needs_torch()
+    job = zoo("gloo_straggler")
+    rank0 = job.rank(0).pid
+    report = diagnose(knowledge, rank0)  # one rank is enough: its launcher and siblings come along
+    roles = [p["role"] for p in report.processes]
+    assert roles.count("rank") == 2 and "launcher" in roles, roles
+    assert report.culprit is not None, report.stack_groups
+    assert report.culprit["rank"] == 1
+    assert report.culprit["pid"] == job.rank(1).pid
+    assert "all_reduce" in report.culprit["reason"]
+    assert report.verdict.cause == "dataloader", causes(report)
+    assert report.verdict.hung is True
+    assert len(report.stack_groups) == 2
+
+
+@pytest.mark.timeout(180)
+def test_init_process_group_waits_for_a_missing_rank(knowledge, zoo):  # noqa: F811
+    needs_torch()
+    job = zoo("rendezvous_missing_rank")
+    time.sleep(1.0)  # READY is written just before init_process_group blocks
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.cause == "rendezvous", causes(report)
+    assert report.verdict.hung is True
+
+
+@pytest.mark.timeout(180)
+def test_torch_save_blocked_on_its_destination(knowledge, zoo):  # noqa: F811
+    needs_torch()
+    job = zoo("torch_save_blocked")
+    time.sleep(0.5)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.cause == "checkpoint-save", causes(report)
+    assert report.verdict.hung is True
+
+
+@pytest.mark.timeout(180)
+def test_healthy_job_is_not_hung(knowledge, zoo):  # noqa: F811
+    needs_torch()
+    job = zoo("healthy")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False, report.verdict.summary
+    assert report.verdict.cause is None
+    assert "making progress" in report.verdict.summary
+
+
+# Bad targets: a clear message and exit code, never a hang.
+
+
+@pytest.mark.timeout(60)
+def test_pid_that_does_not_exist():
+    proc = run_subprocess("diagnose", "--pid", "4000000", timeout=30)
+    assert proc.returncode == 3
+    assert "4000000 does not exist" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.timeout(60)
+def test_non_python_process(zoo):  # noqa: F811
+    job = zoo("sleep")
+    proc = run_subprocess("diagnose", "--pid", job.proc.pid, timeout=30)
+    assert proc.returncode == 3
+    assert "not a Python process" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_process_that_exits_mid_capture(zoo):  # noqa: F811
+    job = zoo("exits_soon")
+    started = time.monotonic()
+    proc = run_subprocess("diagnose", "--pid", job.proc.pid, "--window", "1", "--format", "json", timeout=30)
+    assert time.monotonic() - started < 20
+    assert "Traceback" not in proc.stderr
+    if proc.returncode == 0:  # it was alive when we found it: a report that says what went missing
+        report = json.loads(proc.stdout)
+        assert report["errors"]
+    else:
+        assert proc.returncode == 3 and ("exited" in proc.stderr or "does not exist" in proc.stderr)
+
+
+@pytest.mark.timeout(60)
+def test_sigstopped_process(knowledge, zoo):  # noqa: F811
+    job = zoo("future_result")
+    os.kill(job.proc.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    report = diagnose(knowledge, job.proc.pid)
+    assert time.monotonic() - started < 15
+    assert report.processes[0]["state"] == "T"
+    assert any("stopped" in n for n in report.notes), report.notes
+
+
+def _nobody_readable_install(root):
+    """A copy of debug-stuck and its pure dependencies that an unprivileged user can read."""
+    import importlib
+
+    from conftest import REPO
+
+    site = root / "site"
+    site.mkdir()
+    for name in ("assistant", "probes", "skills"):
+        shutil.copytree(REPO / name, site / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(REPO / "SKILL.md", site / "SKILL.md")
+    for module in ("yaml", "markdown_it", "mdurl", "psutil", "pynvml"):
+        path = importlib.import_module(module).__file__
+        if path.endswith("__init__.py"):
+            shutil.copytree(os.path.dirname(path), site / module, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, site / os.path.basename(path))
+    bindir = root / "bin"
+    bindir.mkdir()
+    from probes.stacks import _find_py_spy
+
+    shutil.copy2(_find_py_spy(), bindir / "py-spy")
+    for path in [root, *root.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+    return site, bindir
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a root process and drop to nobody")
+def test_without_ptrace_permission(zoo):  # noqa: F811
+    import tempfile
+    from pathlib import Path
+
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) is not installed")
+    job = zoo("future_result")
+    root = Path(tempfile.mkdtemp(prefix="debug-stuck-nobody-", dir="/tmp"))
+    try:
+        os.chmod(root, 0o755)
+        site, bindir = _nobody_readable_install(root)
+        env = dict(os.environ, PYTHONPATH=str(site), PATH=f"{bindir}:/usr/bin:/bin", HOME=str(root))
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+        argv += [sys.executable, "-m", "assistant", "diagnose", "--pid", str(job.proc.pid)]
+        started = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=str(root), env=env)
+        elapsed = time.monotonic() - started
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if "No module named" in proc.stderr or proc.returncode == 126:
+        pytest.skip(f"cannot run Python as nobody here: {proc.stderr.strip()[-200:]}")
+    assert proc.returncode == 3, proc.stderr
+    assert "CAP_SYS_PTRACE" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert elapsed < 30
