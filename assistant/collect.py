@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from assistant.errors import NotInspectable
-from probes.procs import InspectError, ProcInfo, find_training_processes, job_processes, sample_window, shm_usage
+from probes.procs import (
+    InspectError,
+    ProcInfo,
+    find_training_processes,
+    job_processes,
+    read_states,
+    sample_window,
+    shm_usage,
+)
 
 DEFAULT_WINDOW = 1.0
 DEFAULT_SAMPLES = 2
@@ -133,6 +141,7 @@ def collect(
     from probes.kernel import read_kernel_log
     from probes.stacks import sample_stacks
 
+    read_states(procs)
     say(f"sampling {len(procs)} process(es) for {window * max(1, samples - 1):.0f} s")
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="collect") as pool:
         stacks = pool.submit(sample_stacks, python_pids, samples=samples, interval=window, native=native)

@@ -19,6 +19,12 @@ CPU_IDLE = 10.0
 IO_PROGRESS_BYTES = 1 << 20
 
 
+def _cpu(info) -> Optional[float]:
+    """CPU use as the job wants it: the larger of what it got and what its main thread asked for."""
+    values = [v for v in (info.cpu_percent, info.cpu_demand) if v is not None]
+    return max(values) if values else None
+
+
 def process_fact(info, motion: Optional[str], shm_ratio: Optional[float]) -> str:
     def val(x):
         return "na" if x is None else x
@@ -26,7 +32,7 @@ def process_fact(info, motion: Optional[str], shm_ratio: Optional[float]) -> str
     parts = [
         f"role={info.role}",
         f"state={info.state}",
-        f"cpu={val(info.cpu_percent)}",
+        f"cpu={val(_cpu(info))}",
         f"threads={info.threads}",
         f"wchan={val(info.wchan)}",
         f"fd1={val(info.fd1)}",
@@ -101,9 +107,9 @@ def _derive(snap: Snapshot, obs: Observations) -> None:
         )
     elif gpus is not None and not gpus.available:
         obs.offer_answer(Answer("platform", "cpu", "evidence"), gpus.note or "no GPU on this machine")
-    ranks = [p for p in snap.processes if p.role == "rank" and p.cpu_percent is not None]
+    ranks = [p for p in snap.processes if p.role == "rank" and _cpu(p) is not None]
     if ranks:
-        top = max(p.cpu_percent for p in ranks)
+        top = max(_cpu(p) for p in ranks)
         if top >= CPU_BUSY:
             obs.offer_answer(Answer("cpu", "busy", "evidence"), f"a training process uses {top:.0f}% CPU")
         elif top <= CPU_IDLE:

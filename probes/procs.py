@@ -80,6 +80,7 @@ class ProcInfo:
     fd1_target: Optional[str] = None
     fd2_target: Optional[str] = None
     cpu_percent: Optional[float] = None
+    cpu_demand: Optional[float] = None  # main thread: % of the window running or waiting for a CPU
     io_read_bytes: Optional[int] = None
     io_write_bytes: Optional[int] = None
     wchan: Optional[str] = None
@@ -111,6 +112,7 @@ class ProcInfo:
             "world_size": self.world_size,
             "state": self.state,
             "cpu_percent": self.cpu_percent,
+            "cpu_demand": self.cpu_demand,
             "thread_count": self.threads,
             "io_read_bytes": self.io_read_bytes,
             "io_write_bytes": self.io_write_bytes,
@@ -355,21 +357,42 @@ def _state(info: ProcInfo) -> None:
         info.kernel_stack = [ln.split("]", 1)[-1].strip() for ln in stack.splitlines() if ln.strip()][:40]
 
 
+def read_states(procs: List[ProcInfo], max_workers: int = 16) -> None:
+    """State, thread count and wait channels. Read these before any stack dump: attaching py-spy
+    interrupts a blocked system call, and for a moment the thread looks runnable with no wchan."""
+    if procs:
+        with ThreadPoolExecutor(max_workers=min(max_workers, len(procs)), thread_name_prefix="procs") as pool:
+            list(pool.map(_state, procs))
+
+
+def _schedstat(pid: int) -> Optional[float]:
+    """Seconds the main thread ran plus waited for a CPU: under load a spinning process still
+    wants a whole core even when it gets only part of one, so this tells spinning from sleeping."""
+    with open(f"/proc/{pid}/schedstat") as fh:
+        run_ns, wait_ns = fh.read().split()[:2]
+    return (int(run_ns) + int(wait_ns)) / 1e9
+
+
 def sample_window(procs: List[ProcInfo], window: float = 1.0, max_workers: int = 16) -> None:
-    """Fill CPU%, I/O deltas, state, wchans: counters read at both ends of the window, in parallel."""
+    """Fill CPU% and I/O deltas: counters read at both ends of the window, in parallel."""
     if not procs:
         return
     workers = min(max_workers, len(procs))
+
+    def read(p):
+        return _counters(p.pid), _bounded(lambda: _schedstat(p.pid), f"reading /proc/{p.pid}/schedstat")
+
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="procs") as pool:
-        before = dict(zip([p.pid for p in procs], pool.map(lambda p: _counters(p.pid), procs)))
+        before = dict(zip([p.pid for p in procs], pool.map(read, procs)))
         time.sleep(window)
-        after = dict(zip([p.pid for p in procs], pool.map(lambda p: _counters(p.pid), procs)))
-        list(pool.map(_state, procs))
+        after = dict(zip([p.pid for p in procs], pool.map(read, procs)))
     for info in procs:
-        a, b = before[info.pid], after[info.pid]
+        (a, sa), (b, sb) = before[info.pid], after[info.pid]
         elapsed = max(1e-3, b.at - a.at)
         if a.cpu is not None and b.cpu is not None:
             info.cpu_percent = round(100.0 * (b.cpu - a.cpu) / elapsed, 1)
+        if sa is not None and sb is not None:
+            info.cpu_demand = round(min(100.0, 100.0 * (sb - sa) / elapsed), 1)
         if a.read is not None and b.read is not None:
             info.io_read_bytes = b.read - a.read
             info.io_write_bytes = b.write - a.write

@@ -214,3 +214,16 @@ def test_without_ptrace_permission(zoo):  # noqa: F811
     assert "CAP_SYS_PTRACE" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert elapsed < 30
+
+
+@pytest.mark.timeout(180)
+def test_auto_finds_the_training_job(knowledge, zoo):  # noqa: F811
+    needs_torch()
+    from probes.procs import find_training_processes
+
+    job = zoo("dataloader_io")
+    assert job.proc.pid in find_training_processes()
+    report = run_diagnosis(DiagnoseRequest(auto=True), knowledge)
+    pids = {p["pid"] for p in report.processes}
+    assert set(job.pids()) <= pids
+    assert report.verdict.cause == "dataloader", causes(report)

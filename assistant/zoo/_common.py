@@ -1,0 +1,170 @@
+"""Helpers shared by the zoo programs (they run as scripts, so this is imported as a sibling module).
+
+Protocol with the spawner (``spawn.py``):
+
+- ``ZOO_WORKDIR`` names a private directory for FIFOs, logs and checkpoints. When a program is run by
+  hand without it, a temporary directory is made and printed on stderr.
+- When the program has reached its hang (or, for the healthy job, after a few steps) it writes
+  ``<workdir>/READY`` atomically: a JSON object with at least ``pid`` and whatever the scenario adds
+  (the stuck worker's pid, the FIFO path...). The spawner waits for that file.
+
+Readiness is checked from *inside* the job whenever it can be: a short-lived helper thread watches
+the kernel (``/proc/<pid>/task/<tid>/wchan``) or the Python stacks (``sys._current_frames``) and
+writes READY only once the hang is real, then exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+# syscall numbers, for kernels that hide wchan (it then reads "0")
+_SYSCALLS = {
+    "x86_64": {"openat": 257, "open": 2, "write": 1},
+    "aarch64": {"openat": 56, "write": 64},
+}
+
+
+def workdir() -> Path:
+    wd = os.environ.get("ZOO_WORKDIR")
+    if not wd:
+        wd = tempfile.mkdtemp(prefix="zoo-")
+        os.environ["ZOO_WORKDIR"] = wd  # children (DataLoader workers, ranks) use the same one
+        print(f"zoo workdir: {wd}", file=sys.stderr, flush=True)
+    path = Path(wd)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_marker(name: str, **info) -> Path:
+    """Atomically write ``<workdir>/<name>`` as JSON (pid and time added)."""
+    info.setdefault("pid", os.getpid())
+    info.setdefault("time", time.time())
+    target = workdir() / name
+    tmp = target.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(info))
+    os.replace(tmp, target)
+    return target
+
+
+def read_marker(name: str) -> dict | None:
+    try:
+        return json.loads((workdir() / name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def mark_ready(**info) -> None:
+    write_marker("READY", **info)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float | None = None, interval: float = 0.02) -> bool:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        try:
+            if predicate():
+                return True
+        except Exception:  # a process or file that is not there yet
+            pass
+        if deadline is not None and time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+
+
+def _task_file(pid: int, tid: int | None, name: str) -> str:
+    return f"/proc/{pid}/task/{tid or pid}/{name}"
+
+
+def wchan(pid: int, tid: int | None = None) -> str:
+    try:
+        with open(_task_file(pid, tid, "wchan")) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def task_state(pid: int, tid: int | None = None) -> str:
+    """One-letter state (R, S, D, T, Z...) of a thread, "" when gone."""
+    try:
+        with open(_task_file(pid, tid, "stat")) as f:
+            stat = f.read()
+    except OSError:
+        return ""
+    return stat[stat.rindex(")") + 2 :].split()[0]
+
+
+def _syscall(pid: int, tid: int | None = None) -> int | None:
+    try:
+        with open(_task_file(pid, tid, "syscall")) as f:
+            first = f.read().split()[0]
+        return int(first)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def blocked_in(pid: int, tid: int | None, wchans: tuple[str, ...], syscalls: tuple[str, ...] = ()) -> bool:
+    """True when the thread sleeps in one of the kernel functions ``wchans``.
+
+    Where the kernel hides wchan ("0" or unreadable), falls back to: state S and the current syscall
+    is one of ``syscalls``.
+    """
+    where = wchan(pid, tid)
+    if where and where != "0":
+        return where in wchans
+    if task_state(pid, tid) not in ("S", "D"):
+        return False
+    numbers = _SYSCALLS.get(platform.machine(), {})
+    current = _syscall(pid, tid)
+    return current is not None and current in {numbers[s] for s in syscalls if s in numbers}
+
+
+def sleeping_steadily(pid: int, tid: int | None = None, samples: int = 5, interval: float = 0.05) -> bool:
+    """True when the thread is in state S (or D) in ``samples`` consecutive samples."""
+    for i in range(samples):
+        if task_state(pid, tid) not in ("S", "D"):
+            return False
+        if i + 1 < samples:
+            time.sleep(interval)
+    return True
+
+
+def stack_functions(thread_ident: int) -> list[str]:
+    """Function names of a Python thread of this process, innermost first."""
+    frame = sys._current_frames().get(thread_ident)
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return names
+
+
+def ready_when(predicate: Callable[[], bool], info: Callable[[], dict] | None = None, timeout: float = 120.0) -> None:
+    """Start a daemon thread that writes READY once ``predicate()`` holds, then exits.
+
+    If the hang does not materialise in ``timeout`` seconds the thread logs why and exits without
+    writing READY: the spawner then fails with this log's tail.
+    """
+
+    def watch() -> None:
+        if wait_until(predicate, timeout=timeout):
+            mark_ready(**(info() if info else {}))
+        else:
+            log(f"zoo: the hang was not reached within {timeout:.0f} s; READY not written")
+
+    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
+
+
+def sleep_forever() -> None:
+    while True:
+        time.sleep(3600)

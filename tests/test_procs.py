@@ -1,0 +1,100 @@
+"""Process discovery, roles and secrets redaction (real processes; no mocks)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from probes.procs import REDACTED, InspectError, job_processes, read_process, read_states, redact_env, sample_window
+
+
+def test_secrets_are_redacted():
+    env = {
+        "HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz",
+        "WANDB_API_KEY": "0123456789abcdef",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "DB_PASSWORD": "hunter2",
+        "NCCL_DEBUG": "INFO",
+        "SOME_URL_VALUE": "ghp_abcdefghijklmnopqrstuvwxyz0123",
+        "MASTER_PORT": "29500",
+    }
+    out = redact_env(env)
+    assert out["NCCL_DEBUG"] == "INFO" and out["MASTER_PORT"] == "29500"
+    for key in ("HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "SOME_URL_VALUE"):
+        assert out[key] == REDACTED
+
+
+@pytest.fixture
+def child():
+    started = []
+
+    def start(code, env=None):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], env=dict(os.environ, **(env or {})), start_new_session=True
+        )
+        started.append(proc)
+        time.sleep(0.5)
+        return proc
+
+    yield start
+    for proc in started:
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+
+@pytest.mark.timeout(60)
+def test_relevant_env_is_read_and_secrets_never_leave(child):
+    proc = child(
+        "import time; time.sleep(60)",
+        env={
+            "RANK": "3",
+            "WORLD_SIZE": "8",
+            "NCCL_SOCKET_IFNAME": "eth0",
+            "TORCH_NCCL_AUTH_TOKEN": "s3cret",
+            "HOME_X": "y",
+        },
+    )
+    info = read_process(proc.pid)
+    assert (info.rank, info.world_size) == (3, 8)
+    assert info.env["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert info.env["TORCH_NCCL_AUTH_TOKEN"] == REDACTED
+    assert "HOME_X" not in info.env
+    assert "'s3'" not in repr(info.to_dict())
+
+
+@pytest.mark.timeout(60)
+def test_forked_children_are_workers_and_cpu_is_measured(child):
+    code = (
+        "import os, time\n"
+        "for _ in range(2):\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "t = time.time()\n"
+        "while time.time() - t < 60: pass\n"
+    )
+    proc = child(code)
+    procs = job_processes([proc.pid])
+    roles = {p.pid: p.role for p in procs}
+    assert roles[proc.pid] == "rank"
+    assert sorted(r for pid, r in roles.items() if pid != proc.pid) == ["dataloader-worker"] * 2
+    read_states(procs)
+    sample_window(procs, 1.0)
+    main = next(p for p in procs if p.pid == proc.pid)
+    assert main.cpu_percent > 50 and main.state == "R"
+    worker = next(p for p in procs if p.pid != proc.pid)
+    assert worker.cpu_percent < 20 and worker.state == "S"
+    assert worker.wchan  # a sleeping task has a kernel wait channel
+
+
+def test_gone_pid():
+    with pytest.raises(InspectError) as err:
+        job_processes([4_000_000])
+    assert err.value.kind == "gone"
