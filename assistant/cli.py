@@ -81,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--example", metavar="NAME", help="diagnose a bundled example scenario (see --list-examples)")
     d.add_argument("--list-examples", action="store_true", help="list the bundled example scenarios")
 
+    m = sub.add_parser(
+        "demo",
+        help="start a bundled job that really hangs, diagnose it live, clean up",
+        description="Start a bundled job that really hangs, diagnose it live, show the report, clean up.",
+    )
+    m.add_argument("scenario", nargs="?", metavar="SCENARIO", help="which hang (see --list; default: straggler)")
+    m.add_argument("--list", action="store_true", help="list the scenarios")
+    m.add_argument("--format", choices=("json", "markdown", "text"), default="text")
+
     s = sub.add_parser("skills", help="check or install the knowledge base and the agent skill")
     ssub = s.add_subparsers(dest="skills_command", metavar="ACTION", parser_class=_Parser)
     c = ssub.add_parser("check", help="validate every playbook and the decision tree")
@@ -99,6 +108,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.command == "diagnose":
             return _diagnose(args)
+        if args.command == "demo":
+            return _demo(args)
         if args.command == "skills":
             if args.skills_command == "check":
                 return _skills_check(args)
@@ -152,6 +163,17 @@ def _diagnose(args) -> int:
         request.progress = lambda msg: print(f"debug-stuck: {msg}...", file=sys.stderr)
     report = run_diagnosis(request, knowledge)
     _emit(render(report, args.format), args.output)
+    return 0
+
+
+def _demo(args) -> int:
+    from assistant.demo import list_scenarios, run_demo, stderr_say
+
+    if args.list:
+        sys.stdout.write(list_scenarios())
+        return 0
+    text = run_demo(args.scenario, lambda report: render(report, args.format), stderr_say)
+    sys.stdout.write(text)
     return 0
 
 

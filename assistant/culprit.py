@@ -53,5 +53,6 @@ def find_culprit(knowledge: Knowledge, groups: List[StackGroup]) -> Optional[Cul
     suspect = min(odd, key=lambda g: (len(g.pids), g.pids[0]))
     wait_frame = _waits_in_collective(knowledge, waiting[0])
     waiters = " and ".join(describe_ranks(g) for g in waiting)
-    reason = f"{waiters} wait in {wait_frame}; {describe_ranks(suspect)} is elsewhere: {suspect.top}"
+    verb = "waits" if len(waiting) == 1 and len(waiting[0].pids) == 1 else "wait"
+    reason = f"{waiters} {verb} in {wait_frame}; {describe_ranks(suspect)} is elsewhere: {suspect.top}"
     return Culprit(suspect.pids[0], suspect.ranks[0], reason, suspect, waiting)

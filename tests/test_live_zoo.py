@@ -227,3 +227,41 @@ def test_auto_finds_the_training_job(knowledge, zoo):  # noqa: F811
     pids = {p["pid"] for p in report.processes}
     assert set(job.pids()) <= pids
     assert report.verdict.cause == "dataloader", causes(report)
+
+
+@pytest.mark.timeout(240)
+def test_two_ranks_with_four_workers_each(knowledge, zoo):  # noqa: F811
+    needs_torch()
+    job = zoo("ddp_workers", ready_timeout=120)
+    report = diagnose(knowledge, job.proc.pid)
+    roles = [p["role"] for p in report.processes]
+    assert roles.count("rank") == 2 and roles.count("dataloader-worker") == 8, roles
+    workers_of_rank1 = [p for p in report.processes if p["role"] == "dataloader-worker" and p["rank"] == 1]
+    assert len(workers_of_rank1) == 4
+    assert report.culprit["rank"] == 1
+    assert report.verdict.cause == "dataloader", causes(report)
+
+
+@pytest.mark.timeout(120)
+def test_demo_runs_and_cleans_up(cli):
+    import psutil
+
+    before = {p.pid for p in psutil.process_iter()}
+    code, out, err = cli("demo", "deadlock")
+    assert code == 0, err
+    assert "Cause: thread-deadlock" in out
+    assert "stopped the demo job" in err
+    time.sleep(0.5)
+    leftover = [
+        p
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if p.pid not in before and "assistant/zoo" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftover == []
+
+
+def test_demo_list_and_bad_scenario(cli):
+    code, out, _ = cli("demo", "--list")
+    assert code == 0 and "straggler" in out and "deadlock" in out and "default:" in out
+    code, _, err = cli("demo", "nope")
+    assert code == 2 and "no demo scenario 'nope'" in err
