@@ -86,6 +86,7 @@ class ProcInfo:
     wchan: Optional[str] = None
     thread_wchans: Dict[int, str] = field(default_factory=dict)
     kernel_stack: Optional[List[str]] = None
+    thread_kernel_stacks: Dict[int, List[str]] = field(default_factory=dict)
     loads_torch: bool = False
     children: List[int] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)
@@ -117,6 +118,8 @@ class ProcInfo:
             "io_read_bytes": self.io_read_bytes,
             "io_write_bytes": self.io_write_bytes,
             "wchan": self.wchan,
+            "thread_wchans": {str(k): v for k, v in self.thread_wchans.items()},
+            "kernel_stacks": {str(k): v for k, v in self.thread_kernel_stacks.items()},
             "fd1": self.fd1,
             "fd2": self.fd2,
             "fd1_target": self.fd1_target,
@@ -182,11 +185,15 @@ def read_process(pid: int) -> ProcInfo:
             ppid = proc.ppid()
             name = proc.name()
             create_time = proc.create_time()
+            zombie = proc.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         raise InspectError("gone", f"process {pid} does not exist (it may have exited)") from None
     except psutil.AccessDenied:
         raise InspectError("permission", f"permission denied reading process {pid}") from None
     info = ProcInfo(pid=pid, ppid=ppid, name=name, cmdline=[], create_time=create_time)
+    if zombie:
+        info.state = "Z"  # a dead child: its cmdline, environ and fds are gone, say so and stop
+        return info
     errors = info.errors
     info.cmdline = _bounded(proc.cmdline, f"reading /proc/{pid}/cmdline", [], errors) or []
     info.username = _bounded(proc.username, f"reading the owner of {pid}", None)
@@ -238,6 +245,8 @@ def assign_roles(procs: Dict[int, ProcInfo]) -> None:
 
 
 def _is_worker_of(child: ProcInfo, parent: ProcInfo) -> bool:
+    if child.state == "Z":
+        return True  # a dead child of a trainer: almost always a worker that died
     cmd = " ".join(child.cmdline)
     return child.cmdline == parent.cmdline or bool(SPAWNED_CHILD.search(cmd))
 
@@ -352,9 +361,15 @@ def _state(info: ProcInfo) -> None:
         wchan = _bounded(lambda tid=tid: _read(f"/proc/{pid}/task/{tid}/wchan").strip(), f"wchan of {pid}/{tid}")
         if wchan and wchan != "0":
             info.thread_wchans[int(tid)] = wchan
-    stack = _bounded(lambda: _read(f"/proc/{pid}/stack"), f"reading /proc/{pid}/stack")
-    if stack:
-        info.kernel_stack = [ln.split("]", 1)[-1].strip() for ln in stack.splitlines() if ln.strip()][:40]
+        stat = _bounded(lambda tid=tid: _read(f"/proc/{pid}/task/{tid}/stat"), f"state of {pid}/{tid}") or ""
+        thread_state = stat.rsplit(")", 1)[-1].split()[:1]
+        # Kernel stacks (root only) of the main thread and of threads in uninterruptible sleep.
+        if str(tid) == str(pid) or thread_state == ["D"]:
+            stack = _bounded(lambda tid=tid: _read(f"/proc/{pid}/task/{tid}/stack"), f"kernel stack of {pid}/{tid}")
+            if stack:
+                frames = [ln.split("]", 1)[-1].strip() for ln in stack.splitlines() if ln.strip()][:24]
+                info.thread_kernel_stacks[int(tid)] = frames
+    info.kernel_stack = info.thread_kernel_stacks.get(pid)
 
 
 def read_states(procs: List[ProcInfo], max_workers: int = 16) -> None:

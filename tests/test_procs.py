@@ -98,3 +98,22 @@ def test_gone_pid():
     with pytest.raises(InspectError) as err:
         job_processes([4_000_000])
     assert err.value.kind == "gone"
+
+
+@pytest.mark.timeout(60)
+def test_a_dead_worker_is_a_zombie_worker_and_evidence(child, knowledge):
+    from assistant.diagnose import DiagnoseRequest, run_diagnosis
+
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os._exit(0)\n"  # the worker dies; the parent never reaps it
+        "time.sleep(60)\n"
+    )
+    proc = child(code)
+    procs = job_processes([proc.pid])
+    dead = [p for p in procs if p.pid != proc.pid]
+    assert len(dead) == 1 and dead[0].state == "Z" and dead[0].role == "dataloader-worker"
+    report = run_diagnosis(DiagnoseRequest(pids=[proc.pid]), knowledge)
+    dataloader = next(d for d in report.diagnoses if d.cause == "dataloader")
+    assert any("zombie" in e.detail for e in dataloader.evidence)
