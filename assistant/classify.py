@@ -9,6 +9,7 @@ All cause knowledge comes from skills/; this module only applies it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -55,6 +56,7 @@ class Observations:
     last_steps: List[Optional[int]] = field(default_factory=list)
     derived: Dict[str, Answer] = field(default_factory=dict)  # answers found by collectors
     derived_why: Dict[str, str] = field(default_factory=dict)
+    findings: List[tuple] = field(default_factory=list)  # (probe name, probes.targeted.Finding)
 
     def add(self, source: str, line: ObservedLine) -> None:
         self.lines.setdefault(source, []).append(line)
@@ -62,7 +64,7 @@ class Observations:
     def only(self, pids) -> Observations:
         """The lines about these processes, plus those about no process in particular (GPU, kernel)."""
         keep = set(pids)
-        out = Observations(derived=dict(self.derived), derived_why=dict(self.derived_why))
+        out = Observations(derived=dict(self.derived), derived_why=dict(self.derived_why), findings=list(self.findings))
         for source, lines in self.lines.items():
             out.lines[source] = [ln for ln in lines if ln.pid is None or ln.pid in keep]
         return out
@@ -127,6 +129,22 @@ def match_signals(knowledge: Knowledge, obs: Observations, sources=None) -> List
     return list(found.values())
 
 
+# A probe finding names its cause itself; its severity is its weight as evidence.
+FINDING_WEIGHTS = {"fail": 0.7, "warn": 0.4, "info": 0.05}
+
+
+def _finding_matches(knowledge: Knowledge, obs: Observations) -> List[SignalMatch]:
+    out = []
+    for i, (probe, finding) in enumerate(obs.findings):
+        if finding.cause not in knowledge.playbooks:
+            continue
+        weight = FINDING_WEIGHTS.get(finding.severity, 0.0)
+        detail = f"probe {probe}: {finding.message}"
+        signal = Signal(finding.cause, -1 - i, "probe", re.compile(""), weight, detail, {})
+        out.append(SignalMatch(signal, "probe", ObservedLine(detail), detail))
+    return out
+
+
 def _answer_signal_matches(knowledge: Knowledge, answers: Dict[str, Answer]) -> List[SignalMatch]:
     out = []
     lines = [ObservedLine(f"{a.key}={a.value}") for a in answers.values() if a.value != UNKNOWN]
@@ -184,7 +202,7 @@ def noisy_or(weights: List[float]) -> float:
 
 
 def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observations) -> Classification:
-    matches = match_signals(knowledge, obs)
+    matches = match_signals(knowledge, obs) + _finding_matches(knowledge, obs)
     derive_answers(knowledge, obs, matches)
     answers = combine(user_answers, obs.derived)
     notes = {k: obs.derived_why[k] for k, a in answers.items() if a.source != "user" and k in obs.derived_why}

@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="Python frames only (default: native C/C++ frames too, where py-spy or pystack can read them)",
     )
+    d.add_argument(
+        "--probe", action="append", default=[], metavar="NAME", help="also run this targeted probe (repeatable)"
+    )
+    d.add_argument("--allow-exec", action="store_true", help="consent to probes that run your code")
     d.add_argument("--answers", metavar="FILE", help="YAML or JSON mapping of triage answers")
     d.add_argument(
         "--log", action="append", default=[], metavar="FILE", help="a training log to read the tail of (repeatable)"
@@ -90,6 +94,26 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--list", action="store_true", help="list the scenarios")
     m.add_argument("--format", choices=("json", "markdown", "text"), default="text")
 
+    pr = sub.add_parser(
+        "probe",
+        help="run one targeted probe (probe --list shows them)",
+        description="Run one targeted probe, bounded in time. Probes that run your code need --allow-exec.\n"
+        "Give a launch command after --: debug-stuck probe nccl-debug-run --allow-exec -- torchrun ... train.py",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    pr.add_argument("name", nargs="?", metavar="NAME", help="the probe to run")
+    pr.add_argument("--list", action="store_true", help="list the probes, one line each")
+    pr.add_argument("--timeout", type=float, metavar="S", help="time limit in seconds (default: the probe's own)")
+    pr.add_argument("--allow-exec", action="store_true", help="consent to running your code or command")
+    pr.add_argument("--format", choices=("json", "text"), default="text")
+    pr.add_argument("--pid", action="append", type=int, default=[], metavar="P", help="a process of the job")
+    pr.add_argument("--path", action="append", default=[], metavar="DIR", help="a path the job reads or writes")
+    pr.add_argument("--factory", metavar="MODULE:FUNC", help="dataloader: returns your Dataset or DataLoader")
+    pr.add_argument("--script", metavar="FILE", help="gc: the script to run under GC timing")
+    pr.add_argument("--num-workers", type=int, metavar="N", help="dataloader: num_workers to test (default: yours)")
+    pr.add_argument("--batches", type=int, default=5, metavar="N", help="dataloader: batches to fetch (default 5)")
+
     s = sub.add_parser("skills", help="check or install the knowledge base and the agent skill")
     ssub = s.add_subparsers(dest="skills_command", metavar="ACTION", parser_class=_Parser)
     c = ssub.add_parser("check", help="validate every playbook and the decision tree")
@@ -102,7 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    launch: List[str] = []
+    if "--" in argv:  # everything after -- is the user's command, never our options
+        cut = argv.index("--")
+        argv, launch = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    args.launch = launch
     from assistant.errors import DebugStuckError
 
     try:
@@ -110,6 +140,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _diagnose(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "probe":
+            return _probe(args)
         if args.command == "skills":
             if args.skills_command == "check":
                 return _skills_check(args)
@@ -159,6 +191,8 @@ def _diagnose(args) -> int:
     request.auto = args.auto
     request.window = args.window
     request.native = args.native
+    request.probes = args.probe
+    request.allow_exec = args.allow_exec
     if sys.stderr.isatty():
         request.progress = lambda msg: print(f"debug-stuck: {msg}...", file=sys.stderr)
     report = run_diagnosis(request, knowledge)
@@ -174,6 +208,51 @@ def _demo(args) -> int:
         return 0
     text = run_demo(args.scenario, lambda report: render(report, args.format), stderr_say)
     sys.stdout.write(text)
+    return 0
+
+
+def _probe(args) -> int:
+    import json
+
+    from assistant.errors import BadInput
+    from probes.targeted import ProbeContext, ProbeUsageError, list_probes, probe_module, run_probe
+
+    try:
+        if args.list:
+            for p in list_probes():
+                consent = "  [runs your code: --allow-exec]" if p["runs_user_code"] else ""
+                print(f"{p['name']:15} {p['summary']}{consent}")
+            return 0
+        if not args.name:
+            raise BadInput("which probe?", "give a NAME; 'debug-stuck probe --list' shows them")
+        module = probe_module(args.name)
+        command = args.launch
+        timeout = args.timeout if args.timeout is not None else module.DEFAULT_TIMEOUT
+        if timeout <= 0:
+            raise BadInput(f"--timeout {timeout} must be positive", "give seconds, e.g. --timeout 60")
+        ctx = ProbeContext(
+            timeout=timeout,
+            allow_exec=args.allow_exec,
+            command=command,
+            pids=args.pid,
+            paths=args.path,
+            factory=args.factory,
+            script=args.script,
+            num_workers=args.num_workers,
+            batches=args.batches,
+        )
+        if sys.stderr.isatty():
+            ctx.progress = lambda msg: print(f"debug-stuck: {msg}...", file=sys.stderr)
+        result = run_probe(args.name, ctx)
+    except ProbeUsageError as exc:
+        raise BadInput(str(exc)) from None
+    if args.format == "json":
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(f"probe {result.name}: {result.status.upper()} ({result.seconds:.1f} s): {result.summary}")
+        for f in result.findings:
+            where = f" [{f.cause}]" if f.cause else ""
+            print(f"  - {f.severity}: {f.message}{where}")
     return 0
 
 

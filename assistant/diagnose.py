@@ -34,6 +34,8 @@ class DiagnoseRequest:
     samples: int = 2
     native: bool = True
     progress: Optional[Callable[[str], None]] = None
+    probes: List[str] = field(default_factory=list)  # targeted probes to run as part of the diagnosis
+    allow_exec: bool = False
 
     @property
     def live(self) -> bool:
@@ -66,6 +68,8 @@ def run_diagnosis(request: DiagnoseRequest, knowledge: Optional[Knowledge] = Non
     for tail in tails:
         if tail.error:
             report.errors.append(tail.error)
+    for result in run_requested_probes(request, obs):
+        report.probes.append(result.to_dict())
     result = classify(knowledge, request.answers, obs)
     fill_report(report, knowledge, result, tails)
     if snap is not None:
@@ -73,6 +77,33 @@ def run_diagnosis(request: DiagnoseRequest, knowledge: Optional[Knowledge] = Non
 
         fill_live(report, knowledge, snap, obs, request.answers)
     return report
+
+
+def run_requested_probes(request: DiagnoseRequest, obs: Observations):
+    """Run the probes asked for; their findings become evidence. Consent is checked up front."""
+    if not request.probes:
+        return []
+    from probes.targeted import ProbeContext, ProbeUsageError, probe_module, run_probe
+
+    for name in request.probes:
+        try:
+            probe_module(name)
+        except ProbeUsageError as exc:
+            raise BadInput(str(exc)) from None
+        if probe_module(name).RUNS_USER_CODE and not request.allow_exec:
+            raise BadInput(f"probe {name!r} runs your code", "add --allow-exec to consent, or leave that probe out")
+    results = []
+    for name in request.probes:
+        if request.progress:
+            request.progress(f"running probe {name}")
+        module = probe_module(name)
+        ctx = ProbeContext(timeout=module.DEFAULT_TIMEOUT, allow_exec=request.allow_exec, pids=list(request.pids))
+        result = run_probe(name, ctx)
+        for line in result.fact_lines():
+            obs.add("probe", ObservedLine(line))
+        obs.findings.extend((name, f) for f in result.findings)
+        results.append(result)
+    return results
 
 
 def observe_log(tree: Tree, path: str, obs: Observations, max_bytes: Optional[int] = None) -> LogTail:

@@ -86,6 +86,8 @@ def render_text(report: Report) -> str:
         if top.checks:
             out.append("Confirm with:")
             out.append(_indent(top.checks[0], "    "))
+        if top.probes:
+            out.append("Settle it with: " + "; ".join(f"debug-stuck probe {p}" for p in top.probes))
         out.append(f"Playbook: {top.playbook}")
     others = report.diagnoses[1:] if top else report.diagnoses
     if others:
@@ -110,6 +112,8 @@ def render_text(report: Report) -> str:
         if "seconds_since_modified" in log:
             line += f", last changed {log['seconds_since_modified']:.0f} s ago"
         out.append(line)
+    for probe in report.probes:
+        out.append(f"Probe {probe['name']}: {probe['status'].upper()}: {probe['summary']}")
     if report.notes:
         out.append("")
         out.extend(f"Note: {n}" for n in report.notes)

@@ -411,3 +411,31 @@ def sample_window(procs: List[ProcInfo], window: float = 1.0, max_workers: int =
         if a.read is not None and b.read is not None:
             info.io_read_bytes = b.read - a.read
             info.io_write_bytes = b.write - a.write
+
+
+def read_process_environ(pid: int) -> Dict[str, str]:
+    """The job-relevant environment of a process (secrets redacted). Raises InspectError."""
+    try:
+        environ = call_with_timeout(lambda: psutil.Process(pid).environ(), PROC_READ_SECONDS, f"environ of {pid}")
+    except psutil.NoSuchProcess:
+        raise InspectError("gone", f"process {pid} does not exist (it may have exited)") from None
+    except (psutil.AccessDenied, PermissionError):
+        raise InspectError("permission", f"permission denied reading the environment of process {pid}") from None
+    except CallTimedOut as exc:
+        raise InspectError("timeout", str(exc)) from None
+    return redact_env({k: v for k, v in environ.items() if RELEVANT_ENV.match(k)})
+
+
+_LIMIT_NAMES = {"Max open files": "nofile", "Max locked memory": "memlock", "Max processes": "nproc"}
+
+
+def read_process_limits(pid: int) -> Dict[str, Optional[int]]:
+    """Soft resource limits of a process from /proc/P/limits (-1 = unlimited)."""
+    text = _bounded(lambda: _read(f"/proc/{pid}/limits"), f"reading /proc/{pid}/limits", "") or ""
+    out: Dict[str, Optional[int]] = {}
+    for line in text.splitlines():
+        for label, key in _LIMIT_NAMES.items():
+            if line.startswith(label):
+                soft = line[len(label) :].split()[0]
+                out[key] = -1 if soft == "unlimited" else _int(soft)
+    return out

@@ -1,0 +1,112 @@
+"""The probe framework and the env probe, against real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+from probes import targeted
+from probes.targeted import ProbeContext, ProbeResult, run_probe
+
+
+@pytest.fixture
+def job():
+    started = []
+
+    def start(env):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)"],
+            env=dict(os.environ, **env),
+            start_new_session=True,
+        )
+        started.append(proc)
+        time.sleep(0.3)
+        return proc
+
+    yield start
+    for proc in started:
+        os.killpg(proc.pid, 9)
+        proc.wait(timeout=10)
+
+
+@pytest.mark.timeout(30)
+def test_env_probe_reads_the_jobs_environment(job, cli):
+    proc = job(
+        {
+            "OMP_NUM_THREADS": "512",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0",
+            "NCCL_SOCKET_IFNAME": "ib-does-not-exist9",
+            "MIOPEN_DEBUG_DISABLE_FIND_DB": "1",
+            "HF_TOKEN": "hf_secretsecretsecretsecretsecret",
+        }
+    )
+    code, out, _ = cli("probe", "env", "--pid", proc.pid, "--format", "json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["status"] == "fail"
+    causes = {f["cause"] for f in result["findings"] if f["severity"] in ("warn", "fail")}
+    assert {"cpu-spin", "collective", "nccl-init", "miopen-find"} <= causes
+    assert "hf_secret" not in out
+
+
+def test_env_probe_on_this_shell_is_not_an_error(cli):
+    code, out, _ = cli("probe", "env")
+    assert code == 0 and out.startswith("probe env: ")
+
+
+def test_unknown_probe_and_missing_name(cli):
+    code, _, err = cli("probe", "frobnicate")
+    assert code == 2 and "no probe 'frobnicate'; valid:" in err
+    code, _, err = cli("probe")
+    assert code == 2 and "probe --list" in err
+
+
+@pytest.mark.timeout(30)
+def test_a_probe_that_overruns_is_reported_as_timeout(monkeypatch):
+    slow = types.SimpleNamespace(
+        NAME="slow", SUMMARY="sleeps", DEFAULT_TIMEOUT=0.2, RUNS_USER_CODE=False, run=lambda ctx: time.sleep(30)
+    )
+    monkeypatch.setitem(targeted.REGISTRY, "slow", "fake.slow")
+    monkeypatch.setattr(targeted, "probe_module", lambda name: slow)
+    monkeypatch.setattr(targeted, "CLEANUP_GRACE", 0.3)
+    started = time.monotonic()
+    result = run_probe("slow", ProbeContext(timeout=0.2))
+    assert time.monotonic() - started < 3
+    assert result.status == "timeout" and "did not finish" in result.summary
+
+
+def test_a_probe_that_crashes_still_gives_a_result(monkeypatch):
+    def boom(ctx):
+        raise ValueError("bad parse")
+
+    broken = types.SimpleNamespace(NAME="broken", SUMMARY="x", DEFAULT_TIMEOUT=5, RUNS_USER_CODE=False, run=boom)
+    monkeypatch.setattr(targeted, "probe_module", lambda name: broken)
+    result = run_probe("broken", ProbeContext(timeout=5))
+    assert result.status == "fail" and "ValueError: bad parse" in result.summary
+
+
+def test_consent_is_required_for_user_code(monkeypatch):
+    exec_probe = types.SimpleNamespace(
+        NAME="x", SUMMARY="x", DEFAULT_TIMEOUT=5, RUNS_USER_CODE=True, run=lambda ctx: ProbeResult("x", "ok", "ran")
+    )
+    monkeypatch.setattr(targeted, "probe_module", lambda name: exec_probe)
+    with pytest.raises(targeted.ConsentRequired):
+        run_probe("x", ProbeContext(timeout=5))
+    assert run_probe("x", ProbeContext(timeout=5, allow_exec=True)).summary == "ran"
+
+
+@pytest.mark.timeout(60)
+def test_probe_findings_are_evidence_in_a_diagnosis(job, cli_json):
+    proc = job({"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"})
+    report = cli_json("--pid", proc.pid, "--probe", "env", "--answer", "gpu=busy")
+    assert report["probes"][0]["name"] == "env"
+    collective = next(d for d in report["diagnoses"] if d["cause"] == "collective")
+    assert any(
+        e["source"] == "probe" and "TORCH_NCCL_ASYNC_ERROR_HANDLING" in e["detail"] for e in collective["evidence"]
+    )
