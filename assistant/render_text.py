@@ -103,7 +103,8 @@ def render_text(report: Report) -> str:
         out.append("Worth answering (rerun with --answer KEY=VALUE):")
         for q in report.next_questions:
             values = "|".join(q["values"])
-            out.append(f"  - {q['key']} ({values}): {q['text']}")
+            probe = f" (or: debug-stuck probe {q['probes'][0]})" if q.get("probes") else ""
+            out.append(f"  - {q['key']} ({values}): {q['text']}{probe}")
     for log in report.logs:
         line = f"Log {log['path']}: {log['lines']} lines read"
         prog = log.get("progress", {})

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 import yaml
 
 from assistant.contract import CAUSE_IDS, CONTRACT_ANSWER_KEYS, PATTERNS, PHASES, UNKNOWN
-from assistant.knowledge import Problem
+from assistant.knowledge import PROBE_NAMES, Problem
 from assistant.paths import skills_dir
 
 ASSUMED_PRIOR_DAMPING = 0.6
@@ -39,6 +39,7 @@ class Question:
     hints: List[Hint] = field(default_factory=list)
     from_causes: Dict[str, List[str]] = field(default_factory=dict)
     verdict_phase: Dict[str, str] = field(default_factory=dict)
+    probes: List[str] = field(default_factory=list)  # targeted probes whose result answers it
 
     def valid_values(self) -> List[str]:
         return list(self.values) + [UNKNOWN] if self.kind == "choice" else ["a positive integer", UNKNOWN]
@@ -46,6 +47,8 @@ class Question:
     def to_dict(self) -> dict:
         out = {"key": self.key, "text": self.text, "why": self.why}
         out["values"] = dict(self.values) if self.kind == "choice" else {"N": "a positive integer"}
+        if self.probes:
+            out["probes"] = list(self.probes)
         return out
 
 
@@ -302,6 +305,10 @@ def _parse_question(key: str, raw) -> Tuple[Optional[Question], List[Problem]]:
     for value, causes in from_causes.items():
         if value not in values or any(c not in CAUSE_IDS for c in causes):
             problems.append(Problem(f, f"{where}.from_causes.{value}", "needs a valid value and cause ids"))
+    probes = [str(p) for p in (raw.get("probes") or [])]
+    for name in probes:
+        if name not in PROBE_NAMES:
+            problems.append(Problem(f, f"{where}.probes", f"{name!r} is not a probe; valid: {', '.join(PROBE_NAMES)}"))
     verdict_phase = {str(k): str(v) for k, v in (raw.get("verdict_phase") or {}).items()}
     for value, phase in verdict_phase.items():
         if value not in values or phase not in PHASES:
@@ -321,6 +328,7 @@ def _parse_question(key: str, raw) -> Tuple[Optional[Question], List[Problem]]:
             hints=hints,
             from_causes=from_causes,
             verdict_phase=verdict_phase,
+            probes=probes,
         ),
         [],
     )
