@@ -110,3 +110,20 @@ def test_probe_findings_are_evidence_in_a_diagnosis(job, cli_json):
     assert any(
         e["source"] == "probe" and "TORCH_NCCL_ASYNC_ERROR_HANDLING" in e["detail"] for e in collective["evidence"]
     )
+
+
+def test_probe_list_names_every_probe_and_consent(cli):
+    code, out, _ = cli("probe", "--list")
+    assert code == 0
+    for name in targeted.REGISTRY:
+        assert out.count(f"{name} ") >= 1
+    assert out.count("[runs your code: --allow-exec]") == 3
+
+
+def test_exec_probe_without_consent_runs_nothing(cli, tmp_path):
+    marker = tmp_path / "ran"
+    code, out, err = cli("probe", "nccl-debug-run", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')")
+    assert code == 2 and "--allow-exec" in err and out == ""
+    assert not marker.exists()
+    code, _, err = cli("diagnose", "--probe", "dataloader")
+    assert code == 2 and "--allow-exec" in err
