@@ -17,8 +17,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +25,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import psutil
 
-from probes.bounded import CommandResult, run_command
+from probes.bounded import CommandResult, run_command, run_tree
 from probes.gpu import parse_json_text
 from probes.procs import REDACTED, InspectError, read_process_environ
 from probes.targeted import Finding, ProbeContext, ProbeResult
@@ -43,7 +41,6 @@ Runner = Callable[[Sequence[str], float], CommandResult]
 # How often the variant runner looks for new descendants: a child that starts a grandchild in a
 # new session (as torchrun does) and exits within one interval can escape; anything longer-lived
 # is seen and killed by PID.
-POLL_S = 0.05
 # Our own convolution should take seconds; a default Find this much slower than FAST is the trap.
 SLOW_FACTOR = 3.0
 SLOW_MIN_S = 10.0
@@ -65,81 +62,17 @@ class VariantResult:
         return asdict(self)
 
 
-def _descendants(pid: int) -> List[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return []
-
-
-def _remember(tracked: Dict[int, float], procs: Sequence[psutil.Process]) -> None:
-    for proc in procs:
-        if proc.pid not in tracked:
-            try:
-                tracked[proc.pid] = proc.create_time()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-
-
-def _kill_tree(leader: int, tracked: Dict[int, float]) -> None:
-    """SIGKILL the leader's process group, then every descendant seen, by PID.
-
-    Descendants in other sessions or groups (torchrun's ranks) are not in the group; each is
-    killed by PID after checking its start time, so a recycled PID is never hit.
-    """
-    _remember(tracked, _descendants(leader))
-    try:
-        os.killpg(leader, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for pid, created in tracked.items():
-        try:
-            proc = psutil.Process(pid)
-            if abs(proc.create_time() - created) < 0.01:
-                proc.kill()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-
-
 def run_bounded(
     argv: Sequence[str], env: Mapping[str, str], timeout: float, cwd: Optional[str] = None, tail_chars: int = 4000
 ) -> VariantResult:
-    """Run argv in its own session; at `timeout` kill its whole tree. Never blocks past the limit
-    (plus 2 s for a child that does not die at once)."""
-    started = time.monotonic()
-    tracked: Dict[int, float] = {}
-    with tempfile.TemporaryFile() as out:
-        # A file, not a pipe: a grandchild that keeps the pipe open cannot block the read.
-        try:
-            proc = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=dict(env),
-                cwd=cwd,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            return VariantResult(False, 0.0, None, False, f"could not start {argv[0]}: {exc}")
-        deadline = started + max(timeout, 0.0)
-        while proc.poll() is None and time.monotonic() < deadline:
-            _remember(tracked, _descendants(proc.pid))
-            time.sleep(min(POLL_S, max(deadline - time.monotonic(), 0.0)))
-        timed_out = proc.poll() is None
-        seconds = time.monotonic() - started
-        # Leftovers of a finished child are ours too: kill them either way.
-        _kill_tree(proc.pid, tracked)
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass  # stuck in the kernel (D state): give up on it rather than hang
-        out.seek(0, os.SEEK_END)
-        size = out.tell()
-        out.seek(max(0, size - tail_chars))
-        tail = out.read().decode("utf-8", errors="replace")
-    returncode = None if timed_out else proc.returncode
-    return VariantResult(not timed_out and returncode == 0, round(seconds, 3), returncode, timed_out, tail)
+    """Run argv in its own session; at `timeout` kill its whole tree (probes.bounded.run_tree)."""
+    try:
+        result = run_tree(argv, timeout, env=dict(env), cwd=cwd)
+    except OSError as exc:
+        return VariantResult(False, 0.0, None, False, f"could not start {argv[0]}: {exc}")
+    return VariantResult(
+        result.ok, round(result.seconds, 3), result.returncode, result.timed_out, result.output[-tail_chars:]
+    )
 
 
 def run_variants(
