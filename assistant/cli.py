@@ -85,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--example", metavar="NAME", help="diagnose a bundled example scenario (see --list-examples)")
     d.add_argument("--list-examples", action="store_true", help="list the bundled example scenarios")
 
+    from assistant.multinode_cli import add_diagnose_arguments, add_snapshot_parser
+
+    add_diagnose_arguments(d)
+    add_snapshot_parser(sub)
+
     m = sub.add_parser(
         "demo",
         help="start a bundled job that really hangs, diagnose it live, clean up",
@@ -140,6 +145,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _diagnose(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "snapshot":
+            from assistant.multinode_cli import run_snapshot
+
+            return run_snapshot(args)
         if args.command == "probe":
             return _probe(args)
         if args.command == "skills":
@@ -195,7 +204,9 @@ def _diagnose(args) -> int:
     request.allow_exec = args.allow_exec
     if sys.stderr.isatty():
         request.progress = lambda msg: print(f"debug-stuck: {msg}...", file=sys.stderr)
-    report = run_diagnosis(request, knowledge)
+    from assistant.multinode_cli import run_multinode
+
+    report = run_multinode(args, knowledge, request.answers) or run_diagnosis(request, knowledge)
     _emit(render(report, args.format), args.output)
     return 0
 

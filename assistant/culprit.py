@@ -25,8 +25,19 @@ class Culprit:
     group: StackGroup
     waiting: List[StackGroup]
 
+    @property
+    def host(self) -> Optional[str]:
+        """The node the culprit runs on; None on a single-node snapshot."""
+        return self.group.hosts[0] if self.group.hosts else None
+
     def to_dict(self) -> dict:
-        return {"pid": self.pid, "rank": self.rank, "reason": self.reason}
+        out = {"pid": self.pid, "rank": self.rank, "reason": self.reason}
+        if self.host is not None:
+            # every rank and node of the odd group: on many nodes one stuck group can span several
+            out["host"] = self.host
+            out["ranks"] = list(self.group.ranks)
+            out["hosts"] = self.group.node_names()
+        return out
 
 
 def _waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[str]:
@@ -40,6 +51,11 @@ def _waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[st
             if signal.pattern.search(frame):
                 return frame
     return None
+
+
+def waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[str]:
+    """The frame in which the group waits for its peers in a collective, or None."""
+    return _waits_in_collective(knowledge, group)
 
 
 def find_culprit(knowledge: Knowledge, groups: List[StackGroup]) -> Optional[Culprit]:

@@ -7,9 +7,9 @@ from typing import Dict, List
 from assistant.answers import Answer
 from assistant.classify import Observations, classify, noisy_or
 from assistant.collect import Snapshot
-from assistant.culprit import WAITING_CAUSE, find_culprit
+from assistant.culprit import WAITING_CAUSE, Culprit, find_culprit
 from assistant.kb import Knowledge
-from assistant.observe import describe_ranks, group_ranks, judge_progress, stack_motion
+from assistant.observe import Progress, describe_ranks, group_ranks, judge_progress, stack_motion
 from assistant.report import Evidence, Report
 
 CULPRIT_WEIGHT = 0.5
@@ -53,25 +53,39 @@ def fill_live(
     groups = group_ranks(snap)
     report.stack_groups = [dict(g.to_dict(), label=describe_ranks(g)) for g in groups]
     progress = judge_progress(snap)
-    verdict = report.verdict
-    verdict.hung = progress.hung
+    report.verdict.hung = progress.hung
     culprit = find_culprit(knowledge, groups)
     if culprit is not None:
-        report.culprit = culprit.to_dict()
-        own = classify(knowledge, {}, obs.only(_descendants(snap, culprit.pid)))
-        primary = next((d for d in own.diagnoses if d.cause != WAITING_CAUSE), None)
-        if primary is not None:
-            primary.evidence.insert(0, Evidence("stack", culprit.reason, weight=CULPRIT_WEIGHT))
-            primary.confidence = round(noisy_or([primary.confidence, CULPRIT_WEIGHT]), 3)
-            report.diagnoses = [primary] + [d for d in report.diagnoses if d.cause != primary.cause]
-            report.culprit["cause"] = primary.cause
-            verdict.cause = primary.cause
-            verdict.confidence = primary.confidence
-            verdict.phase = knowledge.playbooks[primary.cause].phase
-            verdict.summary = (
-                f"{describe_ranks(culprit.group).capitalize()} (pid {culprit.pid}) holds the job up: "
-                f"{primary.title} ({primary.confidence:.0%}); the other ranks wait for it in a collective."
-            )
+        apply_culprit(report, knowledge, culprit, obs.only(_descendants(snap, culprit.pid)))
+    apply_progress(report, progress)
+
+
+def apply_culprit(report: Report, knowledge: Knowledge, culprit: Culprit, own: Observations) -> None:
+    """Name the culprit, and lead with what its own evidence (`own`: its lines only) says it is doing."""
+    verdict = report.verdict
+    report.culprit = culprit.to_dict()
+    result = classify(knowledge, {}, own)
+    primary = next((d for d in result.diagnoses if d.cause != WAITING_CAUSE), None)
+    if primary is None:
+        return
+    primary.evidence.insert(0, Evidence("stack", culprit.reason, weight=CULPRIT_WEIGHT))
+    primary.confidence = round(noisy_or([primary.confidence, CULPRIT_WEIGHT]), 3)
+    report.diagnoses = [primary] + [d for d in report.diagnoses if d.cause != primary.cause]
+    report.culprit["cause"] = primary.cause
+    verdict.cause = primary.cause
+    verdict.confidence = primary.confidence
+    verdict.phase = knowledge.playbooks[primary.cause].phase
+    who = describe_ranks(culprit.group)
+    who = who[:-1] + f", pid {culprit.pid})" if who.endswith(")") else f"{who} (pid {culprit.pid})"
+    verdict.summary = (
+        f"{who[:1].upper() + who[1:]} holds the job up: "
+        f"{primary.title} ({primary.confidence:.0%}); the other ranks wait for it in a collective."
+    )
+
+
+def apply_progress(report: Report, progress: Progress) -> None:
+    """A job that progresses is not hung, whatever the stacks look like; a hung one says why."""
+    verdict = report.verdict
     if progress.hung is False:
         verdict.cause = None
         verdict.confidence = 0.0

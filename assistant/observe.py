@@ -157,9 +157,22 @@ class StackGroup:
     pids: List[int]
     ranks: List[Optional[int]]
     frames: List[str] = field(default_factory=list)  # the first member's main-thread frames
+    hosts: List[Optional[str]] = field(default_factory=list)  # per member; None on a single-node snapshot
+
+    @property
+    def where(self) -> str:
+        """The innermost Python function of the group's stack, e.g. "all_reduce"."""
+        return self.signature[0][0].rsplit(".", 1)[-1] if self.signature else "(no Python frame)"
+
+    def node_names(self) -> List[str]:
+        return list(dict.fromkeys(h for h in self.hosts if h is not None))
 
     def to_dict(self) -> dict:
-        return {"top": self.top, "pids": self.pids, "ranks": self.ranks, "count": len(self.pids)}
+        out = {"top": self.top, "pids": self.pids, "ranks": self.ranks, "count": len(self.pids)}
+        if self.node_names():
+            out["hosts"] = self.hosts
+            out["where"] = self.where
+        return out
 
 
 def group_ranks(snap: Snapshot) -> List[StackGroup]:
@@ -179,11 +192,35 @@ def group_ranks(snap: Snapshot) -> List[StackGroup]:
         group = groups.setdefault(signature, StackGroup(signature, top, [], [], [f.text() for f in thread.frames]))
         group.pids.append(info.pid)
         group.ranks.append(info.rank)
+        group.hosts.append(info.host)
     return sorted(groups.values(), key=lambda g: (-len(g.pids), g.pids[0]))
+
+
+def compress_numbers(numbers) -> str:
+    """0,1,2,3,5 -> "0-3,5": runs of three or more become ranges, so 1,024 ranks fit on a line."""
+    values = sorted(set(numbers))
+    parts, i = [], 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{values[i]}-{values[j]}")
+        else:
+            parts.extend(str(v) for v in values[i : j + 1])
+        i = j + 1
+    return ",".join(parts)
 
 
 def describe_ranks(group: StackGroup) -> str:
     ranks = [r for r in group.ranks if r is not None]
     if len(ranks) == len(group.ranks) and ranks:
-        return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(map(str, sorted(ranks)))
-    return ("pid " if len(group.pids) == 1 else "pids ") + ",".join(map(str, group.pids))
+        text = ("rank " if len(ranks) == 1 else "ranks ") + compress_numbers(ranks)
+    else:
+        text = ("pid " if len(group.pids) == 1 else "pids ") + ",".join(map(str, group.pids))
+    nodes = group.node_names()
+    if len(nodes) > 2:
+        text += f" ({len(nodes)} nodes)"
+    elif nodes:
+        text += f" ({', '.join(nodes)})"
+    return text

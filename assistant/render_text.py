@@ -52,7 +52,8 @@ def render_text(report: Report) -> str:
     if report.culprit:
         c = report.culprit
         who = f"rank {c['rank']}" if c.get("rank") is not None else f"pid {c['pid']}"
-        out.append(f"Culprit: {who} (pid {c['pid']}): {c['reason']}")
+        where = f"{c['host']}, " if c.get("host") else ""
+        out.append(f"Culprit: {who} ({where}pid {c['pid']}): {c['reason']}")
     if len(report.stack_groups) > 1:
         out.append("Stack groups:")
         for g in report.stack_groups:

@@ -90,6 +90,7 @@ class ProcInfo:
     loads_torch: bool = False
     children: List[int] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)
+    host: Optional[str] = None  # the node it runs on, set when snapshots of several nodes are merged
 
     @property
     def python(self) -> bool:
@@ -97,9 +98,10 @@ class ProcInfo:
         return "python" in head.lower()
 
     def label(self) -> str:
-        if self.role == "rank" and self.rank is not None:
-            return f"pid {self.pid} (rank {self.rank})"
-        return f"pid {self.pid} ({self.role})"
+        who = f"rank {self.rank}" if self.role == "rank" and self.rank is not None else self.role
+        if self.host is not None:
+            who += f", {self.host}"
+        return f"pid {self.pid} ({who})"
 
     def to_dict(self) -> dict:
         return {
@@ -127,6 +129,7 @@ class ProcInfo:
             "env": self.env,
             "children": self.children,
             "errors": self.errors,
+            **({"host": self.host} if self.host is not None else {}),
         }
 
 

@@ -1,0 +1,124 @@
+"""Multi-node diagnosis over ssh: a real sshd on loopback, a real hung torchrun+gloo job, and hosts
+that never answer or refuse. A node that fails leaves a report of the rest, with the node named.
+
+The sshd tests need root (sshd's privilege separation, logging in as root with our key) and skip
+with the reason otherwise; the failing-host tests need only the ssh client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import time
+
+import pytest
+from multinode_engines import Blackhole, EngineUnavailable, LoopbackSshd, free_port, snapshot_wired
+from zoo.fixtures import zoo  # noqa: F401
+
+from assistant import multinode
+from assistant.errors import BadInput
+from assistant.multinode_cli import add_diagnose_arguments, run_multinode
+
+pytestmark = pytest.mark.timeout(300)
+NODE = socket.gethostname().split(".")[0]
+
+
+def diagnose_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pid", action="append", type=int, default=[])
+    parser.add_argument("--auto", action="store_true")
+    parser.add_argument("--window", type=float, default=1.0)
+    parser.add_argument("--no-native", dest="native", action="store_false")
+    parser.add_argument("--log", action="append", default=[])
+    add_diagnose_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def ssh_flags(server: LoopbackSshd) -> list:
+    out = []
+    for option in server.options:
+        out += ["--ssh-option", option]
+    return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def remote_entry():
+    saved = multinode.REMOTE_MODULE
+    if not snapshot_wired():
+        multinode.REMOTE_MODULE = "assistant.multinode_cli"
+    yield
+    multinode.REMOTE_MODULE = saved
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    server = LoopbackSshd(tmp_path_factory.mktemp("sshd"))
+    try:
+        server.start()
+    except EngineUnavailable as exc:
+        server.stop()
+        pytest.skip(f"no test sshd on this machine: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def blackhole():
+    hole = Blackhole()
+    yield hole
+    hole.close()
+
+
+@pytest.fixture
+def straggler(zoo):  # noqa: F811
+    pytest.importorskip("torch")
+    return zoo("gloo_straggler", nproc_per_node=3)
+
+
+def test_hosts_over_ssh_name_the_culprit_rank_and_node(knowledge, sshd, straggler):
+    args = diagnose_args("--hosts", f"localhost:{sshd.port}", "--pid", str(straggler.proc.pid), *ssh_flags(sshd))
+    report = run_multinode(args, knowledge, {})
+    assert report.culprit is not None, report.stack_groups
+    assert report.culprit["rank"] == 1 and report.culprit["pid"] == straggler.rank(1).pid
+    assert report.culprit["host"] == NODE
+    assert [g["label"] for g in report.stack_groups] == [f"ranks 0,2 ({NODE})", f"rank 1 ({NODE})"]
+    assert report.verdict.hung is True and report.verdict.cause == "dataloader"
+    assert not [e for e in report.errors if "did not answer" in e or "ssh failed" in e], report.errors
+
+
+def test_a_host_that_never_answers_leaves_a_report_of_the_rest(knowledge, sshd, straggler, blackhole):
+    wedged = f"127.0.0.1:{blackhole.port}"
+    refused = f"127.0.0.1:{free_port()}"
+    hosts = f"localhost:{sshd.port},{wedged},{refused}"
+    args = diagnose_args("--hosts", hosts, "--pid", str(straggler.proc.pid), "--node-timeout", "20", *ssh_flags(sshd))
+    report = run_multinode(args, knowledge, {})
+    assert report.culprit is not None and report.culprit["rank"] == 1 and report.culprit["host"] == NODE
+    errors = " ".join(report.errors)
+    assert wedged in errors and refused in errors
+    assert "Connection refused" in errors
+    assert "2 of 3 nodes gave no snapshot" in report.notes[1]
+    evidence = " ".join(e.detail for e in report.diagnoses[0].evidence)
+    assert wedged in evidence and refused in evidence
+    assert report.answers["nodes"]["value"] == "3"
+
+
+def test_the_node_timeout_bounds_a_host_that_hangs(knowledge, blackhole):
+    wedged = f"127.0.0.1:{blackhole.port}"
+    started = time.monotonic()
+    merged = multinode.collect_hosts([wedged], "auto", timeout=2)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2 + 3, elapsed
+    [node] = merged.nodes
+    assert node.timed_out and node.error.startswith("did not answer"), node.error
+    report = multinode.diagnose_merged(merged, knowledge, {})
+    assert report.errors == [f"{wedged}: {node.error}"]
+    assert report.verdict.hung is None and report.verdict.cause is None
+    assert "No node of hosts" in report.verdict.summary
+
+
+def test_bad_host_lists_are_one_clear_error(knowledge):
+    for hosts in ("a,,b", "node1:99999", "bad host"):
+        with pytest.raises(BadInput):
+            run_multinode(diagnose_args("--hosts", hosts), knowledge, {})
+    assert multinode.parse_host("[::1]:2222") == ("::1", 2222)
+    assert multinode.parse_host("me@node-7") == ("me@node-7", None)
