@@ -17,7 +17,8 @@ EXIT_CODES = """exit codes:
   0  a report was written (or the command did what it says)
   1  skills check found problems in the knowledge base
   2  bad usage or bad input (one line on stderr: what, and what is valid)
-  3  the target could not be inspected (gone, or permission denied)"""
+  3  the target could not be inspected (gone, or permission denied)
+  4  stop: processes were still alive after SIGKILL (uninterruptible sleep; listed in the output)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_diagnose_arguments(d)
     add_snapshot_parser(sub)
+    from assistant import recovery_cli
+
+    recovery_cli.add_parser(sub)
 
     m = sub.add_parser(
         "demo",
@@ -145,6 +149,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _diagnose(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command in ("resume", "stop"):
+            from assistant.recovery_cli import run
+
+            return run(args)
         if args.command == "snapshot":
             from assistant.multinode_cli import run_snapshot
 

@@ -76,7 +76,24 @@ def run_diagnosis(request: DiagnoseRequest, knowledge: Optional[Knowledge] = Non
         from assistant.live import fill_live
 
         fill_live(report, knowledge, snap, obs, request.answers)
+        if report.resume is None and snap.processes:
+            report.resume = _resume_plan(snap.processes[0].pid, report.errors)
     return report
+
+
+def _resume_plan(pid: int, errors: List[str]) -> Optional[dict]:
+    """How to get training going again from the last good checkpoint (bounded: checkpoint
+    directories are often on the very mount that hangs)."""
+    from assistant.recovery import plan_resume_for_pid
+    from probes.bounded import CallTimedOut, call_with_timeout
+
+    try:
+        return call_with_timeout(lambda: plan_resume_for_pid(pid).to_dict(), 10.0, "planning the resume").copy()
+    except CallTimedOut as exc:
+        errors.append(f"resume: {exc}")
+    except Exception as exc:  # the diagnosis stands without a resume plan
+        errors.append(f"resume: could not plan: {type(exc).__name__}: {exc}")
+    return None
 
 
 def run_requested_probes(request: DiagnoseRequest, obs: Observations):

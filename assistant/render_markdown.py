@@ -76,6 +76,20 @@ def render_markdown(report: Report) -> str:
             cells = [p["pid"], p["role"], rank, p["state"], cpu, p.get("stack", ""), p.get("wchan") or ""]
             out.append("| " + " | ".join(str(c) for c in cells) + " |")
         out.append("")
+    if report.resume:
+        r = report.resume
+        out += ["## Getting training going again", ""]
+        if r.get("checkpoint"):
+            out.append(f"Newest valid checkpoint: `{r['checkpoint']}` ({r.get('framework')}).")
+        else:
+            out.append(f"{r.get('lost') or 'No usable checkpoint.'} ({r.get('framework')})")
+        for skipped in r.get("skipped") or []:
+            out.append(f"- skipped `{skipped.get('path')}`: {skipped.get('problem')}")
+        if r.get("command"):
+            out += ["", "```bash", r["command"], "```"]
+        for note in r.get("notes") or []:
+            out.append(f"- {note}")
+        out.append("")
     if report.answers:
         out += ["## Triage answers", "", "| question | answer | from |", "| --- | --- | --- |"]
         for key, a in report.answers.items():

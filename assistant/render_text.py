@@ -114,6 +114,13 @@ def render_text(report: Report) -> str:
         if "seconds_since_modified" in log:
             line += f", last changed {log['seconds_since_modified']:.0f} s ago"
         out.append(line)
+    if report.resume:
+        r = report.resume
+        out.append("")
+        what = f"from {r['checkpoint']}" if r.get("checkpoint") else (r.get("lost") or "no usable checkpoint")
+        out.append(f"Resume ({r.get('framework')}, {what}):")
+        if r.get("command"):
+            out.append(f"    {r['command']}")
     for probe in report.probes:
         out.append(f"Probe {probe['name']}: {probe['status'].upper()}: {probe['summary']}")
     if report.notes:
