@@ -93,14 +93,23 @@ def _size(path: str) -> Optional[int]:
         return None
 
 
+AUTO_NOTES: List[str] = []  # what --auto chose, for the snapshot's notes
+
+
 def resolve_targets(pids: List[int], auto: bool) -> List[ProcInfo]:
     try:
         if auto and not pids:
-            pids = find_training_processes()
-            if not pids:
+            roots = find_training_processes()
+            if not roots:
                 raise NotInspectable(
                     "no training process found on this machine (Python processes that load libtorch)",
                     "give the job's PIDs with --pid",
+                )
+            pids = [roots[0]]
+            if len(roots) > 1:
+                AUTO_NOTES.append(
+                    f"{len(roots)} training jobs found (root PIDs {', '.join(map(str, roots))}); diagnosed the "
+                    f"oldest, {roots[0]}: give --pid to choose another"
                 )
         return job_processes(pids)
     except InspectError as exc:
@@ -128,6 +137,8 @@ def collect(
             "debug-stuck reads Python stacks; give the PID of the Python training process (or its launcher)",
         )
     snap = Snapshot(host=socket.gethostname(), taken_at=time.time(), window=window, processes=procs)
+    snap.notes.extend(AUTO_NOTES)
+    AUTO_NOTES.clear()
     log_paths = []
     for info in procs:
         for kind, target in ((info.fd1, info.fd1_target), (info.fd2, info.fd2_target)):

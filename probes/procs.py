@@ -307,7 +307,8 @@ def find_training_processes() -> List[int]:
         parent = _bounded(lambda pid=pid: psutil.Process(pid).ppid(), f"parent of {pid}", None)
         if parent not in candidates:
             roots.append(pid)
-    return roots
+    # Oldest first: a hung job is usually the one that has been running for a while.
+    return sorted(roots, key=lambda pid: _bounded(lambda: psutil.Process(pid).create_time(), f"age of {pid}", 0.0))
 
 
 def shm_usage() -> Optional[Dict[str, float]]:

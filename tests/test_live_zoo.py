@@ -222,10 +222,13 @@ def test_auto_finds_the_training_job(knowledge, zoo):  # noqa: F811
     from probes.procs import find_training_processes
 
     job = zoo("dataloader_io")
-    assert job.proc.pid in find_training_processes()
+    roots = find_training_processes()
+    assert job.proc.pid in roots
     report = run_diagnosis(DiagnoseRequest(auto=True), knowledge)
-    pids = {p["pid"] for p in report.processes}
-    assert set(job.pids()) <= pids
+    if roots != [job.proc.pid]:  # other torch jobs on this machine: --auto picks the oldest and says so
+        assert any(str(job.proc.pid) in note and "--pid" in note for note in report.notes), report.notes
+        return
+    assert set(job.pids()) <= {p["pid"] for p in report.processes}
     assert report.verdict.cause == "dataloader", causes(report)
 
 
