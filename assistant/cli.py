@@ -31,11 +31,15 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="debug-stuck",
-        description="Find out why a training job stopped moving, and get it going again.",
+        description="Find out why a training job stopped moving, and get it going again.\n"
+        "Without a command: the guided session (Textual TUI on a terminal; --plain for simple prompts).",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"debug-stuck {__version__}")
+    from assistant import interactive_cli
+
+    interactive_cli.add_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     d = sub.add_parser(
@@ -165,6 +169,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             if args.skills_command == "install":
                 return _skills_install(args)
             parser.parse_args(["skills", "--help"])
+        if args.command is None:
+            from assistant import interactive_cli
+
+            return interactive_cli.run(args)
         parser.print_help()
         return 0
     except DebugStuckError as exc:

@@ -1,0 +1,396 @@
+"""The Textual app of the interactive session.
+
+Pilot drives the whole session against a real hung process of the zoo (pick the job by PID,
+triage with pre-filled answers, live evidence, a probe, the diagnosis, the saved report) and the
+probe dialog on a real tree of processes (consent, progress, cancel, Ctrl-C). Snapshots of every
+screen at 80x24 and 160x48 come from a recorded session (tests/tui_recorded.py), so they are the
+same on every machine; update them with `pytest tests/test_tui.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from zoo.fixtures import zoo  # noqa: F401
+
+pytest.importorskip("textual")
+
+from textual.widgets import Button, DataTable, Markdown, OptionList, Static, TabbedContent  # noqa: E402
+from tui_recorded import FROZEN_NOW, recorded_session  # noqa: E402
+
+from assistant.session import Session, recovery_module  # noqa: E402
+from assistant.tui.app import DebugStuckApp  # noqa: E402
+from assistant.tui.screens import (  # noqa: E402
+    ConfirmDialog,
+    DiagnosisScreen,
+    HelpScreen,
+    InputDialog,
+    PickJobScreen,
+    ProbeScreen,
+    RecoveryScreen,
+    TriageScreen,
+)
+
+HERE = Path(__file__).parent
+PROBE_HOST = [sys.executable, str(HERE / "probe_plugins" / "probe_host.py")]
+SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
+
+
+async def wait_for(pilot, condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def text_of(widget: Static) -> str:
+    return str(widget.render())
+
+
+def non_daemon_threads_besides(before) -> list:
+    return [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
+
+
+def children_besides(pids) -> list:
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.pid not in pids and child.status() != psutil.STATUS_ZOMBIE:
+                out.append((child.pid, child.name()))
+        except psutil.Error:
+            pass
+    return out
+
+
+def alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+# -- the whole session, live ------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(240)
+def test_whole_session_against_a_hung_process(knowledge, zoo, tmp_path):  # noqa: F811
+    job = zoo("future_result")
+    job_pids = set(job.pids())
+    session = Session(knowledge, save_dir=str(tmp_path))
+    app = DebugStuckApp(session)
+    overrides = {"phase": "mid-run", "step": "random"}  # what the user knows; evidence gives the rest
+    threads_before = set(threading.enumerate())
+    seen = {}
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            # Step 1: attach by PID (a job without libtorch is not in the list of training jobs)
+            await wait_for(pilot, lambda: isinstance(app.screen, PickJobScreen) and not app.discovering, "the scan")
+            await pilot.press("a")
+            await wait_for(pilot, lambda: isinstance(app.screen, InputDialog), "the PID dialog")
+            await pilot.press(*str(job.proc.pid), "enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, TriageScreen), "the triage screen")
+            triage = app.screen
+            await wait_for(pilot, lambda: app.evidence is not None and not app.collecting, "the live evidence")
+            await pilot.pause()
+
+            # Step 3: the evidence pane shows the process, what it does, its stack, the GPUs
+            table = triage.query_one("#processes", DataTable)
+            assert table.row_count == 1
+            row = [str(cell) for cell in table.get_row_at(0)]
+            assert row[0] == str(job.proc.pid) and row[1] == "rank" and "result" in row[5], row
+            assert "wait (threading.py" in text_of(triage.query_one("#groups", Static))
+            if session.gpu.available is False:
+                assert text_of(triage.query_one("#no-gpu", Static)).startswith("no GPU")
+
+            # Step 2: every question says why; pre-filled ones are highlighted; the user overrides two
+            while isinstance(app.screen, TriageScreen):
+                view = triage.view
+                assert text_of(triage.query_one("#why", Static)).startswith("Why we ask: ")
+                choices = triage.query_one("#choices", OptionList)
+                values = [value for value, _ in view.choices]
+                if view.default is not None:
+                    assert values[choices.highlighted] == view.default
+                if view.suggestion is not None:
+                    assert text_of(triage.query_one("#suggestion", Static)).endswith("-- correct?")
+                seen[view.key] = view.suggestion
+                if view.key in overrides:
+                    await pilot.press(str(values.index(overrides[view.key]) + 1))
+                else:
+                    await pilot.press("enter")
+                await pilot.pause()
+            assert seen["cpu"] is not None and seen["cpu"].value == "idle"  # from the live evidence
+
+            # Step 5: the diagnosis names the cause, with its evidence, fix and playbook
+            await wait_for(pilot, lambda: isinstance(app.screen, DiagnosisScreen), "the diagnosis screen")
+            diagnosis = app.screen
+            await wait_for(pilot, lambda: not app.diagnosing, "the diagnosis")
+            await pilot.pause()
+            assert "cause: thread-deadlock" in text_of(diagnosis.query_one("#verdict", Static))
+            causes = diagnosis.query_one("#causes", OptionList)
+            assert causes.get_option_at_index(0).id == "thread-deadlock"
+            assert "Future.result()" in text_of(diagnosis.query_one("#cause-evidence", Static))
+            await pilot.press("m")
+            await pilot.pause()
+            assert diagnosis.query_one("#diag-tabs", TabbedContent).active == "tab-playbook"
+            assert "Why it happens" in diagnosis.query_one("#playbook", Markdown).source
+
+            # Step 4: the env probe (reads only) runs, and its findings reach the ranking
+            await pilot.press("p")
+            await wait_for(pilot, lambda: isinstance(app.screen, ProbeScreen), "the probe dialog")
+            dialog = app.screen
+            names = [dialog.query_one("#probe-list", OptionList).get_option_at_index(i).id for i in range(2)]
+            assert names[0] == "env", names
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: dialog.completed and not dialog.running, "the env probe", 60)
+            assert text_of(dialog.query_one("#probe-result", Static)).startswith("probe env: ")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, DiagnosisScreen), "the dialog to close")
+            await wait_for(pilot, lambda: not app.diagnosing, "the diagnosis with the probe")
+            assert [p["name"] for p in session.report.probes] == ["env"]
+            assert session.report.verdict.cause == "thread-deadlock"
+
+            # Step 6: save the report with the mouse
+            await pilot.press("s")
+            await wait_for(pilot, lambda: isinstance(app.screen, RecoveryScreen), "the recovery screen")
+            await pilot.pause()
+            await pilot.click("#save")
+            await wait_for(pilot, lambda: session.saved is not None, "the saved report")
+            await pilot.pause()
+            assert "report saved" in text_of(app.screen.query_one("#saved", Static))
+            recovery_installed = recovery_module() is not None
+            assert app.screen.query_one("#stop", Button).display == recovery_installed
+            await pilot.press("q")
+
+    asyncio.run(scenario())
+    assert app.return_value == 0
+    saved = json.loads(Path(session.saved.json).read_text())
+    assert saved["verdict"]["cause"] == "thread-deadlock" and Path(session.saved.markdown).parent == tmp_path
+    assert saved["answers"]["phase"] == {"value": "mid-run", "source": "user"}
+    assert saved["answers"]["cpu"]["source"] == "evidence"
+    assert non_daemon_threads_besides(threads_before) == []
+    assert children_besides(job_pids) == []
+
+
+# -- the probe dialog on a real tree of processes ---------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+def test_probe_consent_progress_cancel_and_ctrl_c(knowledge, tmp_path, monkeypatch, request):
+    from probes.targeted import REGISTRY
+
+    monkeypatch.syspath_prepend(str(HERE / "probe_plugins"))
+    monkeypatch.setitem(REGISTRY, "slow-user-code", "slow_user_probe")
+    session = Session(knowledge, save_dir=str(tmp_path), probe_launcher=PROBE_HOST)
+    app = DebugStuckApp(session)
+    threads_before = set(threading.enumerate())
+    sleepers: list = []
+    request.addfinalizer(lambda: [p.kill() for p in sleepers if alive(p)])
+
+    def sleeping() -> list:
+        found = []
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if child.name() == "sleep":
+                    found.append(child)
+            except psutil.Error:
+                pass
+        sleepers.extend(p for p in found if p not in sleepers)
+        return found
+
+    async def scenario():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, PickJobScreen) and not app.discovering, "the scan")
+            app.push_screen(ProbeScreen([session.probe_offer("slow-user-code", "is a test")], rerank=False))
+            await wait_for(pilot, lambda: isinstance(app.screen, ProbeScreen), "the probe dialog")
+            dialog = app.screen
+            await pilot.pause()
+            assert "RUNS YOUR CODE" in text_of(dialog.query_one("#probe-detail", Static))
+            assert str(dialog.query_one("#probe-run", Button).label) == "Run: I consent"
+            await pilot.press("enter")  # Enter on the list is not consent
+            await pilot.pause(0.3)
+            assert not dialog.running and not sleeping()
+
+            await pilot.click("#probe-run")
+            await wait_for(pilot, lambda: bool(sleeping()), "the probe's command", 30)
+            await wait_for(pilot, lambda: dialog.query_one("#probe-progress").progress > 0, "progress")
+            first = list(sleeping())
+            await pilot.press("c")
+            await wait_for(pilot, lambda: not dialog.running, "the cancel", 30)
+            assert session.probe_results["slow-user-code"].status == "cancelled"
+            assert not any(alive(p) for p in first), "the probe's command survived the cancel"
+
+            await pilot.click("#probe-run")
+            await wait_for(pilot, lambda: bool([p for p in sleeping() if p not in first]), "the second run", 30)
+            await pilot.press("ctrl+c")  # quits while the probe runs: the probe goes too
+
+    started = time.monotonic()
+    asyncio.run(scenario())
+    assert time.monotonic() - started < 90
+    assert sleepers and not any(alive(p) for p in sleepers)
+    assert non_daemon_threads_besides(threads_before) == []
+    assert children_besides(set()) == []
+
+
+def test_describe_a_dead_job_from_its_log(knowledge, tmp_path):
+    from assistant.diagnose import load_example
+
+    log = tmp_path / "train.log"
+    log.write_bytes(Path(load_example(knowledge, "nanochat-collective").logs[0]).read_bytes())
+    session = Session(knowledge, save_dir=str(tmp_path))
+    app = DebugStuckApp(session)
+
+    async def scenario():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, PickJobScreen) and not app.discovering, "the scan")
+            await pilot.press("n")
+            await wait_for(pilot, lambda: isinstance(app.screen, InputDialog), "the describe dialog")
+            await pilot.press(*"/no/such.log", "enter")
+            await wait_for(pilot, lambda: "no log file" in text_of(app.screen.query_one("#attach-error")), "error")
+            await pilot.press("n")
+            await wait_for(pilot, lambda: isinstance(app.screen, InputDialog), "the describe dialog")
+            await pilot.press(*str(log), "enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, TriageScreen) and not app.collecting, "the log")
+            await pilot.pause()
+            triage = app.screen
+            assert triage.view.key == "phase" and triage.view.suggestion.source == "log"
+            assert "train.log shows step 4118" in text_of(triage.query_one("#suggestion", Static))
+            # mid-run as the log says, random steps, no errors, GPU busy, steps stopped, low power
+            await pilot.press("enter", "2", "enter", "2", "enter", "1")
+            await wait_for(pilot, lambda: isinstance(app.screen, DiagnosisScreen) and not app.diagnosing, "diagnosis")
+            await pilot.pause()
+            verdict = text_of(app.screen.query_one("#verdict", Static))
+            assert "pattern C" in verdict and "cause: collective" in verdict, verdict
+            assert "not observed live" in verdict  # no live job: the log is too fresh to call it hung
+            assert session.report.answers["phase"]["source"] == "log"
+            await pilot.press("q")
+
+    asyncio.run(scenario())
+    assert app.return_value == 0
+
+
+@pytest.mark.skipif(recovery_module() is None, reason="assistant/recovery.py (the recovery issue) is not installed")
+@pytest.mark.timeout(180)
+def test_stop_from_the_recovery_screen_asks_first(knowledge, zoo, tmp_path):  # noqa: F811
+    job = zoo("future_result")
+    session = Session(knowledge, save_dir=str(tmp_path))
+    session.attach_pid(str(job.proc.pid))
+    session.diagnose()
+    pids = job.pids()
+    app = DebugStuckApp(session)
+
+    async def scenario():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, PickJobScreen) and not app.discovering, "the scan")
+            app.open_recovery()
+            await wait_for(pilot, lambda: isinstance(app.screen, RecoveryScreen), "the recovery screen")
+            await pilot.pause()
+            recovery = app.screen
+            assert recovery.query_one("#stop", Button).display and recovery.query_one("#resume", Button).display
+            await pilot.press("x")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
+            await pilot.press("n")
+            await wait_for(pilot, lambda: app.screen is recovery, "the dialog to close")
+            assert all(alive(psutil.Process(p)) for p in pids), "'no' stops nothing"
+            await pilot.press("x")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
+            await pilot.press("y")
+            output = recovery.query_one("#recovery-output", Static)
+            await wait_for(pilot, lambda: text_of(output).startswith("stop: "), "the job to stop", 90)
+            assert "stopped" in text_of(output)
+            await pilot.press("q")
+
+    asyncio.run(scenario())
+    assert not any(_pid_alive(p) for p in pids)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return alive(psutil.Process(pid))
+    except psutil.Error:
+        return False
+
+
+def test_help_opens_and_closes(knowledge, tmp_path):
+    app = DebugStuckApp(recorded_session(knowledge, tmp_path, save_dir="."), clock=lambda: FROZEN_NOW)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "help")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, PickJobScreen), "help to close")
+            await pilot.press("q")
+
+    asyncio.run(scenario())
+    assert app.return_value == 0
+
+
+def test_recorded_session_prefills_from_its_log_and_gpu_readings(knowledge, tmp_path):
+    app = DebugStuckApp(recorded_session(knowledge, tmp_path), clock=lambda: FROZEN_NOW)
+    session = app.session
+
+    async def scenario():
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot)
+            for key in ANSWERED:
+                await pilot.press(key)
+                await settle(pilot)
+            assert isinstance(app.screen, DiagnosisScreen)
+            await pilot.press("q")
+
+    asyncio.run(scenario())
+    assert session.suggestions["phase"].source == "log" and "step 4118" in session.suggestions["phase"].reason
+    assert session.suggestions["gpu"].reason == "GPU util has been 100% on all 2 GPUs for 40 s"
+    assert session.suggestions["power"].value == "low"
+    assert list(session.triage.answers) == ["phase", "step", "event", "gpu"]
+    assert session.triage.answers["gpu"].source == "evidence"
+
+
+# -- snapshots of every screen, from a recorded session --------------------------------------------
+
+# Pick the recorded job, then Enter on each of its 4 questions (phase, step, event, gpu): the
+# highlighted answer is the suggestion or the tree's default.
+ANSWERED = ["enter"] * 5
+
+SCREENS = {
+    "pick": [],
+    "triage": ["enter"],
+    "triage-evidence": ["enter", "e"],
+    "diagnosis": ANSWERED,
+    "diagnosis-fix": ANSWERED + ["f"],
+    "diagnosis-playbook": ANSWERED + ["m"],
+    "diagnosis-live": ANSWERED + ["l"],
+    "probes": ANSWERED + ["p"],
+    "recovery": ANSWERED + ["s"],
+    "help": ["question_mark"],
+}
+
+
+@pytest.mark.parametrize("size", list(SIZES), ids=list(SIZES))
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_screen_snapshot(snap_compare, knowledge, tmp_path, screen, size):
+    app = DebugStuckApp(recorded_session(knowledge, tmp_path, save_dir="."), clock=lambda: FROZEN_NOW)
+
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        for key in SCREENS[screen]:
+            await pilot.press(key)
+            await settle(pilot)
+
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)
+
+
+async def settle(pilot) -> None:
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
