@@ -18,7 +18,9 @@ EXIT_CODES = """exit codes:
   1  skills check found problems in the knowledge base
   2  bad usage or bad input (one line on stderr: what, and what is valid)
   3  the target could not be inspected (gone, or permission denied)
-  4  stop: processes were still alive after SIGKILL (uninterruptible sleep; listed in the output)"""
+  4  stop: processes were still alive after SIGKILL (uninterruptible sleep; listed in the output)
+  124  watch: the job stalled and watch ended it (--on-hang stop, or restart gave up)
+  128+N  watch: got signal N and passed it on to the job it launched"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,9 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_diagnose_arguments(d)
     add_snapshot_parser(sub)
-    from assistant import recovery_cli
+    from assistant import recovery_cli, watch_cli
 
     recovery_cli.add_parser(sub)
+    watch_cli.add_parser(sub)
 
     m = sub.add_parser(
         "demo",
@@ -153,6 +156,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _diagnose(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command in ("watch", "history"):
+            from assistant.watch_cli import run as run_watch
+
+            return run_watch(args)
         if args.command in ("resume", "stop"):
             from assistant.recovery_cli import run
 
