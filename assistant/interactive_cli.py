@@ -69,16 +69,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
-    from assistant.errors import DebugStuckError
+    from assistant.errors import run_guarded
 
-    try:
-        return run(args)
-    except DebugStuckError as exc:
-        print(f"debug-stuck: error: {exc.one_line()}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("debug-stuck: interrupted", file=sys.stderr)
-        return 130
+    return run_guarded(run, args)
 
 
 if __name__ == "__main__":

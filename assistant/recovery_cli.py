@@ -186,7 +186,7 @@ def render_stop(result) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     """``python -m assistant.recovery_cli resume|stop ...``, with the CLI's error conventions."""
     from assistant.cli import _Parser
-    from assistant.errors import DebugStuckError
+    from assistant.errors import run_guarded
 
     parser = _Parser(prog="debug-stuck")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -195,14 +195,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    try:
-        return run(args)
-    except DebugStuckError as exc:
-        print(f"debug-stuck: error: {exc.one_line()}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("debug-stuck: interrupted", file=sys.stderr)
-        return 130
+    return run_guarded(run, args)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from probes.gpu import (
     parse_json_text,
 )
 from probes.kernel import KernelLog, Runner, interesting_tagged, read_kernel_log
-from probes.targeted import Finding, ProbeContext, ProbeResult
+from probes.targeted import Finding, ProbeContext, ProbeResult, worst_status
 
 NAME = "gpu-health"
 SUMMARY = "ECC, retired pages/remapped rows, heat and throttling, clocks, PCIe replays, NVRM Xid / amdgpu kernel lines"
@@ -463,13 +463,6 @@ def _collection_findings(gpus: GpuSnapshot) -> List[Finding]:
     return out
 
 
-def _worst(findings: Sequence[Finding]) -> str:
-    for level in ("fail", "warn"):
-        if any(f.severity == level for f in findings):
-            return level
-    return "ok"
-
-
 def check(
     gpus: GpuSnapshot,
     kernel_log: Optional[KernelLog],
@@ -517,7 +510,7 @@ def check(
     if kernel_log is not None and kernel_log.error:
         findings.append(Finding("info", f"kernel log not checked: {kernel_log.error}"))
 
-    status = _worst(findings)
+    status = worst_status(findings)
     problems = [f for f in findings if f.severity == status] if status != "ok" else []
     count = len(gpus.devices)
     what = f"{count} {gpus.vendor} GPU(s)" if count else "no GPU readable"

@@ -26,7 +26,7 @@ from probes.bounded import CallTimedOut, call_with_timeout
 
 # the generic bounded child runner (kills the whole tree at the limit) and its marker reader
 from probes.check_miopen import child_marks, run_bounded
-from probes.targeted import Finding, ProbeContext, ProbeResult
+from probes.targeted import Finding, ProbeContext, ProbeResult, worst_status
 
 NAME = "storage"
 SUMMARY = "filesystem type (NFS/FUSE/Lustre...), free space and inodes, bounded write+fsync+read latency per job dir"
@@ -492,13 +492,6 @@ def judge(reports: Sequence[DirReport], limit: float) -> List[Finding]:
 # --------------------------------------------------------------------------------------------
 
 
-def _worst(findings: Sequence[Finding]) -> str:
-    for level in ("fail", "warn"):
-        if any(f.severity == level for f in findings):
-            return level
-    return "ok"
-
-
 def probe(
     timeout: float,
     *,
@@ -590,7 +583,7 @@ def probe(
         "errors": errors,
         "not_tested": [r.directory for r in skipped],
     }
-    status = "timeout" if incomplete else _worst(findings)
+    status = "timeout" if incomplete else worst_status(findings)
     top = [f for f in findings if f.severity == status]
     if incomplete:
         summary = f"{len(incomplete)} director{'y' if len(incomplete) == 1 else 'ies'} not measured in time"

@@ -90,6 +90,14 @@ class ProbeContext:
     progress: Callable[[str], None] = lambda message: None
 
 
+def worst_status(findings: List[Finding]) -> str:
+    """A probe's status from its findings: fail beats warn beats ok."""
+    for level in ("fail", "warn"):
+        if any(f.severity == level for f in findings):
+            return level
+    return "ok"
+
+
 class ProbeUsageError(Exception):
     """Bad probe name or missing input; the message says what is valid."""
 
