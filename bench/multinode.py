@@ -111,11 +111,9 @@ def merge_and_classify(lines: List[str], knowledge, timeout: float = 30.0):
 
 
 def real_slurm(repeat: int, root: Path) -> None:
-    from multinode_engines import EngineUnavailable, SlurmCluster, snapshot_wired, submit_straggler
-
-    if not snapshot_wired():
-        multinode.REMOTE_MODULE = "assistant.multinode_cli"
     import os
+
+    from multinode_engines import EngineUnavailable, SlurmCluster, submit_straggler
 
     knowledge = load_knowledge()
     cluster = SlurmCluster(root / "slurm")

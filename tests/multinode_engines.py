@@ -453,15 +453,3 @@ class Blackhole:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def snapshot_wired() -> bool:
-    """Whether `python -m assistant snapshot` exists yet (the lead wires it into assistant/cli.py)."""
-    from assistant.cli import build_parser
-
-    try:
-        with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
-            build_parser().parse_args(["snapshot", "--auto"])
-        return True
-    except SystemExit:
-        return False

@@ -21,7 +21,6 @@ from multinode_engines import (
     EngineUnavailable,
     LoopbackSshd,
     SlurmCluster,
-    snapshot_wired,
     submit_straggler,
 )
 
@@ -43,16 +42,6 @@ def diagnose_args(*argv: str) -> argparse.Namespace:
     parser.add_argument("--log", action="append", default=[])
     add_diagnose_arguments(parser)
     return parser.parse_args(list(argv))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def remote_entry():
-    # Until `snapshot` is wired into assistant/cli.py the nodes run the same code as a module.
-    saved = multinode.REMOTE_MODULE
-    if not snapshot_wired():
-        multinode.REMOTE_MODULE = "assistant.multinode_cli"
-    yield
-    multinode.REMOTE_MODULE = saved
 
 
 @pytest.fixture(scope="module")
@@ -130,9 +119,8 @@ def test_same_job_over_ssh_on_loopback(knowledge, cluster, straggler, sshd):
 
 
 def test_snapshot_command_on_the_node_finds_the_job_by_its_id(cluster, straggler):
-    entry = ["-m", "assistant"] if snapshot_wired() else ["-m", "assistant.multinode_cli"]
     proc = subprocess.run(
-        [sys.executable, *entry, "snapshot", "--slurm-job", straggler.jobid, "--format", "json"],
+        [sys.executable, "-m", "assistant", "snapshot", "--slurm-job", straggler.jobid, "--format", "json"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -150,7 +138,6 @@ def test_snapshot_command_on_the_node_finds_the_job_by_its_id(cluster, straggler
     assert len(wire["stacks"]) < threads
 
 
-@pytest.mark.skipif(not snapshot_wired(), reason="`snapshot` is not wired into assistant/cli.py yet")
 def test_diagnose_command_with_slurm_job(cluster, straggler):
     proc = subprocess.run(
         [sys.executable, "-m", "assistant", "diagnose", "--slurm-job", straggler.jobid, "--format", "json"],

@@ -12,7 +12,7 @@ import socket
 import time
 
 import pytest
-from multinode_engines import Blackhole, EngineUnavailable, LoopbackSshd, free_port, snapshot_wired
+from multinode_engines import Blackhole, EngineUnavailable, LoopbackSshd, free_port
 from zoo.fixtures import zoo  # noqa: F401
 
 from assistant import multinode
@@ -39,15 +39,6 @@ def ssh_flags(server: LoopbackSshd) -> list:
     for option in server.options:
         out += ["--ssh-option", option]
     return out
-
-
-@pytest.fixture(scope="module", autouse=True)
-def remote_entry():
-    saved = multinode.REMOTE_MODULE
-    if not snapshot_wired():
-        multinode.REMOTE_MODULE = "assistant.multinode_cli"
-    yield
-    multinode.REMOTE_MODULE = saved
 
 
 @pytest.fixture(scope="module")

@@ -123,29 +123,21 @@ def _cli(*args, timeout=90):
     )
 
 
-def _wired() -> bool:
-    from assistant.cli import build_parser
-
-    sub = next(a for a in build_parser()._actions if getattr(a, "choices", None) and "diagnose" in a.choices)
-    return "stop" in sub.choices
-
-
 @pytest.mark.timeout(60)
 def test_stop_without_a_terminal_needs_yes(zoo):  # noqa: F811
     job = stubborn(zoo)
     proc = _cli("stop", "--pid", job.proc.pid)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "--yes" in proc.stderr, proc.stderr
-    if _wired():  # the same through the real entry point, once the lead has wired it
-        proc = subprocess.run(
-            [sys.executable, "-m", "assistant", "stop", "--pid", str(job.proc.pid)],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=REPO,
-        )
-        assert proc.returncode == 2 and "--yes" in proc.stderr
+    proc = subprocess.run(  # the same through the real entry point
+        [sys.executable, "-m", "assistant", "stop", "--pid", str(job.proc.pid)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2 and "--yes" in proc.stderr
     assert all(is_alive(p) for p in job.processes()) and len(job.processes()) == 2
 
 

@@ -25,15 +25,9 @@ WIDTH, HEIGHT = 120, 40
 
 
 def session_command() -> list:
-    """The installed `debug-stuck` once bare `debug-stuck` opens the session; before that is
-    wired into assistant/cli.py, the session's own entry point."""
-    from assistant.cli import build_parser
-
-    wired = any("--plain" in action.option_strings for action in build_parser()._actions)
-    if wired:
-        exe = shutil.which("debug-stuck")
-        return [exe] if exe else [sys.executable, "-m", "assistant"]
-    return [sys.executable, "-m", "assistant.interactive_cli"]
+    """Bare `debug-stuck` opens the session: the installed script, else the module."""
+    exe = shutil.which("debug-stuck")
+    return [exe] if exe else [sys.executable, "-m", "assistant"]
 
 
 class Tmux:
