@@ -310,17 +310,11 @@ def _emit(text: str, output: Optional[str]) -> None:
         sys.stdout.flush()
         return
     from assistant.errors import BadInput
+    from assistant.paths import write_text_atomic
 
-    tmp = f"{output}.tmp-{os.getpid()}"
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, output)
+        write_text_atomic(output, text)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise BadInput(f"cannot write {output}: {exc.strerror}", "give a writable path for --output") from None
     print(f"report written to {output}", file=sys.stderr)
 

@@ -1781,18 +1781,11 @@ def _fill_processes(report, pid: int) -> None:
 
 
 def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
+    from assistant.paths import write_text_atomic
+
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())  # the evidence is on disk before anything is signalled
-        os.replace(tmp, path)
+        write_text_atomic(path, text)  # fsynced: the evidence is on disk before anything is signalled
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise BadInput(f"cannot write the report {path}: {exc.strerror}", "give a writable --report-dir") from None
 
 
