@@ -38,7 +38,6 @@ def needs_torch():
         ("future_result", "thread-deadlock"),
         ("lock_deadlock", "thread-deadlock"),
         ("native_spin", "cpu-spin"),
-        ("gc_heavy", "gc-pause"),
     ],
 )
 def test_pure_python_hangs(knowledge, zoo, program, cause):  # noqa: F811
@@ -47,6 +46,17 @@ def test_pure_python_hangs(knowledge, zoo, program, cause):  # noqa: F811
     assert report.verdict.hung is True, report.verdict.summary
     assert report.verdict.cause == cause, causes(report)
     assert report.processes and report.processes[0]["threads"]
+
+
+@pytest.mark.timeout(180)
+def test_process_spending_its_time_in_gc(knowledge, zoo):  # noqa: F811
+    # Between collections its loop allocates a little, so two samples may land on different
+    # lines (slow progress, not a frozen stack): the cause must be named either way.
+    job = zoo("gc_heavy")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.diagnoses[0].cause == "gc-pause", causes(report)
+    if report.verdict.hung:
+        assert report.verdict.cause == "gc-pause"
 
 
 @pytest.mark.timeout(180)
