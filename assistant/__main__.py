@@ -1,5 +1,5 @@
 import sys
 
-from assistant.cli import main
+from debug_stuck.frontends.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""Names fixed by ../shared/CONTRACT.md. Scripts and agents depend on them: add, never rename."""
+"""Names fixed by the stable interface (docs/contract.md). Scripts and agents depend on them: add, never rename."""
 
 SCHEMA_VERSION = "1"
 

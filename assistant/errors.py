@@ -36,17 +36,3 @@ class NotInspectable(DebugStuckError):
     """The target process is gone, or we may not look at it."""
 
     exit_code = EXIT_NOT_INSPECTABLE
-
-
-def run_guarded(run, args) -> int:
-    """Run a command function; a DebugStuckError becomes its one line and exit code, Ctrl-C 130."""
-    import sys
-
-    try:
-        return run(args)
-    except DebugStuckError as exc:
-        print(f"debug-stuck: error: {exc.one_line()}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("debug-stuck: interrupted", file=sys.stderr)
-        return 130

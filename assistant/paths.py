@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -30,21 +29,3 @@ def skill_md() -> Path:
 
 def examples_dir() -> Path:
     return skills_dir() / "examples"
-
-
-def write_text_atomic(path: str, text: str) -> None:
-    """Write via a temp file, fsync, rename: a reader never sees half a report. Raises OSError
-    (the temp file removed)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

@@ -24,11 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from assistant.zoo import spawn
+from debug_stuck.zoo import spawn
 
 
 def diagnose_seconds(pids, repeat: int) -> float:
-    argv = [sys.executable, "-m", "assistant", "diagnose", "--format", "json"]
+    argv = [sys.executable, "-m", "debug_stuck", "diagnose", "--format", "json"]
     for pid in pids:
         argv += ["--pid", str(pid)]
     samples = []
@@ -42,7 +42,7 @@ def diagnose_seconds(pids, repeat: int) -> float:
 
 
 def serial_py_spy_seconds(pids) -> float:
-    from probes.stacks import _find_py_spy
+    from debug_stuck.probes.collectors.stacks import _find_py_spy
 
     exe = _find_py_spy() or shutil.which("py-spy")
     started = time.perf_counter()

@@ -38,15 +38,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from assistant import multinode  # noqa: E402
-from assistant.kb import load_knowledge  # noqa: E402
-from assistant.multinode import MergedSnapshot, diagnose_merged, node_from_wire, take_snapshot  # noqa: E402
+from debug_stuck.core.kb import load_knowledge  # noqa: E402
+from debug_stuck.live.merge import diagnose_merged  # noqa: E402
+from debug_stuck.live.nodes import MergedSnapshot, node_from_wire  # noqa: E402
+from debug_stuck.live.slurm import collect_slurm  # noqa: E402
+from debug_stuck.live.snapshot import take_snapshot  # noqa: E402
 
 
 def real_template(root: Path, attempts: int = 3) -> dict:
     """A wire snapshot of a live gloo_straggler job with 4 ranks (stopped afterwards), with the
     stacks of every rank (a dump that timed out on a loaded machine is taken again)."""
-    from assistant.zoo import spawn
+    from debug_stuck.zoo import spawn
 
     with spawn.running("gloo_straggler", root, nproc_per_node=4, ready_timeout=180) as job:
         time.sleep(1.0)  # READY covers rank 0; give ranks 2 and 3 the moment to join the all_reduce
@@ -130,7 +132,7 @@ def real_slurm(repeat: int, root: Path) -> None:
         times = []
         for _ in range(repeat):
             started = time.perf_counter()
-            merged = multinode.collect_slurm(job.jobid, timeout=30)
+            merged = collect_slurm(job.jobid, timeout=30)
             report = diagnose_merged(merged, knowledge, {})
             times.append(time.perf_counter() - started)
             assert report.culprit and report.culprit["rank"] == 1, report.culprit

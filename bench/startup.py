@@ -26,7 +26,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
     exe = shutil.which("debug-stuck")
-    base = [exe] if exe else [sys.executable, "-m", "assistant"]
+    base = [exe] if exe else [sys.executable, "-m", "debug_stuck"]
     print(f"{'command':40} {'median':>8} {'worst':>8}")
     worst_all = 0.0
     for extra in (["--version"], ["--help"], ["diagnose", "--help"]):

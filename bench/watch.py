@@ -47,7 +47,7 @@ def _watch_command(args, report_dir: Path) -> list:
     return [
         sys.executable,
         "-m",
-        "assistant.watch_cli",
+        "debug_stuck",
         "watch",
         "--format",
         "json",

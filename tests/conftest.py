@@ -6,20 +6,33 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SEEDS = REPO.parent / "shared" / "seeds"
 
 
 @pytest.fixture(scope="session")
 def knowledge():
-    from assistant.kb import load_knowledge
+    from debug_stuck.core.kb import load_knowledge
 
     return load_knowledge()
+
+
+def parse_cli(*argv):
+    """The CLI's own parser applied to argv (what `debug-stuck ...` hands a command's run())."""
+    from debug_stuck.frontends.cli import build_parser
+
+    argv = [str(a) for a in argv]
+    launch = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, launch = argv[:cut], argv[cut + 1 :]
+    args = build_parser().parse_args(argv)
+    args.launch = launch
+    return args
 
 
 @pytest.fixture
 def cli(capsys):
     """Run the CLI in-process: returns (exit code, stdout, stderr)."""
-    from assistant.cli import main
+    from debug_stuck.frontends.cli import main
 
     def run(*args):
         try:
@@ -45,7 +58,7 @@ def cli_json(cli):
 def run_subprocess(*args, timeout=60, cwd=None, env=None):
     """The CLI as a user runs it: a fresh interpreter, its own stdout/stderr."""
     return subprocess.run(
-        [sys.executable, "-m", "assistant", *map(str, args)],
+        [sys.executable, "-m", "debug_stuck", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,

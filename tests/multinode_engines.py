@@ -1,7 +1,7 @@
 """Real engines for the multi-node tests and bench: a single-node Slurm, an sshd on loopback, and a
 hung torchrun+gloo job submitted through sbatch.
 
-Facts (../shared/reference/slurm-single-node.md): Debian's slurm-wlm and munge; no systemd, so the
+Facts (from running it here): Debian's slurm-wlm and munge; no systemd, so the
 daemons are started directly (own sessions, PIDs recorded) with the config in a temporary
 directory, and stopped by PID. Every address is 127.0.0.1: an unresolvable host name makes every
 Slurm client hang. Needs root (to install packages and run slurmd and sshd); without it, or
@@ -270,7 +270,7 @@ class SlurmStraggler:
 
     def remember(self) -> None:
         """Every process of the job, found by its private ZOO_WORKDIR (no other job has it)."""
-        from probes.bounded import CallTimedOut, call_with_timeout
+        from debug_stuck.bounded import CallTimedOut, call_with_timeout
 
         for proc in psutil.process_iter(["pid"]):
             if proc.pid in self.seen:

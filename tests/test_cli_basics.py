@@ -18,7 +18,7 @@ def test_help_and_version_import_no_heavy_modules():
     # --help must stay fast: the UI toolkits, NVML, YAML and Markdown load only when used.
     probe = (
         "import sys, contextlib, io\n"
-        "from assistant.cli import main\n"
+        "from debug_stuck.frontends.cli import main\n"
         "for args in (['--version'], ['--help'], ['diagnose', '--help']):\n"
         "    with contextlib.redirect_stdout(io.StringIO()):\n"
         "        try: main(args)\n"

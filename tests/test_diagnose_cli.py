@@ -4,7 +4,7 @@ import pytest
 
 from conftest import REPO, run_subprocess
 
-SCHEMA = json.loads((REPO / "assistant" / "report.schema.json").read_text())
+SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 
 
 def validate(report):

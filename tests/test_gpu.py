@@ -19,17 +19,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from probes import gpu
-from probes.gpu import (
+from debug_stuck.probes.collectors.gpu import collect as gpu
+from debug_stuck.probes.collectors.gpu.backends import (
     AmdSmiBackend,
     GpuCallError,
-    GpuDevice,
-    GpuProcess,
     GpuUnavailable,
     NvmlBackend,
     RecordedBackend,
+)
+from debug_stuck.probes.collectors.gpu.collect import collect_gpus
+from debug_stuck.probes.collectors.gpu.model import GpuDevice, GpuProcess
+from debug_stuck.probes.collectors.gpu.parse import (
     amd_pending_bad_pages,
-    collect_gpus,
     decode_throttle,
     nvidia_device_from_raw,
     parse_json_text,
@@ -344,7 +345,7 @@ def test_real_nvml_backend_says_unavailable_without_a_driver():
 
 
 def test_pynvml_is_imported_lazily():
-    code = "import sys, probes.gpu; sys.exit(1 if 'pynvml' in sys.modules else 0)"
+    code = "import sys, debug_stuck.probes.collectors.gpu; sys.exit(1 if 'pynvml' in sys.modules else 0)"
     repo = Path(__file__).resolve().parent.parent
     result = subprocess.run([sys.executable, "-c", code], cwd=repo, timeout=30)
     assert result.returncode == 0

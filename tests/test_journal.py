@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from assistant.errors import BadInput
-from assistant.journal import Incident, Journal, JournalError, journal_path, state_dir
+from debug_stuck.errors import BadInput
+from debug_stuck.recovery.journal import Incident, Journal, JournalError, journal_path, state_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ def test_patterns_group_the_same_step_and_the_same_cause_per_command(state):
 def test_concurrent_watchers_all_get_their_incidents_in(state):
     writer = (
         "import sys, time\n"
-        "from assistant.journal import Incident, Journal\n"
+        "from debug_stuck.recovery.journal import Incident, Journal\n"
         "j = Journal()\n"
         "for i in range(25):\n"
         "    j.record(Incident(time=time.time(), command=sys.argv[1], last_step=i))\n"
@@ -121,14 +121,10 @@ def test_an_unusable_state_directory_is_one_clear_error(tmp_path, monkeypatch):
 
 
 def _history(capsys, *argv):
-    from assistant.cli import _Parser
-    from assistant.watch_cli import add_parser, run
+    from conftest import parse_cli
+    from debug_stuck.frontends.commands.history import run
 
-    parser = _Parser(prog="debug-stuck")
-    add_parser(parser.add_subparsers(dest="command", parser_class=_Parser))
-    args = parser.parse_args(["history", *argv])
-    args.launch = []
-    code = run(args)
+    code = run(parse_cli("history", *argv))
     return code, capsys.readouterr().out
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.bounded import CommandResult
-from probes.kernel import KernelLog, classify, interesting, interesting_tagged, read_kernel_log
+from debug_stuck.bounded import CommandResult
+from debug_stuck.probes.collectors.kernel import KernelLog, classify, interesting, interesting_tagged, read_kernel_log
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -2,9 +2,9 @@ import shutil
 
 import pytest
 
-from assistant.contract import CAUSE_IDS
-from assistant.kb import check_knowledge
-from assistant.paths import skills_dir
+from debug_stuck.contract import CAUSE_IDS
+from debug_stuck.core.kb import check_knowledge
+from debug_stuck.paths import skills_dir
 
 
 def test_skills_check_passes(cli):
@@ -104,10 +104,10 @@ def test_missing_section_and_fix_block(kb_copy):
 
 def test_diagnose_refuses_a_broken_knowledge_base(kb_copy, monkeypatch, cli):
     (kb_copy / "tree.yaml").write_text("root: [unclosed\n")
-    import assistant.paths as paths
+    import debug_stuck.paths as paths
 
     monkeypatch.setattr(paths, "skills_dir", lambda: kb_copy)
-    import assistant.kb as kb
+    import debug_stuck.core.kb as kb
 
     monkeypatch.setattr(kb, "skills_dir", lambda: kb_copy)
     code, _, err = cli("diagnose", "--answer", "phase=start")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -13,8 +12,10 @@ import time
 import pytest
 from zoo.fixtures import zoo  # noqa: F401
 
-from assistant.diagnose import DiagnoseRequest, run_diagnosis
 from conftest import run_subprocess
+from debug_stuck.core.request import DiagnoseRequest
+from debug_stuck.errors import NotInspectable
+from debug_stuck.live.diagnose import run_diagnosis
 
 
 def diagnose(knowledge, *pids, **options):
@@ -145,18 +146,61 @@ def test_non_python_process(zoo):  # noqa: F811
     assert "not a Python process" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def gone(pid: int, timeout: float) -> bool:
+    """The process has ended and been reaped (no zombie left), within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not os.path.exists(f"/proc/{pid}"):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _when(step: str, action):
+    """A progress callback that runs `action` once, the moment the diagnosis reaches `step`."""
+    done = []
+
+    def progress(message: str) -> None:
+        if message.startswith(step) and not done:
+            done.append(message)
+            action()
+
+    return progress, done
+
+
 @pytest.mark.timeout(60)
-def test_process_that_exits_mid_capture(zoo):  # noqa: F811
+def test_process_that_exits_mid_capture(knowledge, zoo):  # noqa: F811
+    """The job was found, then exits before its stacks are sampled: nothing is left to read."""
     job = zoo("exits_soon")
+
+    def exit_now():
+        (job.workdir / "EXIT").touch()
+        assert job.proc.wait(timeout=15) == 0
+
+    progress, done = _when("sampling", exit_now)
     started = time.monotonic()
-    proc = run_subprocess("diagnose", "--pid", job.proc.pid, "--window", "1", "--format", "json", timeout=30)
-    assert time.monotonic() - started < 20
-    assert "Traceback" not in proc.stderr
-    if proc.returncode == 0:  # it was alive when we found it: a report that says what went missing
-        report = json.loads(proc.stdout)
-        assert report["errors"]
-    else:
-        assert proc.returncode == 3 and ("exited" in proc.stderr or "does not exist" in proc.stderr)
+    with pytest.raises(NotInspectable, match="exited while being inspected"):
+        diagnose(knowledge, job.proc.pid, progress=progress)
+    assert done and time.monotonic() - started < 20
+
+
+@pytest.mark.timeout(60)
+def test_a_process_of_the_job_exits_mid_capture(knowledge, zoo):  # noqa: F811
+    """One process of the job exits while it is sampled: the report of the rest says what went missing."""
+    job = zoo("exits_soon", args=["--child"])
+    child = job.info["child"]
+
+    def child_exits():
+        (job.workdir / "EXIT-CHILD").touch()
+        assert gone(child, 15)
+
+    progress, done = _when("sampling", child_exits)
+    report = diagnose(knowledge, job.proc.pid, progress=progress)
+    assert done
+    assert [p["pid"] for p in report.processes] == [job.proc.pid, child]
+    assert any(str(child) in e for e in report.errors), report.errors
+    parent = next(p for p in report.processes if p["pid"] == job.proc.pid)
+    assert any("wait_for" in f["function"] for t in parent["threads"] for f in t["frames"])
 
 
 @pytest.mark.timeout(60)
@@ -189,7 +233,7 @@ def _nobody_readable_install(root):
             shutil.copy2(path, site / os.path.basename(path))
     bindir = root / "bin"
     bindir.mkdir()
-    from probes.stacks import _find_py_spy
+    from debug_stuck.probes.collectors.stacks import _find_py_spy
 
     shutil.copy2(_find_py_spy(), bindir / "py-spy")
     for path in [root, *root.rglob("*")]:
@@ -212,7 +256,7 @@ def test_without_ptrace_permission(zoo):  # noqa: F811
         site, bindir = _nobody_readable_install(root)
         env = dict(os.environ, PYTHONPATH=str(site), PATH=f"{bindir}:/usr/bin:/bin", HOME=str(root))
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
-        argv += [sys.executable, "-m", "assistant", "diagnose", "--pid", str(job.proc.pid)]
+        argv += [sys.executable, "-m", "debug_stuck", "diagnose", "--pid", str(job.proc.pid)]
         started = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=str(root), env=env)
         elapsed = time.monotonic() - started
@@ -229,7 +273,7 @@ def test_without_ptrace_permission(zoo):  # noqa: F811
 @pytest.mark.timeout(180)
 def test_auto_finds_the_training_job(knowledge, zoo):  # noqa: F811
     needs_torch()
-    from probes.procs import find_training_processes
+    from debug_stuck.probes.collectors.procs import find_training_processes
 
     job = zoo("dataloader_io")
     roots = find_training_processes()

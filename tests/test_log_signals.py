@@ -2,7 +2,7 @@
 
 import pytest
 
-from assistant.classify import Observations, ObservedLine, match_signals
+from debug_stuck.core.classify import Observations, ObservedLine, match_signals
 
 LINES = [
     (

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from probes.logtail import parse_progress, read_log_tail
+from debug_stuck.probes.collectors.logtail import parse_progress, read_log_tail
 
 
 def write(tmp_path, name, data, mode="w"):
@@ -108,7 +108,7 @@ def test_missing_directory_and_fifo_never_block(tmp_path):
 
 
 def test_read_timeout_is_reported(tmp_path, monkeypatch):
-    import probes.logtail as logtail
+    import debug_stuck.probes.collectors.logtail as logtail
 
     def hang(path, max_bytes):
         time.sleep(10)

@@ -24,24 +24,17 @@ from multinode_engines import (
     submit_straggler,
 )
 
-from assistant import multinode
-from assistant.errors import BadInput, NotInspectable
-from assistant.multinode_cli import add_diagnose_arguments, run_multinode
-from assistant.render_text import render_text
+from conftest import parse_cli
+from debug_stuck.errors import BadInput, NotInspectable
+from debug_stuck.frontends.commands.diagnose import run_multinode
+from debug_stuck.live import merge, slurm
+from debug_stuck.render.text import render_text
 
 pytestmark = pytest.mark.timeout(900)
 
 
 def diagnose_args(*argv: str) -> argparse.Namespace:
-    """The diagnose flags run_multinode reads, as the CLI's diagnose parser gives them."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--pid", action="append", type=int, default=[])
-    parser.add_argument("--auto", action="store_true")
-    parser.add_argument("--window", type=float, default=1.0)
-    parser.add_argument("--no-native", dest="native", action="store_false")
-    parser.add_argument("--log", action="append", default=[])
-    add_diagnose_arguments(parser)
-    return parser.parse_args(list(argv))
+    return parse_cli("diagnose", *argv)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +113,7 @@ def test_same_job_over_ssh_on_loopback(knowledge, cluster, straggler, sshd):
 
 def test_snapshot_command_on_the_node_finds_the_job_by_its_id(cluster, straggler):
     proc = subprocess.run(
-        [sys.executable, "-m", "assistant", "snapshot", "--slurm-job", straggler.jobid, "--format", "json"],
+        [sys.executable, "-m", "debug_stuck", "snapshot", "--slurm-job", straggler.jobid, "--format", "json"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -140,7 +133,7 @@ def test_snapshot_command_on_the_node_finds_the_job_by_its_id(cluster, straggler
 
 def test_diagnose_command_with_slurm_job(cluster, straggler):
     proc = subprocess.run(
-        [sys.executable, "-m", "assistant", "diagnose", "--slurm-job", straggler.jobid, "--format", "json"],
+        [sys.executable, "-m", "debug_stuck", "diagnose", "--slurm-job", straggler.jobid, "--format", "json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -166,14 +159,14 @@ def test_a_wedged_node_is_named_and_the_call_stays_bounded(knowledge, cluster, s
     os.kill(slurmd, signal.SIGSTOP)  # the node's daemon stops answering: a wedged node
     try:
         started = time.monotonic()
-        merged = multinode.collect_slurm(straggler.jobid, timeout=4)
+        merged = slurm.collect_slurm(straggler.jobid, timeout=4)
         elapsed = time.monotonic() - started
     finally:
         os.kill(slurmd, signal.SIGCONT)
     assert elapsed < 4 + 6, elapsed
     [node] = merged.nodes
     assert node.node == cluster.node and not node.answered and node.timed_out
-    report = multinode.diagnose_merged(merged, knowledge, {})
+    report = merge.diagnose_merged(merged, knowledge, {})
     assert f"{cluster.node}: did not answer within 4 s" in " ".join(report.errors)
     assert "No node of Slurm job" in report.verdict.summary
     assert report.verdict.hung is None and report.culprit is None

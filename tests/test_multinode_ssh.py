@@ -15,23 +15,17 @@ import pytest
 from multinode_engines import Blackhole, EngineUnavailable, LoopbackSshd, free_port
 from zoo.fixtures import zoo  # noqa: F401
 
-from assistant import multinode
-from assistant.errors import BadInput
-from assistant.multinode_cli import add_diagnose_arguments, run_multinode
+from conftest import parse_cli
+from debug_stuck.errors import BadInput
+from debug_stuck.frontends.commands.diagnose import run_multinode
+from debug_stuck.live import merge, ssh
 
 pytestmark = pytest.mark.timeout(300)
 NODE = socket.gethostname().split(".")[0]
 
 
 def diagnose_args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--pid", action="append", type=int, default=[])
-    parser.add_argument("--auto", action="store_true")
-    parser.add_argument("--window", type=float, default=1.0)
-    parser.add_argument("--no-native", dest="native", action="store_false")
-    parser.add_argument("--log", action="append", default=[])
-    add_diagnose_arguments(parser)
-    return parser.parse_args(list(argv))
+    return parse_cli("diagnose", *argv)
 
 
 def ssh_flags(server: LoopbackSshd) -> list:
@@ -96,12 +90,12 @@ def test_a_host_that_never_answers_leaves_a_report_of_the_rest(knowledge, sshd, 
 def test_the_node_timeout_bounds_a_host_that_hangs(knowledge, blackhole):
     wedged = f"127.0.0.1:{blackhole.port}"
     started = time.monotonic()
-    merged = multinode.collect_hosts([wedged], "auto", timeout=2)
+    merged = ssh.collect_hosts([wedged], "auto", timeout=2)
     elapsed = time.monotonic() - started
     assert elapsed < 2 + 3, elapsed
     [node] = merged.nodes
     assert node.timed_out and node.error.startswith("did not answer"), node.error
-    report = multinode.diagnose_merged(merged, knowledge, {})
+    report = merge.diagnose_merged(merged, knowledge, {})
     assert report.errors == [f"{wedged}: {node.error}"]
     assert report.verdict.hung is None and report.verdict.cause is None
     assert "No node of hosts" in report.verdict.summary
@@ -111,5 +105,5 @@ def test_bad_host_lists_are_one_clear_error(knowledge):
     for hosts in ("a,,b", "node1:99999", "bad host"):
         with pytest.raises(BadInput):
             run_multinode(diagnose_args("--hosts", hosts), knowledge, {})
-    assert multinode.parse_host("[::1]:2222") == ("::1", 2222)
-    assert multinode.parse_host("me@node-7") == ("me@node-7", None)
+    assert ssh.parse_host("[::1]:2222") == ("::1", 2222)
+    assert ssh.parse_host("me@node-7") == ("me@node-7", None)

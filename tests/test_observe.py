@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from assistant.answers import Answer
-from assistant.classify import Observations, classify
-from assistant.collect import Snapshot
-from assistant.observe import observe
-from probes.gpu import RecordedBackend, collect_gpus
+from debug_stuck.core.answers import Answer
+from debug_stuck.core.classify import Observations, classify
+from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.observe import observe
+from debug_stuck.probes.collectors.gpu.backends import RecordedBackend
+from debug_stuck.probes.collectors.gpu.collect import collect_gpus
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from probes import check_dataloader
-from probes.check_dataloader import Setting, judge
-from probes.targeted import ConsentRequired, ProbeContext, ProbeUsageError, run_probe
+from debug_stuck.probes.targeted import dataloader as check_dataloader
+from debug_stuck.probes.targeted.base import ConsentRequired, ProbeContext, ProbeUsageError
+from debug_stuck.probes.targeted.dataloader import Setting, judge
+from debug_stuck.probes.targeted.registry import run_probe
 
 TARGETS = Path(__file__).resolve().parent / "targets"
 

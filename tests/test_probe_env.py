@@ -11,8 +11,9 @@ import types
 
 import pytest
 
-from probes import targeted
-from probes.targeted import ProbeContext, ProbeResult, run_probe
+from debug_stuck.probes.targeted import registry as targeted
+from debug_stuck.probes.targeted.base import ConsentRequired, ProbeContext, ProbeResult
+from debug_stuck.probes.targeted.registry import ProbeSpec, run_probe
 
 
 @pytest.fixture
@@ -69,10 +70,8 @@ def test_unknown_probe_and_missing_name(cli):
 
 @pytest.mark.timeout(30)
 def test_a_probe_that_overruns_is_reported_as_timeout(monkeypatch):
-    slow = types.SimpleNamespace(
-        NAME="slow", SUMMARY="sleeps", DEFAULT_TIMEOUT=0.2, RUNS_USER_CODE=False, run=lambda ctx: time.sleep(30)
-    )
-    monkeypatch.setitem(targeted.REGISTRY, "slow", "fake.slow")
+    slow = types.SimpleNamespace(NAME="slow", run=lambda ctx: time.sleep(30))
+    monkeypatch.setitem(targeted.REGISTRY, "slow", ProbeSpec("slow", "fake.slow", "sleeps", 0.2, False))
     monkeypatch.setattr(targeted, "probe_module", lambda name: slow)
     monkeypatch.setattr(targeted, "CLEANUP_GRACE", 0.3)
     started = time.monotonic()
@@ -85,18 +84,18 @@ def test_a_probe_that_crashes_still_gives_a_result(monkeypatch):
     def boom(ctx):
         raise ValueError("bad parse")
 
-    broken = types.SimpleNamespace(NAME="broken", SUMMARY="x", DEFAULT_TIMEOUT=5, RUNS_USER_CODE=False, run=boom)
+    broken = types.SimpleNamespace(NAME="broken", run=boom)
+    monkeypatch.setitem(targeted.REGISTRY, "broken", ProbeSpec("broken", "fake.broken", "x", 5, False))
     monkeypatch.setattr(targeted, "probe_module", lambda name: broken)
     result = run_probe("broken", ProbeContext(timeout=5))
     assert result.status == "fail" and "ValueError: bad parse" in result.summary
 
 
 def test_consent_is_required_for_user_code(monkeypatch):
-    exec_probe = types.SimpleNamespace(
-        NAME="x", SUMMARY="x", DEFAULT_TIMEOUT=5, RUNS_USER_CODE=True, run=lambda ctx: ProbeResult("x", "ok", "ran")
-    )
+    exec_probe = types.SimpleNamespace(NAME="x", run=lambda ctx: ProbeResult("x", "ok", "ran"))
+    monkeypatch.setitem(targeted.REGISTRY, "x", ProbeSpec("x", "fake.x", "x", 5, True))
     monkeypatch.setattr(targeted, "probe_module", lambda name: exec_probe)
-    with pytest.raises(targeted.ConsentRequired):
+    with pytest.raises(ConsentRequired):
         run_probe("x", ProbeContext(timeout=5))
     assert run_probe("x", ProbeContext(timeout=5, allow_exec=True)).summary == "ran"
 

@@ -13,10 +13,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from probes import check_gc, stacks
-from probes.check_gc import is_gc_frame
-from probes.stacks import Frame
-from probes.targeted import ConsentRequired, ProbeContext, ProbeUsageError, run_probe
+from debug_stuck.probes.collectors import stacks
+from debug_stuck.probes.collectors.stacks import Frame
+from debug_stuck.probes.targeted import gc_timing as check_gc
+from debug_stuck.probes.targeted.base import ConsentRequired, ProbeContext, ProbeUsageError
+from debug_stuck.probes.targeted.gc_timing import is_gc_frame
+from debug_stuck.probes.targeted.registry import run_probe
 
 TARGETS = Path(__file__).resolve().parent / "targets"
 HEAVY = TARGETS / "probe_gc_heavy.py"

@@ -1,4 +1,4 @@
-"""gpu-health probe: recorded NVML / amd-smi outputs through probes.gpu.RecordedBackend and
+"""gpu-health probe: recorded NVML / amd-smi outputs through debug_stuck.probes.collectors.gpu.RecordedBackend and
 recorded kernel logs through a fake dmesg runner (this machine has no GPU: those are the
 hardware seams). The real run on this machine must come back `skipped`, fast."""
 
@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from probes import check_gpu_health as gh
-from probes.bounded import CommandResult
-from probes.gpu import GpuSnapshot, RecordedBackend, collect_gpus
-from probes.kernel import KernelLog
-from probes.targeted import ProbeContext, run_probe
+from debug_stuck.bounded import CommandResult
+from debug_stuck.probes.collectors.gpu.backends import RecordedBackend
+from debug_stuck.probes.collectors.gpu.collect import collect_gpus
+from debug_stuck.probes.collectors.gpu.model import GpuSnapshot
+from debug_stuck.probes.collectors.kernel import KernelLog
+from debug_stuck.probes.targeted import gpu_health as gh
+from debug_stuck.probes.targeted.base import ProbeContext
+from debug_stuck.probes.targeted.registry import probe_spec, run_probe
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -71,7 +74,7 @@ def test_real_run_here_is_skipped_fast():
     if gh.driver_present():
         pytest.skip("this machine has a GPU driver")
     started = time.monotonic()
-    result = run_probe("gpu-health", ProbeContext(timeout=gh.DEFAULT_TIMEOUT))
+    result = run_probe("gpu-health", ProbeContext(timeout=probe_spec("gpu-health").timeout))
     assert time.monotonic() - started < 3.0
     assert result.status == "skipped"
     assert result.summary.startswith("no GPU on this machine: ")

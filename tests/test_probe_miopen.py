@@ -13,9 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from probes import check_miopen as mi
-from probes.bounded import CommandResult
-from probes.targeted import ProbeContext, run_probe
+from debug_stuck.bounded import CommandResult
+from debug_stuck.probes.targeted import miopen as mi
+from debug_stuck.probes.targeted.base import ProbeContext
+from debug_stuck.probes.targeted.registry import probe_spec, run_probe
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -424,6 +425,6 @@ def test_real_run_here_is_skipped():
     if ok:
         pytest.skip("this machine has ROCm")
     started = time.monotonic()
-    result = run_probe("miopen", ProbeContext(timeout=mi.DEFAULT_TIMEOUT))
+    result = run_probe("miopen", ProbeContext(timeout=probe_spec("miopen").timeout))
     assert time.monotonic() - started < 2
     assert result.status == "skipped" and result.summary.startswith("not ROCm: ")

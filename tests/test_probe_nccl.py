@@ -3,7 +3,7 @@
 The real runs use torchrun + gloo on CPU (tests/targets/probe_ddp.py): a healthy job, a collective
 mismatch found by TORCH_DISTRIBUTED_DEBUG=DETAIL, and a missing rank that stalls the rendezvous,
 diagnosed from the PID of a live job (the probe re-runs its command on a fresh port). Also here:
-probes.bounded.run_tree, which the probe relies on to kill a launcher's whole tree.
+debug_stuck.bounded.run_tree, which the probe relies on to kill a launcher's whole tree.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from probes import check_nccl
-from probes.bounded import kill_tree, run_tree
-from probes.check_nccl import NcclLog, judge, parse_lines, replace_port
-from probes.targeted import ConsentRequired, ProbeContext, run_probe
+from debug_stuck.bounded import kill_tree, run_tree
+from debug_stuck.probes.targeted import nccl_log as check_nccl
+from debug_stuck.probes.targeted.base import ConsentRequired, ProbeContext
+from debug_stuck.probes.targeted.nccl_debug_run import judge, replace_port
+from debug_stuck.probes.targeted.nccl_log import NcclLog, parse_lines
+from debug_stuck.probes.targeted.registry import run_probe
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "nccl"

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from probes import check_storage as cs
-from probes.targeted import ProbeContext, run_probe
+from debug_stuck.probes.targeted import storage as cs
+from debug_stuck.probes.targeted.base import ProbeContext
+from debug_stuck.probes.targeted.registry import probe_spec, run_probe
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -342,6 +343,6 @@ def test_a_pid_that_does_not_exist_is_skipped():
 
 
 def test_through_the_framework(tmp_path):
-    result = run_probe("storage", ProbeContext(timeout=cs.DEFAULT_TIMEOUT, paths=[str(tmp_path)]))
+    result = run_probe("storage", ProbeContext(timeout=probe_spec("storage").timeout, paths=[str(tmp_path)]))
     assert result.status == "ok" and result.seconds < 5
     assert result.to_dict()["data"]["directories"][0]["measure"]["removed"] is True

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from probes.procs import REDACTED, InspectError, job_processes, read_process, read_states, redact_env, sample_window
+from debug_stuck.probes.collectors.procs import InspectError, job_processes, read_process, read_states, sample_window
+from debug_stuck.redact import REDACTED, redact_env
 
 
 def test_secrets_are_redacted():
@@ -102,7 +103,8 @@ def test_gone_pid():
 
 @pytest.mark.timeout(60)
 def test_a_dead_worker_is_a_zombie_worker_and_evidence(child, knowledge):
-    from assistant.diagnose import DiagnoseRequest, run_diagnosis
+    from debug_stuck.core.request import DiagnoseRequest
+    from debug_stuck.live.diagnose import run_diagnosis
 
     code = (
         "import os, time\n"

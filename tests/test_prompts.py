@@ -17,9 +17,9 @@ pytest.importorskip("questionary")
 from prompt_toolkit.input import create_pipe_input  # noqa: E402
 from prompt_toolkit.output import DummyOutput  # noqa: E402
 
-from assistant.diagnose import load_example  # noqa: E402
-from assistant.prompts import run_prompts  # noqa: E402
-from assistant.session import Session  # noqa: E402
+from debug_stuck.core.examples import load_example  # noqa: E402
+from debug_stuck.frontends.prompts import run_prompts  # noqa: E402
+from debug_stuck.frontends.session.core import Session  # noqa: E402
 
 ENTER = "\r"
 UP = "\x1b[A"
@@ -117,7 +117,7 @@ def test_ctrl_c_at_a_prompt_ends_the_session(knowledge, tmp_path):
 
 def test_without_a_terminal_the_session_says_to_use_diagnose(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "assistant.interactive_cli", "--plain"],
+        [sys.executable, "-m", "debug_stuck", "--plain"],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -133,15 +133,15 @@ def test_without_a_terminal_the_session_says_to_use_diagnose(tmp_path):
 def test_plain_flag_on_the_top_level_parser():
     import argparse
 
-    from assistant.interactive_cli import add_arguments
+    from debug_stuck.frontends.commands.interactive import register
 
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    register(parser)
     assert parser.parse_args(["--plain"]).plain is True
     assert parser.parse_args([]).plain is False
 
 
 def test_interactive_cli_module_is_importable_without_textual_loaded():
-    code = "import sys, assistant.interactive_cli; print('textual' in sys.modules)"
+    code = "import sys, debug_stuck.frontends.commands.interactive; print('textual' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False", result.stderr

@@ -6,7 +6,6 @@ spec), with a broken newest checkpoint where it matters: the plan must skip it a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -22,18 +21,18 @@ torch = pytest.importorskip("torch")
 
 import ckpt_layouts as L  # noqa: E402
 
-from assistant.errors import BadInput, NotInspectable  # noqa: E402
-from assistant.recovery import (  # noqa: E402
+from conftest import REPO, parse_cli  # noqa: E402
+from debug_stuck.errors import BadInput, NotInspectable  # noqa: E402
+from debug_stuck.frontends.commands.resume import run as run_resume  # noqa: E402
+from debug_stuck.recovery import checkpoints as ck  # noqa: E402
+from debug_stuck.recovery.commandline import parse_launch  # noqa: E402
+from debug_stuck.recovery.plan import (  # noqa: E402
     NO_CHECKPOINT,
     detect_framework,
     find_checkpoints,
-    parse_launch,
     plan_resume,
     plan_resume_for_pid,
 )
-from assistant.recovery_cli import add_parser, run_resume  # noqa: E402
-from conftest import REPO  # noqa: E402
-from probes import checkpoints as ck  # noqa: E402
 
 # -- format checks ---------------------------------------------------------------------------------
 
@@ -358,10 +357,7 @@ def test_secrets_in_the_command_are_redacted_in_the_text_but_not_in_argv(tmp_pat
 
 
 def _resume_args(*argv):
-    parser = argparse.ArgumentParser(prog="debug-stuck")
-    sub = parser.add_subparsers(dest="command")
-    add_parser(sub)
-    return parser.parse_args(["resume", *argv])
+    return parse_cli("resume", *argv)
 
 
 def test_resume_cli_text_and_json_for_an_ended_job(tmp_path, capsys):
@@ -433,7 +429,16 @@ def psutil_cmdline(pid: int):
 
 def test_resume_module_runs_standalone(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "assistant.recovery_cli", "resume", "--cmd", "python train.py", "--dir", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "debug_stuck",
+            "resume",
+            "--cmd",
+            "python train.py",
+            "--dir",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -4,8 +4,9 @@ come out with the right cause on top (and the right triage pattern)."""
 import pytest
 import yaml
 
-from assistant.diagnose import list_examples, load_example, run_diagnosis
-from assistant.paths import examples_dir
+from debug_stuck.core.examples import list_examples, load_example
+from debug_stuck.live.diagnose import run_diagnosis
+from debug_stuck.paths import examples_dir
 
 EXAMPLES = sorted(list_examples())
 
@@ -44,7 +45,7 @@ def test_log_alone_is_enough_for_strong_signatures(knowledge):
 
 
 def test_user_answers_override_the_log(knowledge):
-    from assistant.answers import Answer
+    from debug_stuck.core.answers import Answer
 
     request = load_example(knowledge, "miopen-first-batch")
     request.answers = {"platform": Answer("platform", "cuda", "user")}

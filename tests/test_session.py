@@ -1,4 +1,4 @@
-"""The interactive session's core (assistant.session), without any UI: job discovery on a real
+"""The interactive session's core (debug_stuck.frontends.session), without any UI: job discovery on a real
 hung process, the order of the questions, pre-fills and their reasons, probes in a child process
 (consent, cancel), saving, copying, recovery actions."""
 
@@ -14,9 +14,12 @@ import psutil
 import pytest
 from zoo.fixtures import zoo  # noqa: F401
 
-from assistant.errors import BadInput, NotInspectable
-from assistant.session import GpuHistory, Session, Suggestion, Triage, recovery_module
-from probes.gpu import RecordedBackend, collect_gpus
+from debug_stuck.errors import BadInput, NotInspectable
+from debug_stuck.frontends.session.core import Session
+from debug_stuck.frontends.session.gpu_history import GpuHistory
+from debug_stuck.frontends.session.triage import Suggestion, Triage
+from debug_stuck.probes.collectors.gpu.backends import RecordedBackend
+from debug_stuck.probes.collectors.gpu.collect import collect_gpus
 
 HERE = Path(__file__).parent
 PROBE_HOST = [sys.executable, str(HERE / "probe_plugins" / "probe_host.py")]
@@ -137,7 +140,8 @@ def test_live_evidence_prefills_from_the_job(session, zoo):  # noqa: F811
 
 
 def test_save_report_writes_markdown_and_json_with_a_timestamp(session, knowledge, tmp_path):
-    from assistant.diagnose import load_example, run_diagnosis
+    from debug_stuck.core.examples import load_example
+    from debug_stuck.live.diagnose import run_diagnosis
 
     session.report = run_diagnosis(load_example(knowledge, "nanochat-collective"), knowledge)
     first = session.save_report(now=1_790_000_000.0)
@@ -151,7 +155,8 @@ def test_save_report_writes_markdown_and_json_with_a_timestamp(session, knowledg
 
 
 def test_fix_commands_are_kept_for_the_exit_without_a_clipboard(session, knowledge, monkeypatch):
-    from assistant.diagnose import load_example, run_diagnosis
+    from debug_stuck.core.examples import load_example
+    from debug_stuck.live.diagnose import run_diagnosis
 
     monkeypatch.setenv("PATH", "/nonexistent")  # no wl-copy, xclip or pbcopy
     session.report = run_diagnosis(load_example(knowledge, "nanochat-collective"), knowledge)
@@ -162,16 +167,13 @@ def test_fix_commands_are_kept_for_the_exit_without_a_clipboard(session, knowled
     assert session.take_pending_output() == ""
 
 
-def test_recovery_actions_need_the_module_and_a_job(session, monkeypatch):
-    import assistant.session as core
-
-    monkeypatch.setattr(core, "recovery_module", lambda: None)
+def test_recovery_actions_need_a_live_job(session):
     session.pids = [1]
-    assert session.recovery_actions() == []
-    monkeypatch.setattr(core, "recovery_module", lambda: object())
     assert session.recovery_actions() == ["stop", "resume"]
     session.pids = []
     assert session.recovery_actions() == []
+    with pytest.raises(BadInput):
+        session.run_recovery("stop")
 
 
 @pytest.mark.timeout(120)
@@ -188,10 +190,12 @@ def test_probe_runs_in_a_child_process_and_its_findings_reach_the_ranking(sessio
 
 
 def _registered_test_probe(monkeypatch):
-    from probes.targeted import REGISTRY
+    from debug_stuck.probes.targeted.registry import REGISTRY
 
     monkeypatch.syspath_prepend(str(HERE / "probe_plugins"))
-    monkeypatch.setitem(REGISTRY, "slow-user-code", "slow_user_probe")
+    import slow_user_probe
+
+    monkeypatch.setitem(REGISTRY, slow_user_probe.NAME, slow_user_probe.SPEC)
 
 
 def test_a_probe_that_runs_code_needs_consent(knowledge, tmp_path, monkeypatch):
@@ -254,17 +258,11 @@ def _alive(proc) -> bool:
 
 
 def _answer(key, value):
-    from assistant.answers import Answer
+    from debug_stuck.core.answers import Answer
 
     return Answer(key, value, "user")
 
 
-needs_recovery = pytest.mark.skipif(
-    recovery_module() is None, reason="assistant/recovery.py (the recovery issue) is not installed"
-)
-
-
-@needs_recovery
 @pytest.mark.timeout(180)
 def test_recovery_resume_and_stop_act_on_the_attached_job(session, zoo, tmp_path):  # noqa: F811
     job = zoo("future_result")

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import yaml
 
-from assistant.contract import CAUSE_IDS
 from conftest import REPO
+from debug_stuck.contract import CAUSE_IDS
 
 ALLOWED_KEYS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
 

@@ -3,7 +3,6 @@ reads the copy as it reads the original, and the stack table makes the wire form
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import subprocess
@@ -14,20 +13,24 @@ from pathlib import Path
 import pytest
 from zoo.fixtures import zoo  # noqa: F401
 
-from assistant.classify import Observations
-from assistant.collect import Snapshot, collect
-from assistant.culprit import find_culprit
-from assistant.multinode import _split_labelled, merge_groups, parse_wire_objects
-from assistant.multinode_cli import add_snapshot_parser, run_snapshot
-from assistant.observe import StackGroup, compress_numbers, describe_ranks, group_ranks, judge_progress, observe
-from assistant.snapshot_io import (
+from conftest import parse_cli
+from debug_stuck.core.classify import Observations
+from debug_stuck.frontends.commands.snapshot import run as run_snapshot
+from debug_stuck.live.collect import Snapshot, collect
+from debug_stuck.live.culprit import find_culprit
+from debug_stuck.live.merge import merge_groups
+from debug_stuck.live.nodes import parse_wire_objects
+from debug_stuck.live.observe import StackGroup, compress_numbers, describe_ranks, group_ranks, judge_progress, observe
+from debug_stuck.live.slurm import _split_labelled
+from debug_stuck.live.wire import (
     WireError,
     distinct_stacks,
     snapshot_from_wire,
     snapshot_to_wire,
     thread_count,
 )
-from probes.gpu import RecordedBackend, collect_gpus
+from debug_stuck.probes.collectors.gpu.backends import RecordedBackend
+from debug_stuck.probes.collectors.gpu.collect import collect_gpus
 
 GPU_FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 
@@ -92,11 +95,9 @@ def test_recorded_gpus_round_trip():
 
 def test_snapshot_command_prints_one_json_line(straggler_snapshot):
     _, job = straggler_snapshot
-    parser = argparse.ArgumentParser()
-    add_snapshot_parser(parser.add_subparsers(dest="command"))
     out = io.StringIO()
     with redirect_stdout(out):
-        code = run_snapshot(parser.parse_args(["snapshot", "--pid", str(job.proc.pid), "--window", "0.5"]))
+        code = run_snapshot(parse_cli("snapshot", "--pid", str(job.proc.pid), "--window", "0.5"))
     assert code == 0
     lines = out.getvalue().splitlines()
     assert len(lines) == 1
@@ -106,7 +107,7 @@ def test_snapshot_command_prints_one_json_line(straggler_snapshot):
 
 def test_snapshot_of_a_missing_process_is_an_error_record():
     proc = subprocess.run(
-        [sys.executable, "-m", "assistant.multinode_cli", "snapshot", "--pid", "999999999"],
+        [sys.executable, "-m", "debug_stuck", "snapshot", "--pid", "999999999"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,4 +1,4 @@
-"""probes.stacks against real processes and the real py-spy / pystack: no mocks of the tools."""
+"""debug_stuck.probes.collectors.stacks against real processes and the real py-spy / pystack: no mocks of the tools."""
 
 from __future__ import annotations
 
@@ -14,8 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from probes import stacks
-from probes.stacks import Frame, StackDump, StackError, StackSeries, ThreadStack, dump_stacks, sample_stacks
+from debug_stuck.probes.collectors import stacks
+from debug_stuck.probes.collectors.stacks import (
+    Frame,
+    StackDump,
+    StackError,
+    StackSeries,
+    ThreadStack,
+    dump_stacks,
+    sample_stacks,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = Path(__file__).resolve().parent / "targets"
@@ -328,7 +336,8 @@ def test_permission_denied_says_how_to_fix(spawn):
         os.chmod(bindir, 0o755)
         shutil.copy2(py_spy, os.path.join(bindir, "py-spy"))
         code = (
-            "import sys; sys.path.insert(0, sys.argv[1]); from probes.stacks import dump_stacks, StackError\n"
+            "import sys; sys.path.insert(0, sys.argv[1])\n"
+            "from debug_stuck.probes.collectors.stacks import dump_stacks, StackError\n"
             "try:\n    dump_stacks(int(sys.argv[2]))\nexcept StackError as e:\n    print(e.kind); print(e.message)"
         )
         argv = [setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "--inh-caps=-all"]

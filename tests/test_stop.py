@@ -14,10 +14,10 @@ import psutil
 import pytest
 from zoo.fixtures import zoo  # noqa: F401
 
-from assistant.errors import BadInput
-from assistant.recovery import _describe_left, _Tracked, signal_if_same, stop_job
-from assistant.zoo.spawn import is_alive
 from conftest import REPO
+from debug_stuck.errors import BadInput
+from debug_stuck.recovery.stop import _describe_left, _Tracked, signal_if_same, stop_job
+from debug_stuck.zoo.spawn import is_alive
 
 # Ignores SIGINT and SIGTERM, and so does the child it forks (ignored signals survive fork).
 STUBBORN = """
@@ -114,7 +114,7 @@ def test_stop_refuses_a_tree_holding_debug_stuck_itself():
 
 def _cli(*args, timeout=90):
     return subprocess.run(
-        [sys.executable, "-m", "assistant.recovery_cli", *map(str, args)],
+        [sys.executable, "-m", "debug_stuck", *map(str, args)],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -130,7 +130,7 @@ def test_stop_without_a_terminal_needs_yes(zoo):  # noqa: F811
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "--yes" in proc.stderr, proc.stderr
     proc = subprocess.run(  # the same through the real entry point
-        [sys.executable, "-m", "assistant", "stop", "--pid", str(job.proc.pid)],
+        [sys.executable, "-m", "debug_stuck", "stop", "--pid", str(job.proc.pid)],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -167,7 +167,7 @@ def test_stop_on_a_terminal_asks_and_no_means_no(zoo):  # noqa: F811
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "assistant.recovery_cli", "stop", "--pid", str(job.proc.pid)],
+            [sys.executable, "-m", "debug_stuck", "stop", "--pid", str(job.proc.pid)],
             stdin=slave,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

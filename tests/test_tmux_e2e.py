@@ -27,7 +27,7 @@ WIDTH, HEIGHT = 120, 40
 def session_command() -> list:
     """Bare `debug-stuck` opens the session: the installed script, else the module."""
     exe = shutil.which("debug-stuck")
-    return [exe] if exe else [sys.executable, "-m", "assistant"]
+    return [exe] if exe else [sys.executable, "-m", "debug_stuck"]
 
 
 class Tmux:

@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from assistant.contract import CAUSE_IDS
+from debug_stuck.contract import CAUSE_IDS
 
 
 def walk(knowledge, **answers):

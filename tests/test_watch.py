@@ -9,7 +9,6 @@ job it launches (each in a session of its own) is killed by process group in a f
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -22,14 +21,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from assistant.errors import BadInput, NotInspectable
-from assistant.watch import (
-    EXIT_STALLED,
-    LogFollower,
-    StallClock,
-    phase_of,
-)
-from probes.stacks import Frame
+from debug_stuck.errors import BadInput, NotInspectable
+from debug_stuck.probes.collectors.stacks import Frame
+from debug_stuck.recovery.watch.clock import StallClock
+from debug_stuck.recovery.watch.follow import LogFollower
+from debug_stuck.recovery.watch.phases import phase_of
+from debug_stuck.recovery.watch.watcher import EXIT_STALLED
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -167,7 +164,7 @@ def test_log_follower_reads_new_lines_tqdm_redraws_and_truncation(tmp_path):
 
 
 def test_commands_in_events_and_the_journal_have_their_secrets_blanked():
-    from assistant.watch import redact_command
+    from debug_stuck.redact import redact_argv as redact_command
 
     argv = ["python", "train.py", "--hf_token", "hf_abcdefghijklmnopqrstuvwxyz", "--api-key=s3cr3t", "--lr", "0.1"]
     argv += ["ghp_abcdefghijklmnopqrstuvwxyz0123", "--save_dir", "out"]
@@ -183,19 +180,9 @@ def test_commands_in_events_and_the_journal_have_their_secrets_blanked():
 
 
 def _parse(*argv):
-    from assistant.cli import _Parser
-    from assistant.watch_cli import add_parser
+    from conftest import parse_cli
 
-    launch = []
-    argv = list(argv)
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, launch = argv[:cut], argv[cut + 1 :]
-    parser = _Parser(prog="debug-stuck")
-    add_parser(parser.add_subparsers(dest="command", parser_class=_Parser))
-    args = parser.parse_args(argv)
-    args.launch = launch
-    return args
+    return parse_cli(*argv)
 
 
 @pytest.mark.parametrize(
@@ -209,7 +196,7 @@ def _parse(*argv):
     ],
 )
 def test_watch_refuses_bad_usage_with_one_line(argv, message):
-    from assistant.watch_cli import run
+    from debug_stuck.frontends.commands.watch import run
 
     with pytest.raises(BadInput) as err:
         run(_parse(*argv))
@@ -217,7 +204,7 @@ def test_watch_refuses_bad_usage_with_one_line(argv, message):
 
 
 def test_watch_a_pid_that_does_not_exist_is_not_inspectable():
-    from assistant.watch_cli import run
+    from debug_stuck.frontends.commands.watch import run
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -226,7 +213,7 @@ def test_watch_a_pid_that_does_not_exist_is_not_inspectable():
 
 
 def test_watch_a_command_that_does_not_exist(tmp_path, monkeypatch):
-    from assistant.watch_cli import run
+    from debug_stuck.frontends.commands.watch import run
 
     monkeypatch.setenv("DEBUG_STUCK_STATE_DIR", str(tmp_path / "state"))
     with pytest.raises(BadInput, match="command not found"):
@@ -239,19 +226,15 @@ def test_watch_a_command_that_does_not_exist(tmp_path, monkeypatch):
 
 
 def _watch_entry() -> list:
-    """`python -m assistant watch` once the CLI has the command, else the module's own entry point."""
-    from assistant.cli import build_parser
-
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    module = "assistant" if "watch" in sub.choices else "assistant.watch_cli"
-    return [sys.executable, "-m", module]
+    """`python -m debug_stuck`, as a user would run it."""
+    return [sys.executable, "-m", "debug_stuck"]
 
 
 class WatchRun:
     """A watcher subprocess; its JSON events are parsed line by line as they arrive."""
 
     def __init__(self, args, cwd: Path, state: Path):
-        env = dict(os.environ, DEBUG_STUCK_STATE_DIR=str(state), PYTHONPATH=str(REPO))
+        env = dict(os.environ, DEBUG_STUCK_STATE_DIR=str(state))
         self.proc = subprocess.Popen(
             [*_watch_entry(), *map(str, args)],
             cwd=cwd,
@@ -351,14 +334,6 @@ def watch(request, tmp_path):
     return start
 
 
-def _has_recovery() -> bool:
-    try:
-        import assistant.recovery  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _gone(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -367,7 +342,7 @@ def _gone(pid: int) -> bool:
 
 
 def _journal(tmp_path, monkeypatch):
-    from assistant.journal import Journal
+    from debug_stuck.recovery.journal import Journal
 
     monkeypatch.setenv("DEBUG_STUCK_STATE_DIR", str(tmp_path / "state"))
     return Journal()
@@ -415,12 +390,10 @@ def test_a_job_that_hangs_once_is_reported_restarted_from_its_checkpoint_and_goe
     assert action["action"] == "restart" and action["pid"] == first["pid"]
     restarted = run.wait_for("restarted", 30)
     assert restarted["pid"] != first["pid"] and restarted["attempt"] == 1
-    if _has_recovery():  # the resume plan: the newest valid checkpoint, passed with the script's --resume
-        assert restarted["checkpoint"] == str(tmp_path / "ckpt.pt") and restarted["checkpoint_step"] == 6
-        assert restarted["command"][-2:] == ["--resume", str(tmp_path / "ckpt.pt")]
-        assert action["via"].startswith("stop_job") and first["pid"] in action["stopped"]
-    else:
-        assert restarted["command"] == first["command"] and "no resume plan" in restarted["note"]
+    # the resume plan: the newest valid checkpoint, passed with the script's --resume
+    assert restarted["checkpoint"] == str(tmp_path / "ckpt.pt") and restarted["checkpoint_step"] == 6
+    assert restarted["command"][-2:] == ["--resume", str(tmp_path / "ckpt.pt")]
+    assert action["via"].startswith("stop_job") and first["pid"] in action["stopped"]
     assert run.finish(60) == 0
     exited = run.wait_for("exited", 1)
     assert exited["pid"] == restarted["pid"] and exited["code"] == 0 and exited["last_step"] == 11
@@ -450,7 +423,7 @@ def test_a_job_that_hangs_at_the_same_step_every_time_is_not_restarted_forever(w
     incidents = journal.incidents()
     assert [i.action for i in incidents] == ["gave-up", "restart"]  # newest first
     assert {i.last_step for i in incidents} == {4}
-    from assistant.watch_cli import run as cli_run
+    from debug_stuck.frontends.commands.history import run as cli_run
 
     assert cli_run(_parse("history", "--format", "json")) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -538,7 +511,6 @@ def test_attached_watch_flags_a_stall_and_keeps_watching(watch, tmp_path, reques
 
 
 def test_attached_watch_stops_the_job_on_hang(watch, tmp_path, request):
-    pytest.importorskip("assistant.recovery", reason="assistant.recovery (stop_job) is not there yet")
     go = tmp_path / "go"
     job = _start_logged_job(tmp_path, request, "--hang-at", "6", "--always", "--start-when", go)
     run = watch(

@@ -20,7 +20,7 @@ import psutil
 import pytest
 from zoo.fixtures import zoo  # noqa: F401
 
-from assistant.zoo import spawn
+from debug_stuck.zoo import spawn
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -316,9 +316,25 @@ def test_healthy_keeps_progressing(zoo):  # noqa: F811
 # -- error paths and the spawner itself -----------------------------------------------------------
 
 
-def test_exits_soon(zoo):  # noqa: F811
-    job = zoo("exits_soon")
-    assert job.pids() == [job.proc.pid]
+def gone(pid: int, timeout: float) -> bool:
+    """The process has ended and been reaped (no zombie left), within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not os.path.exists(f"/proc/{pid}"):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_exits_soon_waits_for_its_trigger(zoo):  # noqa: F811
+    job = zoo("exits_soon", args=["--child"])
+    child = job.info["child"]
+    assert sorted(job.pids()) == sorted([job.proc.pid, child])
+    time.sleep(0.3)
+    assert job.proc.poll() is None  # nothing happens until the test says so
+    (job.workdir / "EXIT-CHILD").touch()
+    assert gone(child, 15)
+    (job.workdir / "EXIT").touch()
     assert job.proc.wait(timeout=15) == 0
     assert job.pids() == []
     job.stop()

@@ -16,9 +16,14 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from assistant.diagnose import load_example, run_diagnosis
-from assistant.session import GpuHistory, JobSummary, ProbeOffer, RecordedSession
-from probes.gpu import RecordedBackend, collect_gpus
+from debug_stuck.core.examples import load_example
+from debug_stuck.frontends.session.gpu_history import GpuHistory
+from debug_stuck.frontends.session.jobs import JobSummary
+from debug_stuck.frontends.session.probes import ProbeOffer
+from debug_stuck.frontends.session.recorded import RecordedSession
+from debug_stuck.live.diagnose import run_diagnosis
+from debug_stuck.probes.collectors.gpu.backends import RecordedBackend
+from debug_stuck.probes.collectors.gpu.collect import collect_gpus
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE = "nanochat-collective"

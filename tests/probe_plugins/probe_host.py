@@ -10,10 +10,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from probes.targeted import REGISTRY  # noqa: E402
+import slow_user_probe  # noqa: E402
 
-REGISTRY["slow-user-code"] = "slow_user_probe"
+from debug_stuck.probes.targeted.registry import REGISTRY  # noqa: E402
 
-from assistant.cli import main  # noqa: E402
+REGISTRY[slow_user_probe.NAME] = slow_user_probe.SPEC
+
+from debug_stuck.frontends.cli import main  # noqa: E402
 
 sys.exit(main())

@@ -5,7 +5,7 @@ Prints ``step k loss X`` (flushed) every 0.3 to 1 s (exactly every ``--interval`
 saves ``ckpt.pt`` (atomically) in the current directory every ``--every`` steps: a zip in
 ``torch.save``'s layout (``archive/data.pkl`` holding ``{"step": N}``), written with the standard
 library so the target starts in milliseconds, but a valid torch checkpoint for anything that checks
-(assistant.recovery picks it, and ``torch.load`` reads it). At the start it resumes from
+(debug_stuck.recovery.plan picks it, and ``torch.load`` reads it). At the start it resumes from
 ``--resume PATH``, else from ``ckpt.pt`` when that exists (``resumed from checkpoint step S``).
 
 Before printing step ``--hang-at`` it hangs for ever (a sleep in ``wait_for_peers``, like a rank

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant.zoo import spawn
+from debug_stuck.zoo import spawn
 
 
 @pytest.fixture

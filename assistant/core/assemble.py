@@ -1,0 +1,66 @@
+"""Build the report from a classification: answers, pattern, ranked diagnoses, verdict, logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+from debug_stuck.contract import CONTRACT_ANSWER_KEYS
+from debug_stuck.core.classify import Classification
+from debug_stuck.core.kb import Knowledge
+from debug_stuck.core.report import Evidence, Report
+from debug_stuck.probes.collectors.logtail import LogTail
+
+# A log silent for this long, and for this many step intervals, counts as a hang.
+STALE_FLOOR_SECONDS = 300.0
+STALE_STEP_MULTIPLE = 20.0
+
+
+def fill_report(report: Report, knowledge: Knowledge, result: Classification, tails: List[LogTail]) -> None:
+    # Derived answers off the walked path (e.g. a start-up hint in a mid-run log) would only confuse.
+    relevant = set(CONTRACT_ANSWER_KEYS) | {s.key for s in result.walk.steps}
+    report.answers = {k: a.to_dict() for k, a in result.answers.items() if a.source == "user" or k in relevant}
+    for key, why in result.answer_notes.items():
+        if key in report.answers:
+            report.answers[key]["why"] = why
+    report.pattern = result.walk.pattern
+    report.diagnoses = result.diagnoses
+    report.verdict = result.verdict
+    report.triage_path = [s.to_dict() for s in result.walk.steps]
+    report.next_questions = [
+        dict(knowledge.tree.questions[s.key].to_dict(), assumed=s.value)
+        for s in result.walk.steps
+        if s.how in ("assumed", "default")
+    ]
+    stale = []
+    for tail in tails:
+        if tail.error:
+            continue
+        entry = tail.to_dict()
+        if tail.lines:
+            entry["last_line"] = tail.lines[-1][:300]
+        report.logs.append(entry)
+        age = tail.seconds_since_modified()
+        interval = tail.progress.seconds_per_step or 0.0
+        if age is not None and age > max(STALE_FLOOR_SECONDS, STALE_STEP_MULTIPLE * interval):
+            stale.append((tail, age))
+    if stale and report.verdict.hung is None:
+        report.verdict.hung = True
+        tail, age = stale[0]
+        note = f"{Path(tail.path).name} has not changed for {_duration(age)}"
+        if tail.progress.last_step is not None:
+            note += f" (last step seen: {tail.progress.last_step})"
+        for diagnosis in report.diagnoses[:1]:
+            diagnosis.evidence.append(Evidence("log", note, file=tail.path))
+        report.verdict.summary += f" The log {note[len(Path(tail.path).name) + 1 :]}."
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds // 86400} days"

@@ -1,0 +1,266 @@
+"""Turn answers and observations into ranked diagnoses.
+
+1. Match every playbook signal against the observed lines of its source.
+2. Derive triage answers the user did not give: from signal `implies`, from the tree's log
+   hints, from log progress, and from causes whose evidence is strong.
+3. Walk the tree for priors; combine each cause's prior and evidence by noisy-OR.
+All cause knowledge comes from skills/; this module only applies it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from debug_stuck.contract import UNKNOWN
+from debug_stuck.core.answers import Answer
+from debug_stuck.core.kb import Knowledge
+from debug_stuck.core.knowledge import Signal
+from debug_stuck.core.report import Diagnosis, Evidence, FixItem, Verdict
+from debug_stuck.core.tree import Walk
+
+CAUSE_THRESHOLD = 0.25  # below this the verdict names no cause
+LISTED_THRESHOLD = 0.05
+MAX_DIAGNOSES = 8
+STRONG_EVIDENCE = 0.5  # a signal this strong can answer a tree question (from_causes)
+ANSWER_PRECEDENCE = {"user": 3, "evidence": 2, "log": 1}
+
+# Which observation sources each signal source is matched against. Kernel messages are often
+# pasted into, or interleaved with, the training log.
+SIGNAL_SOURCES = {
+    "log": ("log",),
+    "kernel": ("kernel", "log"),
+    "stack": ("stack",),
+    "process": ("process",),
+    "gpu": ("gpu",),
+    "probe": ("probe",),
+}
+
+
+@dataclass
+class ObservedLine:
+    text: str
+    file: Optional[str] = None
+    line: Optional[int] = None
+    subject: Optional[str] = None  # e.g. "pid 123 (rank 1)": whose stack or process this is
+    pid: Optional[int] = None
+
+
+@dataclass
+class Observations:
+    """What was seen, one line at a time, per source (see skills/README.md for line shapes)."""
+
+    lines: Dict[str, List[ObservedLine]] = field(default_factory=dict)
+    # Per log: (last step seen in the current run, or None). Used for the `step` question.
+    last_steps: List[Optional[int]] = field(default_factory=list)
+    derived: Dict[str, Answer] = field(default_factory=dict)  # answers found by collectors
+    derived_why: Dict[str, str] = field(default_factory=dict)
+    findings: List[tuple] = field(default_factory=list)  # (probe name, debug_stuck.probes.targeted.registry.Finding)
+
+    def add(self, source: str, line: ObservedLine) -> None:
+        self.lines.setdefault(source, []).append(line)
+
+    def only(self, pids) -> Observations:
+        """The lines about these processes, plus those about no process in particular (GPU, kernel)."""
+        keep = set(pids)
+        out = Observations(derived=dict(self.derived), derived_why=dict(self.derived_why), findings=list(self.findings))
+        for source, lines in self.lines.items():
+            out.lines[source] = [ln for ln in lines if ln.pid is None or ln.pid in keep]
+        return out
+
+    def offer_answer(self, answer: Answer, why: str) -> None:
+        current = self.derived.get(answer.key)
+        if current is None or ANSWER_PRECEDENCE[answer.source] > ANSWER_PRECEDENCE[current.source]:
+            self.derived[answer.key] = answer
+            self.derived_why[answer.key] = why
+
+
+@dataclass
+class SignalMatch:
+    signal: Signal
+    observed_source: str
+    where: ObservedLine
+    detail: str
+    count: int = 1
+
+    def evidence(self) -> Evidence:
+        detail = self.detail
+        if self.where.subject:
+            detail = f"{self.where.subject}: {detail}"
+        if self.count > 1:
+            detail += f" (seen {self.count} times)"
+        source = self.signal.source if self.observed_source == self.signal.source else self.observed_source
+        return Evidence(
+            source=source,
+            detail=detail,
+            weight=self.signal.weight,
+            file=self.where.file,
+            line=self.where.line,
+            text=self.where.text[:300],
+        )
+
+
+@dataclass
+class Classification:
+    answers: Dict[str, Answer]
+    answer_notes: Dict[str, str]
+    walk: Walk
+    diagnoses: List[Diagnosis]
+    verdict: Verdict
+    matches: List[SignalMatch]
+
+
+def match_signals(knowledge: Knowledge, obs: Observations, sources=None) -> List[SignalMatch]:
+    """Every signal against every line of its sources; a signal keeps its latest match."""
+    found: Dict[Tuple[str, int], SignalMatch] = {}
+    for signal in knowledge.signals():
+        if signal.source == "answer" or (sources and signal.source not in sources):
+            continue
+        for observed_source in SIGNAL_SOURCES.get(signal.source, ()):
+            for line in obs.lines.get(observed_source, ()):
+                m = signal.pattern.search(line.text)
+                if not m:
+                    continue
+                key = (signal.cause, signal.index)
+                previous = found.get(key)
+                count = previous.count + 1 if previous else 1
+                found[key] = SignalMatch(signal, observed_source, line, signal.describe(m), count)
+    return list(found.values())
+
+
+# A probe finding names its cause itself; its severity is its weight as evidence.
+FINDING_WEIGHTS = {"fail": 0.7, "warn": 0.4, "info": 0.05}
+
+
+def _finding_matches(knowledge: Knowledge, obs: Observations) -> List[SignalMatch]:
+    out = []
+    for i, (probe, finding) in enumerate(obs.findings):
+        if finding.cause not in knowledge.playbooks:
+            continue
+        weight = FINDING_WEIGHTS.get(finding.severity, 0.0)
+        detail = f"probe {probe}: {finding.message}"
+        signal = Signal(finding.cause, -1 - i, "probe", re.compile(""), weight, detail, {})
+        out.append(SignalMatch(signal, "probe", ObservedLine(detail), detail))
+    return out
+
+
+def _answer_signal_matches(knowledge: Knowledge, answers: Dict[str, Answer]) -> List[SignalMatch]:
+    out = []
+    lines = [ObservedLine(f"{a.key}={a.value}") for a in answers.values() if a.value != UNKNOWN]
+    for signal in knowledge.signals():
+        if signal.source != "answer":
+            continue
+        for line in lines:
+            m = signal.pattern.search(line.text)
+            if m:
+                out.append(SignalMatch(signal, "answer", line, signal.describe(m)))
+                break
+    return out
+
+
+def derive_answers(knowledge: Knowledge, obs: Observations, matches: List[SignalMatch]) -> None:
+    """Offer answers found in the evidence; the user's own answers still win later."""
+    tree = knowledge.tree
+    for match in matches:
+        source = "log" if match.observed_source == "log" else "evidence"
+        for key, value in match.signal.implies.items():
+            question = tree.questions.get(key)
+            if question and (value in question.values or question.kind == "integer"):
+                obs.offer_answer(Answer(key, value, source), f"{match.detail}")
+    for key, question in tree.questions.items():
+        for value, causes in question.from_causes.items():
+            for match in matches:
+                if match.signal.cause in causes and match.signal.weight >= STRONG_EVIDENCE:
+                    source = "log" if match.observed_source == "log" else "evidence"
+                    obs.offer_answer(Answer(key, value, source), match.detail)
+                    break
+    steps = [s for s in obs.last_steps if s is not None and s > 0]
+    if len(steps) >= 2:
+        value = "same-step" if len(set(steps)) == 1 else "random"
+        obs.offer_answer(Answer("step", value, "log"), f"the logs stopped at steps {', '.join(map(str, steps))}")
+
+
+def combine(answers: Dict[str, Answer], derived: Dict[str, Answer]) -> Dict[str, Answer]:
+    out = dict(derived)
+    for key, answer in answers.items():
+        if answer.value != UNKNOWN or key not in out:
+            out[key] = answer
+    return out
+
+
+def noisy_or(weights: List[float]) -> float:
+    remaining = 1.0
+    for w in weights:
+        if w > 0:
+            remaining *= 1.0 - min(w, 0.99)
+    score = 1.0 - remaining
+    for w in weights:
+        if w < 0:
+            score *= 1.0 + w
+    return score
+
+
+def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observations) -> Classification:
+    matches = match_signals(knowledge, obs) + _finding_matches(knowledge, obs)
+    derive_answers(knowledge, obs, matches)
+    answers = combine(user_answers, obs.derived)
+    notes = {k: obs.derived_why[k] for k, a in answers.items() if a.source != "user" and k in obs.derived_why}
+    matches += _answer_signal_matches(knowledge, answers)
+    walk = knowledge.tree.walk({k: (a.value, a.source) for k, a in answers.items()})
+
+    by_cause: Dict[str, List[SignalMatch]] = {}
+    for m in matches:
+        by_cause.setdefault(m.signal.cause, []).append(m)
+    path_text = ", ".join(f"{s.key}={s.value}" + ("?" if s.assumed else "") for s in walk.steps)
+    diagnoses: List[Diagnosis] = []
+    for cause, book in knowledge.playbooks.items():
+        prior = walk.priors.get(cause, 0.0)
+        cause_matches = sorted(by_cause.get(cause, []), key=lambda m: -m.signal.weight)
+        confidence = noisy_or([prior] + [m.signal.weight for m in cause_matches])
+        if confidence < LISTED_THRESHOLD:
+            continue
+        evidence = []
+        if prior:
+            evidence.append(
+                Evidence("answer", f"triage ({path_text}) points here with prior {prior:.2f}", weight=prior)
+            )
+        evidence += [m.evidence() for m in cause_matches]
+        diagnoses.append(
+            Diagnosis(
+                cause=cause,
+                title=book.title,
+                confidence=round(confidence, 3),
+                evidence=evidence,
+                fixes=[FixItem(f.title, f.commands, [b.language for b in f.blocks]) for f in book.fixes],
+                playbook=book.relative_path,
+                summary=book.summary,
+                checks=[b.text for b in book.checks],
+                probes=list(book.probes),
+            )
+        )
+    diagnoses.sort(key=lambda d: (-d.confidence, d.cause))
+    diagnoses = diagnoses[:MAX_DIAGNOSES]
+    verdict = _verdict(knowledge, answers, walk, diagnoses)
+    return Classification(answers, notes, walk, diagnoses, verdict, matches)
+
+
+def _verdict(knowledge: Knowledge, answers: Dict[str, Answer], walk: Walk, diagnoses: List[Diagnosis]) -> Verdict:
+    verdict = Verdict()
+    top = diagnoses[0] if diagnoses else None
+    if top and top.confidence >= CAUSE_THRESHOLD:
+        verdict.cause = top.cause
+        verdict.confidence = top.confidence
+        verdict.phase = knowledge.playbooks[top.cause].phase
+    elif top:
+        verdict.confidence = top.confidence
+    for key, question in knowledge.tree.questions.items():
+        answer = answers.get(key)
+        if answer and answer.value in question.verdict_phase:
+            verdict.phase = question.verdict_phase[answer.value]
+    if verdict.cause:
+        verdict.summary = f"Most likely: {top.title} ({top.confidence:.0%}). {top.summary}"
+    else:
+        asked = ", ".join(dict.fromkeys(walk.assumed_keys)) or "phase, gpu, step"
+        verdict.summary = f"Too little is known to name a cause; answer {asked} or attach to the job."
+    return verdict

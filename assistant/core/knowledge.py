@@ -1,0 +1,272 @@
+"""Load the playbooks under skills/: YAML frontmatter for the machine, Markdown prose for people.
+
+Loading never raises on a bad file by itself: every problem is collected as file:field: message,
+so `skills check` can list them all and `diagnose` can refuse with the first one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import yaml
+
+from debug_stuck.contract import CAUSE_IDS, EVIDENCE_SOURCES, PATTERNS, PHASES
+from debug_stuck.paths import skills_dir
+from debug_stuck.probes.targeted.registry import PROBE_NAMES
+
+REQUIRED_SECTIONS = ("Why it happens", "How to confirm", "Fixes", "References")
+_FRONTMATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.S)
+
+
+@dataclass(frozen=True)
+class Signal:
+    cause: str
+    index: int
+    source: str
+    pattern: re.Pattern[str]
+    weight: float
+    detail: str
+    implies: Dict[str, str]
+
+    def describe(self, match: re.Match[str]) -> str:
+        groups = {k: (v or "?").strip() for k, v in match.groupdict().items()}
+        try:
+            return self.detail.format_map(_Missing(groups))
+        except (ValueError, IndexError):
+            return self.detail
+
+
+class _Missing(dict):
+    def __missing__(self, key):
+        return "?"
+
+
+@dataclass
+class CodeBlock:
+    language: str
+    text: str
+
+
+@dataclass
+class Fix:
+    title: str
+    blocks: List[CodeBlock]
+
+    @property
+    def commands(self) -> List[str]:
+        return [b.text for b in self.blocks]
+
+
+@dataclass
+class Playbook:
+    id: str
+    title: str
+    patterns: List[str]
+    phase: str
+    summary: str
+    signals: List[Signal]
+    probes: List[str]
+    sources: List[str]
+    path: Path
+    body: str
+    sections: Dict[str, str] = field(default_factory=dict)
+    fixes: List[Fix] = field(default_factory=list)
+    checks: List[CodeBlock] = field(default_factory=list)
+
+    @property
+    def relative_path(self) -> str:
+        return f"skills/{self.path.name}"
+
+
+@dataclass
+class Problem:
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.field}: {self.message}"
+
+
+def load_playbooks(folder: Optional[Path] = None):
+    """Return ({cause id: Playbook}, [Problem]) for every `*.md` playbook in the folder."""
+    folder = folder or skills_dir()
+    playbooks: Dict[str, Playbook] = {}
+    problems: List[Problem] = []
+    for path in sorted(folder.glob("*.md")):
+        if path.name == "README.md":
+            continue
+        book, found = parse_playbook(path)
+        problems.extend(found)
+        if book is None:
+            continue
+        if book.id in playbooks:
+            problems.append(
+                Problem(path.name, "id", f"duplicate id {book.id!r} (also in {playbooks[book.id].path.name})")
+            )
+            continue
+        playbooks[book.id] = book
+    return playbooks, problems
+
+
+def parse_playbook(path: Path):
+    """Parse one playbook file into (Playbook or None, [Problem])."""
+    name = path.name
+    problems: List[Problem] = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem(name, "file", f"cannot read: {exc}")]
+    m = _FRONTMATTER.match(text)
+    if not m:
+        return None, [Problem(name, "frontmatter", "missing: the file must start with a '---' YAML block")]
+    try:
+        meta = yaml.safe_load(m.group(1))
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (frontmatter line {where.line + 1})" if where else ""
+        return None, [Problem(name, "frontmatter", f"malformed YAML{line}: {getattr(exc, 'problem', exc)}")]
+    if not isinstance(meta, dict):
+        return None, [Problem(name, "frontmatter", "must be a YAML mapping")]
+
+    def need(key, kind):
+        value = meta.get(key)
+        if not isinstance(value, kind) or (isinstance(value, (str, list)) and not value):
+            problems.append(Problem(name, key, f"required, a non-empty {kind.__name__}"))
+            return None
+        return value
+
+    cause = need("id", str)
+    title = need("title", str)
+    summary = need("summary", str)
+    patterns = need("patterns", list) or []
+    phase = need("phase", str)
+    sources = need("sources", list) or []
+    probes = meta.get("probes") or []
+    if cause is not None:
+        if cause not in CAUSE_IDS:
+            problems.append(Problem(name, "id", f"{cause!r} is not a cause id; valid: {', '.join(CAUSE_IDS)}"))
+        if path.stem != cause:
+            problems.append(Problem(name, "id", f"{cause!r} does not match the file name {path.stem!r}"))
+    for p in patterns:
+        if p not in PATTERNS:
+            problems.append(Problem(name, "patterns", f"{p!r} is not a pattern; valid: {', '.join(PATTERNS)}"))
+    if phase is not None and phase not in PHASES:
+        problems.append(Problem(name, "phase", f"{phase!r} is not a phase; valid: {', '.join(PHASES)}"))
+    if not isinstance(probes, list) or any(p not in PROBE_NAMES for p in probes):
+        problems.append(Problem(name, "probes", f"must be a list of probe names: {', '.join(PROBE_NAMES)}"))
+        probes = []
+    signals = _parse_signals(name, cause or path.stem, meta.get("signals"), problems)
+
+    body = text[m.end() :]
+    sections, fixes, checks = _parse_body(body)
+    for heading in REQUIRED_SECTIONS:
+        if heading not in sections:
+            problems.append(Problem(name, f"## {heading}", "section missing"))
+    if "Fixes" in sections and not fixes:
+        problems.append(Problem(name, "## Fixes", "no '### ' fix with a fenced command block"))
+    for fix in fixes:
+        if not fix.blocks:
+            problems.append(Problem(name, f"### {fix.title}", "fix has no fenced command block"))
+    if problems:
+        return None, problems
+    return (
+        Playbook(
+            id=cause,
+            title=title,
+            patterns=list(patterns),
+            phase=phase,
+            summary=" ".join(summary.split()),
+            signals=signals,
+            probes=list(probes),
+            sources=[str(s) for s in sources],
+            path=path,
+            body=body,
+            sections=sections,
+            fixes=fixes,
+            checks=checks,
+        ),
+        [],
+    )
+
+
+def _parse_signals(name: str, cause: str, raw, problems: List[Problem]) -> List[Signal]:
+    if not isinstance(raw, list) or not raw:
+        problems.append(Problem(name, "signals", "required, a non-empty list"))
+        return []
+    out = []
+    for i, item in enumerate(raw):
+        where = f"signals[{i}]"
+        if not isinstance(item, dict):
+            problems.append(Problem(name, where, "must be a mapping with source, match, weight, detail"))
+            continue
+        source = item.get("source")
+        if source not in EVIDENCE_SOURCES:
+            problems.append(
+                Problem(name, f"{where}.source", f"{source!r} invalid; valid: {', '.join(EVIDENCE_SOURCES)}")
+            )
+            continue
+        try:
+            pattern = re.compile(str(item.get("match", "")))
+        except re.error as exc:
+            problems.append(Problem(name, f"{where}.match", f"bad regular expression: {exc}"))
+            continue
+        if not item.get("match"):
+            problems.append(Problem(name, f"{where}.match", "required"))
+            continue
+        weight = item.get("weight")
+        if not isinstance(weight, (int, float)) or not -1.0 <= weight <= 1.0:
+            problems.append(Problem(name, f"{where}.weight", "required, a number from -1 to 1"))
+            continue
+        detail = item.get("detail")
+        if not isinstance(detail, str) or not detail:
+            problems.append(Problem(name, f"{where}.detail", "required, a string"))
+            continue
+        implies = item.get("implies") or {}
+        if not isinstance(implies, dict):
+            problems.append(Problem(name, f"{where}.implies", "must be a mapping of answer key: value"))
+            continue
+        out.append(
+            Signal(cause, i, source, pattern, float(weight), detail, {str(k): str(v) for k, v in implies.items()})
+        )
+    return out
+
+
+def _parse_body(body: str):
+    """Split the prose by `## ` sections; collect fixes (### + fences) and the confirm checks."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").parse(body)
+    lines = body.splitlines()
+    sections: Dict[str, str] = {}
+    fixes: List[Fix] = []
+    checks: List[CodeBlock] = []
+    h2: Optional[str] = None
+    h2_start = 0
+    pending: Optional[str] = None  # the heading level being opened
+    for tok in tokens:
+        if tok.type == "heading_open":
+            pending = tok.tag
+            if tok.tag == "h2" and tok.map:
+                if h2 is not None:
+                    sections[h2] = "\n".join(lines[h2_start : tok.map[0]]).strip()
+                h2_start = tok.map[1]
+        elif tok.type == "inline" and pending:
+            title = tok.content.strip()
+            if pending == "h2":
+                h2 = title
+            elif pending == "h3" and h2 == "Fixes":
+                fixes.append(Fix(title=title, blocks=[]))
+            pending = None
+        elif tok.type == "fence":
+            block = CodeBlock(language=(tok.info or "").strip().split(" ")[0], text=tok.content.rstrip("\n"))
+            if h2 == "Fixes" and fixes:
+                fixes[-1].blocks.append(block)
+            elif h2 == "How to confirm":
+                checks.append(block)
+    if h2 is not None:
+        sections[h2] = "\n".join(lines[h2_start:]).strip()
+    return sections, fixes, checks

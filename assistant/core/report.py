@@ -1,0 +1,149 @@
+"""The one report model. Every front end (text, Markdown, JSON, TUI) renders this."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from debug_stuck import __version__
+from debug_stuck.contract import SCHEMA_VERSION
+from debug_stuck.redact import redact_obj, redact_text
+
+
+@dataclass
+class Evidence:
+    source: str  # stack|process|gpu|log|kernel|probe|answer
+    detail: str
+    weight: Optional[float] = None
+    file: Optional[str] = None
+    line: Optional[int] = None
+    text: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        out: Dict[str, Any] = {"source": self.source, "detail": self.detail}
+        for key in ("weight", "file", "line", "text"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+@dataclass
+class FixItem:
+    title: str
+    commands: List[str]
+    languages: List[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"title": self.title, "commands": list(self.commands), "languages": list(self.languages)}
+
+
+@dataclass
+class Diagnosis:
+    cause: str
+    title: str
+    confidence: float
+    evidence: List[Evidence]
+    fixes: List[FixItem]
+    playbook: str
+    summary: str = ""
+    checks: List[str] = field(default_factory=list)
+    probes: List[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "cause": self.cause,
+            "title": self.title,
+            "confidence": round(self.confidence, 3),
+            "summary": self.summary,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "fixes": [f.to_dict() for f in self.fixes],
+            "checks": list(self.checks),
+            "probes": list(self.probes),
+            "playbook": self.playbook,
+        }
+
+
+@dataclass
+class Verdict:
+    hung: Optional[bool] = None
+    cause: Optional[str] = None
+    phase: str = "unknown"
+    confidence: float = 0.0
+    summary: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "hung": self.hung,
+            "cause": self.cause,
+            "phase": self.phase,
+            "confidence": round(self.confidence, 3),
+            "summary": self.summary,
+        }
+
+
+@dataclass
+class Report:
+    answers: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    pattern: Optional[str] = None
+    verdict: Verdict = field(default_factory=Verdict)
+    diagnoses: List[Diagnosis] = field(default_factory=list)
+    culprit: Optional[dict] = None
+    processes: List[dict] = field(default_factory=list)
+    gpus: List[dict] = field(default_factory=list)
+    probes: List[dict] = field(default_factory=list)
+    resume: Optional[dict] = None
+    errors: List[str] = field(default_factory=list)
+    logs: List[dict] = field(default_factory=list)
+    triage_path: List[dict] = field(default_factory=list)
+    next_questions: List[dict] = field(default_factory=list)
+    stack_groups: List[dict] = field(default_factory=list)
+    kernel: List[str] = field(default_factory=list)
+    gpu_note: Optional[str] = None
+    notes: List[str] = field(default_factory=list)
+    created: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict:
+        """The JSON report (docs/contract.md), every secret replaced (debug_stuck.redact)."""
+        return redact_obj(self._fields())
+
+    def redact(self) -> Report:
+        """Replace every secret in place, so that whatever shows this report (the text and Markdown
+        renderers, the TUI, the clipboard) shows none. Returns the report."""
+        for field_name in ("answers", "culprit", "processes", "gpus", "probes", "resume", "logs", "stack_groups"):
+            setattr(self, field_name, redact_obj(getattr(self, field_name)))
+        for field_name in ("errors", "kernel", "notes"):
+            setattr(self, field_name, [redact_text(line) for line in getattr(self, field_name)])
+        self.gpu_note = redact_text(self.gpu_note) if self.gpu_note else self.gpu_note
+        self.verdict.summary = redact_text(self.verdict.summary)
+        for diagnosis in self.diagnoses:
+            diagnosis.summary = redact_text(diagnosis.summary)
+            for evidence in diagnosis.evidence:
+                evidence.detail = redact_text(evidence.detail)
+                evidence.text = redact_text(evidence.text) if evidence.text else evidence.text
+        return self
+
+    def _fields(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "debug-stuck", "version": __version__},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.created)),
+            "answers": self.answers,
+            "pattern": self.pattern,
+            "verdict": self.verdict.to_dict(),
+            "diagnoses": [d.to_dict() for d in self.diagnoses],
+            "culprit": self.culprit,
+            "processes": self.processes,
+            "gpus": self.gpus,
+            "probes": self.probes,
+            "resume": self.resume,
+            "errors": list(self.errors),
+            "logs": self.logs,
+            "triage_path": self.triage_path,
+            "next_questions": self.next_questions,
+            "stack_groups": self.stack_groups,
+            "kernel": self.kernel,
+            "gpu_note": self.gpu_note,
+            "notes": self.notes,
+        }

@@ -1,0 +1,71 @@
+"""The `debug-stuck` command line. Thin: the parser is assembled from one module per subcommand
+(`debug_stuck.frontends.commands`), each registering its own arguments; the work is in the core.
+
+Only argparse and the command modules (which import nothing heavy at load) are read at start-up,
+so `--help` and `--version` answer at once; each command imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import List, Optional
+
+from debug_stuck import __version__
+from debug_stuck.frontends.commands import interactive
+from debug_stuck.frontends.commands.common import EXIT_CODES, Parser
+
+# In the order `--help` lists them.
+COMMANDS = ("diagnose", "demo", "probe", "resume", "stop", "watch", "history", "snapshot", "skills")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="debug-stuck",
+        description="Find out why a training job stopped moving, and get it going again.\n"
+        "Without a command: the guided session (Textual TUI on a terminal; --plain for simple prompts).",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"debug-stuck {__version__}")
+    interactive.register(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name in COMMANDS:
+        importlib.import_module(f"debug_stuck.frontends.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    launch: List[str] = []
+    if "--" in argv:  # everything after -- is the user's command, never our options
+        cut = argv.index("--")
+        argv, launch = argv[:cut], argv[cut + 1 :]
+    args = parser.parse_args(argv)
+    args.launch = launch
+    from debug_stuck.errors import DebugStuckError
+
+    try:
+        if args.command is None:
+            return interactive.run(args)
+        return args.run(args)
+    except DebugStuckError as exc:
+        print(f"debug-stuck: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("debug-stuck: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`); nothing more to say.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""`debug-stuck diagnose`: scripted diagnosis from answers, logs and live processes. Never prompts.
+
+On one machine (`--pid`, `--auto`) or on every node of a job (`--slurm-job`, `--hosts`), with
+targeted probes as extra evidence (`--probe`). Writes the report as text, Markdown or JSON.
+"""
+
+from __future__ import annotations
+
+from debug_stuck.frontends.commands.common import add_command, emit, progress_printer
+
+MAX_NODE_TIMEOUT = 3600.0
+
+
+def register(subparsers) -> None:
+    d = add_command(
+        subparsers,
+        "diagnose",
+        run,
+        help="scripted diagnosis from answers and logs; never prompts",
+        description="Scripted diagnosis: answers from flags or a file, the tail of training logs. Never prompts.",
+    )
+    d.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a triage answer (repeatable), e.g. phase=start",
+    )
+    d.add_argument(
+        "--pid", action="append", type=int, default=[], metavar="P", help="a process of the hung job (repeatable)"
+    )
+    d.add_argument("--auto", action="store_true", help="find the training processes on this machine")
+    d.add_argument("--window", type=float, default=1.0, metavar="S", help="seconds between stack samples (default 1)")
+    d.add_argument(
+        "--no-native",
+        dest="native",
+        action="store_false",
+        help="Python frames only (default: native C/C++ frames too, where py-spy or pystack can read them)",
+    )
+    d.add_argument(
+        "--probe", action="append", default=[], metavar="NAME", help="also run this targeted probe (repeatable)"
+    )
+    d.add_argument("--allow-exec", action="store_true", help="consent to probes that run your code")
+    d.add_argument("--answers", metavar="FILE", help="YAML or JSON mapping of triage answers")
+    d.add_argument(
+        "--log", action="append", default=[], metavar="FILE", help="a training log to read the tail of (repeatable)"
+    )
+    d.add_argument(
+        "--log-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="how many bytes of each log's tail to read (default 262144)",
+    )
+    d.add_argument(
+        "--format", choices=("json", "markdown", "text"), default="text", help="report format (default text)"
+    )
+    d.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    d.add_argument("--no-input", action="store_true", help="never prompt (diagnose never does; accepted for scripts)")
+    d.add_argument("--example", metavar="NAME", help="diagnose a bundled example scenario (see --list-examples)")
+    d.add_argument("--list-examples", action="store_true", help="list the bundled example scenarios")
+
+    nodes = d.add_argument_group("many nodes")
+    nodes.add_argument(
+        "--slurm-job",
+        metavar="JOBID",
+        help="diagnose every node of this running Slurm job (a `srun --overlap` step runs `snapshot` on each)",
+    )
+    nodes.add_argument(
+        "--hosts",
+        metavar="A,B,C",
+        help="diagnose over ssh on these hosts (host, user@host or host:port); with --pid, --auto (default) or "
+        "--slurm-job to pick the job's processes on each",
+    )
+    nodes.add_argument(
+        "--node-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds to wait for the nodes; the ones that have not answered by then are named (default 30)",
+    )
+    nodes.add_argument(
+        "--ssh-option",
+        action="append",
+        default=[],
+        metavar="OPT",
+        help="passed to ssh as -o OPT (repeatable), e.g. IdentityFile=~/.ssh/cluster",
+    )
+
+
+def run(args) -> int:
+    from debug_stuck.core.answers import load_answers_file, merge, parse_answer_flags
+    from debug_stuck.core.examples import list_examples, load_example
+    from debug_stuck.core.kb import load_knowledge
+    from debug_stuck.core.request import DiagnoseRequest
+    from debug_stuck.errors import BadInput
+    from debug_stuck.render import render
+
+    if args.list_examples:
+        for name, title in list_examples().items():
+            print(f"{name:28} {title}")
+        return 0
+    if args.log_bytes is not None and args.log_bytes < 1024:
+        raise BadInput(f"--log-bytes {args.log_bytes} is too small", "give at least 1024")
+    if args.window <= 0 or args.window > 60:
+        raise BadInput(f"--window {args.window} is out of range", "give seconds between 0.1 and 60")
+    knowledge = load_knowledge()
+    questions = knowledge.tree.questions
+    request = load_example(knowledge, args.example) if args.example else DiagnoseRequest()
+    file_answers = load_answers_file(questions, args.answers) if args.answers else {}
+    flag_answers = parse_answer_flags(questions, args.answer)
+    request.answers = merge(request.answers, file_answers, flag_answers)
+    request.logs += args.log
+    request.log_bytes = args.log_bytes
+    request.pids = list(dict.fromkeys(args.pid))
+    request.auto = args.auto
+    request.window = args.window
+    request.native = args.native
+    request.probes = args.probe
+    request.allow_exec = args.allow_exec
+    request.progress = progress_printer()
+    report = run_multinode(args, knowledge, request.answers) or _this_machine(request)
+    emit(render(report, args.format), args.output)
+    return 0
+
+
+def _this_machine(request):
+    from debug_stuck.live.diagnose import run_diagnosis
+    from debug_stuck.recovery.plan import add_resume
+
+    report = run_diagnosis(request)
+    if request.live and report.processes:
+        add_resume(report, report.processes[0]["pid"])
+    return report
+
+
+def run_multinode(args, knowledge, answers):
+    """The whole job's report from every node (--slurm-job, or --hosts over ssh); None without them."""
+    from debug_stuck.errors import BadInput
+    from debug_stuck.live.merge import diagnose_merged
+    from debug_stuck.live.nodes import DEFAULT_NODE_TIMEOUT
+    from debug_stuck.live.slurm import collect_slurm
+    from debug_stuck.live.ssh import collect_hosts, parse_hosts
+
+    if not (args.slurm_job or args.hosts):
+        return None
+    timeout = DEFAULT_NODE_TIMEOUT if args.node_timeout is None else args.node_timeout
+    if timeout <= 0 or timeout > MAX_NODE_TIMEOUT:
+        raise BadInput(
+            f"--node-timeout {timeout:g} is out of range", f"give seconds between 1 and {MAX_NODE_TIMEOUT:g}"
+        )
+    progress = progress_printer()
+    pids = list(dict.fromkeys(args.pid))
+    if args.hosts:
+        merged = collect_hosts(
+            parse_hosts(args.hosts),
+            pids or "auto",
+            timeout,
+            window=args.window,
+            native=args.native,
+            ssh_options=args.ssh_option,
+            slurm_job=args.slurm_job,
+            progress=progress,
+        )
+    else:
+        if pids or args.auto:
+            raise BadInput(
+                "--slurm-job finds the job's processes on every node by itself", "leave out --pid and --auto"
+            )
+        merged = collect_slurm(args.slurm_job, timeout, window=args.window, native=args.native, progress=progress)
+    if progress:
+        progress("classifying")
+    return diagnose_merged(merged, knowledge, answers, logs=list(args.log))

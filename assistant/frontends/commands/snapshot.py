@@ -1,0 +1,62 @@
+"""`debug-stuck snapshot`: this node's raw evidence for a job, as one line of compact JSON.
+
+No classification: `debug-stuck diagnose --slurm-job J` or `--hosts a,b` runs this on every node
+(as `python -m debug_stuck snapshot ...`) and classifies the whole job where it was asked.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from debug_stuck.frontends.commands.common import add_command
+
+
+def register(subparsers) -> None:
+    s = add_command(
+        subparsers,
+        "snapshot",
+        run,
+        help="this node's raw evidence for a job, as compact JSON (for multi-node collection)",
+        description="Collect this node's live evidence for a job (processes, stacks, GPUs, kernel log), bounded "
+        "in time, and print it as one line of compact JSON. No classification: `debug-stuck diagnose "
+        "--slurm-job J` or `--hosts a,b` runs this on every node and classifies the whole job.",
+    )
+    s.add_argument(
+        "--pid", action="append", type=int, default=[], metavar="P", help="a process of the job (repeatable)"
+    )
+    s.add_argument("--auto", action="store_true", help="find the training processes on this machine")
+    s.add_argument("--slurm-job", metavar="JOBID", help="the processes of this Slurm job (by SLURM_JOB_ID)")
+    s.add_argument("--format", choices=("json",), default="json", help="output format (json: one line)")
+    s.add_argument("--window", type=float, default=1.0, metavar="S", help="seconds between stack samples (default 1)")
+    s.add_argument("--no-native", dest="native", action="store_false", help="Python frames only")
+
+
+def run(args) -> int:
+    from debug_stuck.errors import BadInput, DebugStuckError
+    from debug_stuck.live.snapshot import JOB_ID, node_name, take_snapshot
+    from debug_stuck.live.wire import error_to_wire
+
+    if not (args.pid or args.auto or args.slurm_job):
+        raise BadInput("which job?", "give --pid P, --auto or --slurm-job JOBID")
+    if args.window <= 0 or args.window > 60:
+        raise BadInput(f"--window {args.window} is out of range", "give seconds between 0.1 and 60")
+    if args.slurm_job and not JOB_ID.match(args.slurm_job):
+        raise BadInput(f"--slurm-job {args.slurm_job!r} is not a Slurm job id", "give the number squeue shows")
+    try:
+        wire = take_snapshot(
+            pids=list(dict.fromkeys(args.pid)),
+            auto=args.auto,
+            slurm_job=args.slurm_job,
+            window=args.window,
+            native=args.native,
+        )
+        code = 0
+    except DebugStuckError as exc:
+        # The collector on the other end still learns which node said what.
+        wire = error_to_wire(exc.one_line(), exc.exit_code, node=node_name(), job=args.slurm_job)
+        print(f"debug-stuck: error: {exc.one_line()}", file=sys.stderr)
+        code = exc.exit_code
+    sys.stdout.write(json.dumps(wire, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+    return code

@@ -1,0 +1,428 @@
+"""The interactive session's core: what the Textual app and the questionary prompts both walk.
+
+1. pick the job (the training jobs running here, a PID, or "not running, describe it");
+2. triage: the tree's questions, each pre-filled from live evidence with the reason in one sentence;
+3. the live evidence itself (the preliminary report, and a history of GPU readings);
+4. probes, run in a child process so that a cancel really stops them;
+5. the diagnosis, by `debug_stuck.live.diagnose.run_diagnosis`, the same as `debug-stuck diagnose`;
+6. the report saved as Markdown and JSON, the fix commands copied, the job stopped or resumed.
+
+No UI is imported here. Front ends call the slow methods (`discover`, `collect_evidence`,
+`sample_gpus`, `run_probe`, `diagnose`) from worker threads and render what they return.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from debug_stuck.contract import UNKNOWN
+from debug_stuck.core.answers import Answer, check_answer
+from debug_stuck.core.kb import Knowledge, load_knowledge
+from debug_stuck.core.report import Report
+from debug_stuck.core.tree import Question
+from debug_stuck.errors import BadInput
+from debug_stuck.frontends.session.gpu_history import GpuHistory
+from debug_stuck.frontends.session.jobs import JobSummary, discover_jobs, gpu_map, summarize_job
+from debug_stuck.frontends.session.output import REPORT_PREFIX, SavedReport, copy_to_clipboard
+from debug_stuck.frontends.session.probes import (
+    PROBE_START_SECONDS,
+    ProbeOffer,
+    ProbeOutcome,
+    probe_argv,
+    probe_offer,
+    run_probe_child,
+)
+from debug_stuck.frontends.session.triage import QuestionView, Suggestion, Triage
+from debug_stuck.interpreter import isolated_python_module
+
+Say = Callable[[str], None]
+GPU_READ_SECONDS = 3.0
+
+
+class Session:
+    """One interactive session. The front end owns the threads; this owns the state and the work."""
+
+    # Replays (RecordedSession) say so, and front ends stop sampling live data.
+    live = True
+
+    def __init__(
+        self,
+        knowledge: Optional[Knowledge] = None,
+        *,
+        pids: Sequence[int] = (),
+        logs: Sequence[str] = (),
+        window: float = 1.0,
+        native: bool = True,
+        save_dir: Optional[str] = None,
+        probe_launcher: Optional[Sequence[str]] = None,
+    ):
+        self.knowledge = knowledge or load_knowledge()
+        self.extra_pids = list(pids)  # offered in step 1 besides the jobs found
+        self.window = window
+        self.native = native
+        self.save_dir = save_dir
+        self.probe_launcher = list(probe_launcher or isolated_python_module("debug_stuck"))
+        self.job: Optional[JobSummary] = None
+        self.pids: List[int] = []
+        self.logs: List[str] = list(logs)
+        self.evidence: Optional[Report] = None
+        self.suggestions: Dict[str, Suggestion] = {}
+        self.triage = Triage(self.knowledge.tree)
+        self.report: Optional[Report] = None
+        self.probe_results: Dict[str, ProbeOutcome] = {}
+        self.gpu = GpuHistory()
+        self.saved: Optional[SavedReport] = None
+        self.pending_output: List[str] = []  # printed when the session ends (fixes with no clipboard)
+        self.stopping = threading.Event()  # set when the user quits: running work gives up
+
+    # -- step 1 ----------------------------------------------------------------------------------
+    def discover(self) -> List[JobSummary]:
+        snapshot = self._read_gpus()
+        return discover_jobs(self.extra_pids, snapshot)
+
+    def attach(self, job: JobSummary) -> JobSummary:
+        self.job = job
+        self.pids = list(dict.fromkeys([job.pid] + [p for p in self.extra_pids if p in job.pids]))
+        self._reset_evidence()
+        return job
+
+    def attach_pid(self, text) -> JobSummary:
+        """Attach to the job of a PID the user typed. Raises BadInput or NotInspectable."""
+        raw = str(text).strip()
+        if not raw.isdigit() or int(raw) <= 0:
+            raise BadInput(f"{raw!r} is not a PID", "give the number of a process of the job (see ps or top)")
+        job = summarize_job(int(raw), gpu_map(self._read_gpus()))
+        self.job = job
+        self.pids = [int(raw)]
+        self._reset_evidence()
+        return job
+
+    def describe(self, logs: Sequence[str] = ()) -> None:
+        """No live job: triage from the answers and, when given, the training logs."""
+        paths = []
+        for raw in logs:
+            for part in shlex.split(str(raw)):
+                path = os.path.expanduser(part)
+                if not os.path.isfile(path):
+                    raise BadInput(f"no log file {part!r}", "give the path of a training log, or leave it empty")
+                paths.append(os.path.abspath(path))
+        self.job = None
+        self.pids = []
+        self.logs = paths
+        self._reset_evidence()
+
+    def _reset_evidence(self) -> None:
+        self.evidence = None
+        self.suggestions = {}
+        self.report = None
+
+    @property
+    def attached(self) -> bool:
+        return bool(self.pids)
+
+    # -- step 3: evidence -----------------------------------------------------------------------
+    def collect_evidence(self, progress: Optional[Say] = None) -> Report:
+        """The preliminary report, with no answer of the user's: what the evidence says alone.
+        Raises NotInspectable when the job cannot be read (exited, permissions)."""
+        from debug_stuck.core.request import DiagnoseRequest
+        from debug_stuck.live.diagnose import run_diagnosis
+
+        if not self.pids and not self.logs:
+            report = Report()
+        else:
+            request = DiagnoseRequest(
+                pids=list(self.pids),
+                logs=list(self.logs),
+                window=self.window,
+                native=self.native,
+                progress=progress,
+            )
+            report = run_diagnosis(request, self.knowledge)
+        if report.gpus:
+            self.gpu.add_devices(report.gpus)
+        elif report.gpu_note and self.gpu.available is None:
+            self.gpu.available, self.gpu.note = False, report.gpu_note
+        self.evidence = report
+        self.suggestions = self.build_suggestions(report)
+        return report
+
+    def sample_gpus(self) -> bool:
+        """One GPU reading for the sparklines; False when there is no GPU (stop asking then)."""
+        return self._read_gpus() is not None and bool(self.gpu.available)
+
+    def _read_gpus(self):
+        if self.gpu.available is False:
+            return None
+        from debug_stuck.probes.collectors.gpu.collect import collect_gpus
+
+        try:
+            snapshot = collect_gpus(timeout=GPU_READ_SECONDS, samples=1)
+        except Exception as exc:  # a GPU reading is a nicety; it must not end the session
+            self.gpu.available, self.gpu.note = False, f"could not read the GPUs: {exc}"
+            return None
+        self.gpu.add_snapshot(snapshot)
+        return snapshot
+
+    def job_gpus(self) -> Optional[List[int]]:
+        return self.job.gpus if self.job is not None and self.job.gpus else None
+
+    # -- step 2: triage -------------------------------------------------------------------------
+    def build_suggestions(self, report: Report) -> Dict[str, Suggestion]:
+        """Pre-fills from the answers the evidence and the logs gave (never the user's own)."""
+        from debug_stuck.core.classify import Observations
+        from debug_stuck.core.logs import observe_log
+
+        questions = self.knowledge.tree.questions
+        found: Dict[str, Suggestion] = {}
+        for key, entry in report.answers.items():
+            question = questions.get(key)
+            if question is None or entry.get("source") == "user" or entry.get("value") in (None, UNKNOWN):
+                continue
+            found[key] = Suggestion(key, entry["value"], entry["source"], self._reason(question, entry))
+        # The report keeps only the answers on its own path; a follow-up the user may reach by
+        # overriding an answer can still be pre-filled from the logs' hints.
+        for log in report.logs:
+            obs = Observations()
+            with contextlib.suppress(Exception):
+                observe_log(self.knowledge.tree, log["path"], obs)
+            for key, answer in obs.derived.items():
+                if key not in found and key in questions:
+                    why = obs.derived_why.get(key, "")
+                    entry = {"value": answer.value, "source": answer.source, "why": why}
+                    found[key] = Suggestion(key, answer.value, answer.source, self._reason(questions[key], entry))
+        gpu = self.gpu.describe_util(self.job_gpus())
+        power = self.gpu.describe_power(self.job_gpus())
+        if power is not None and "power" not in found:
+            found["power"] = Suggestion("power", power[0], "evidence", power[1])
+        if gpu is not None:
+            value, sentence = gpu
+            found["gpu"] = Suggestion("gpu", value, "evidence", sentence)
+        elif "gpu" not in found and self.gpu.available is False and self.attached:
+            found["gpu"] = Suggestion(
+                "gpu", "idle", "evidence", "No GPU was found on this machine, so the job runs nothing on one"
+            )
+        return found
+
+    @staticmethod
+    def _reason(question: Question, entry: dict) -> str:
+        why = " ".join(str(entry.get("why") or "").split())
+        meaning = question.values.get(entry["value"], entry["value"])
+        origin = "the log" if entry.get("source") == "log" else "live evidence"
+        if not why:
+            return f"From {origin}: {meaning}"
+        return f"{why}: {meaning}"
+
+    def next_question(self) -> Optional[QuestionView]:
+        pending = self.triage.pending(self.suggestions)
+        if not pending:
+            return None
+        question = self.knowledge.tree.questions[pending[0]]
+        if question.kind == "integer":
+            choices = [("1", "1: one machine")] + [(UNKNOWN, "unknown: I don't know")]
+        else:
+            choices = [(v, f"{v}: {meaning}") for v, meaning in question.values.items()]
+            choices.append((UNKNOWN, "unknown: I don't know"))
+        return QuestionView(
+            question=question,
+            number=len(self.triage.order) + 1,
+            total=len(self.triage.order) + len(pending),
+            suggestion=self.suggestions.get(question.key),
+            choices=choices,
+            probes=self.probe_offers(question.probes, f"answers: {question.text}"),
+        )
+
+    def answer(self, key: str, value: str) -> Answer:
+        """Record the user's answer. A confirmed suggestion keeps its source (evidence or log):
+        the report then says where the value came from. Raises BadInput."""
+        answer = check_answer(self.knowledge.tree.questions, key, value)
+        suggestion = self.suggestions.get(answer.key)
+        if suggestion is not None and suggestion.value == answer.value:
+            answer = Answer(answer.key, answer.value, suggestion.source)
+        self.triage.record(answer)
+        return answer
+
+    def back(self) -> Optional[str]:
+        return self.triage.back()
+
+    @property
+    def triage_done(self) -> bool:
+        return not self.triage.pending(self.suggestions)
+
+    # -- step 4: probes -------------------------------------------------------------------------
+    def probe_offers(self, names: Sequence[str], why: str = "") -> List[ProbeOffer]:
+        return [self.probe_offer(name, why) for name in dict.fromkeys(names)]
+
+    def diagnosis_probes(self, report: Optional[Report] = None) -> List[ProbeOffer]:
+        """The probes the top causes' playbooks name, best cause first."""
+        report = report or self.report or self.evidence
+        offers: Dict[str, ProbeOffer] = {}
+        for diagnosis in report.diagnoses[:3] if report else []:
+            for name in diagnosis.probes:
+                if name not in offers:
+                    offers[name] = self.probe_offer(name, f"settles: {diagnosis.title}")
+        return list(offers.values())
+
+    def probe_offer(self, name: str, why: str = "") -> ProbeOffer:
+        return probe_offer(name, why)
+
+    def run_probe(
+        self,
+        name: str,
+        consent: bool = False,
+        value: str = "",
+        cancel: Optional[threading.Event] = None,
+        progress: Optional[Callable[[float, float], None]] = None,
+    ) -> ProbeOutcome:
+        """Run one probe as `debug-stuck probe NAME --format json` in a child process.
+
+        A cancel (or the session ending) kills the child and everything it started, by PID.
+        Raises BadInput when the probe is unknown or runs the user's code without consent."""
+        from debug_stuck.probes.targeted.registry import CLEANUP_GRACE
+
+        offer = self.probe_offer(name)
+        if not offer.available:
+            raise BadInput(f"probe {name!r} is not available in this version", "pick another probe")
+        if offer.runs_user_code and not consent:
+            raise BadInput(f"probe {name!r} runs your code", "consent first; nothing was run")
+        argv = probe_argv(self.probe_launcher, offer, self.pids, consent, value)
+        outcome = run_probe_child(
+            argv,
+            name,
+            limit=offer.timeout + PROBE_START_SECONDS + CLEANUP_GRACE,
+            cwd=self.save_dir,
+            stop=lambda: (cancel is not None and cancel.is_set()) or self.stopping.is_set(),
+            progress=(lambda elapsed: progress(elapsed, offer.timeout)) if progress is not None else None,
+        )
+        return self._keep(outcome)
+
+    def _keep(self, outcome: ProbeOutcome) -> ProbeOutcome:
+        self.probe_results[outcome.name] = outcome
+        return outcome
+
+    # -- step 5: diagnosis ----------------------------------------------------------------------
+    def request_answers(self) -> Dict[str, Answer]:
+        return dict(self.triage.answers)
+
+    def diagnose(self, progress: Optional[Say] = None, live: bool = True) -> Report:
+        """The final report: `run_diagnosis` with the user's answers, the live job (unless
+        live=False, e.g. after it exited) and the probes that ran. Raises NotInspectable."""
+        from debug_stuck.core.request import DiagnoseRequest
+        from debug_stuck.live.diagnose import run_diagnosis
+
+        logs = list(self.logs)
+        if not live and self.evidence is not None:
+            logs += [entry["path"] for entry in self.evidence.logs if entry.get("path") not in logs]
+        # Probes that read (not run code) are run again inside the diagnosis, so their findings
+        # weigh in the ranking exactly as with `diagnose --probe`; results of probes that ran the
+        # user's code (which needs input the core's probe call cannot pass) are attached as run.
+        rerun = [
+            name
+            for name, outcome in self.probe_results.items()
+            if outcome.completed and not self.probe_offer(name).runs_user_code
+        ]
+        request = DiagnoseRequest(
+            answers=self.request_answers(),
+            pids=list(self.pids) if live else [],
+            logs=logs,
+            window=self.window,
+            native=self.native,
+            progress=progress,
+            probes=rerun,
+        )
+        report = run_diagnosis(request, self.knowledge)
+        ran = {p.get("name") for p in report.probes}
+        for name, outcome in self.probe_results.items():
+            if name not in ran and outcome.result is not None:
+                report.probes.append(outcome.result)
+        self.report = report
+        return report
+
+    # -- step 6: recovery -----------------------------------------------------------------------
+    def save_report(
+        self, report: Optional[Report] = None, directory: Optional[str] = None, now: Optional[float] = None
+    ) -> SavedReport:
+        """Write debug-stuck-report-<timestamp>.md and .json. Raises BadInput when it cannot."""
+        from debug_stuck.render.files import write_report_files
+
+        report = report or self.report
+        if report is None:
+            raise BadInput("there is no report to save yet", "finish the diagnosis first")
+        folder = Path(os.path.expanduser(directory or self.save_dir or os.getcwd()))
+        if not folder.is_dir():
+            raise BadInput(f"{folder} is not a directory", "give an existing directory to save the report in")
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
+        base = folder / f"{REPORT_PREFIX}{stamp}"
+        n = 1
+        while base.with_suffix(".md").exists() or base.with_suffix(".json").exists():
+            n += 1
+            base = folder / f"{REPORT_PREFIX}{stamp}-{n}"
+        try:
+            markdown, data = write_report_files(report, str(base))
+        except OSError as exc:
+            raise BadInput(
+                f"cannot write the report in {folder}: {exc.strerror or exc}", "give a writable directory"
+            ) from None
+        self.saved = SavedReport(markdown, data)
+        return self.saved
+
+    def fix_commands(self, report: Optional[Report] = None, cause: Optional[str] = None) -> List[Tuple[str, str]]:
+        """(fix title, command block) of one diagnosis (default: the top one)."""
+        report = report or self.report
+        if report is None or not report.diagnoses:
+            return []
+        diagnosis = next((d for d in report.diagnoses if d.cause == cause), report.diagnoses[0])
+        return [(fix.title, command) for fix in diagnosis.fixes for command in fix.commands]
+
+    def copy_fixes(self, report: Optional[Report] = None, cause: Optional[str] = None) -> str:
+        """Copy the fix commands; with no clipboard tool, keep them to print at the end."""
+        fixes = self.fix_commands(report, cause)
+        if not fixes:
+            return "no fix commands to copy"
+        text = "\n\n".join(f"# {title}\n{command}" for title, command in fixes) + "\n"
+        tool = copy_to_clipboard(text)
+        if tool:
+            return f"copied {len(fixes)} fix command block(s) to the clipboard ({tool})"
+        if text not in self.pending_output:
+            self.pending_output.append(text)
+        return "no clipboard tool (wl-copy, xclip, pbcopy): the fix commands will be printed when you quit"
+
+    def take_pending_output(self) -> str:
+        text = ""
+        if self.pending_output:
+            text = "Fix commands (copy them from here):\n\n" + "\n".join(self.pending_output)
+        self.pending_output = []
+        return text
+
+    def recovery_actions(self) -> List[str]:
+        """'stop' and 'resume' once a live job is attached."""
+        return ["stop", "resume"] if self.attached else []
+
+    def run_recovery(self, action: str) -> str:
+        """Stop (the front end has asked for confirmation) or plan the resume of the attached job.
+        Returns what happened, in text."""
+        if action not in self.recovery_actions():
+            valid = ", ".join(self.recovery_actions()) or "none (attach to a live job first)"
+            raise BadInput(f"no recovery action {action!r} here", f"valid: {valid}")
+        pid = self.job.pid if self.job else self.pids[0]
+        if action == "stop":
+            from debug_stuck.recovery.stop import stop_job
+
+            report_dir = str(Path(self.saved.json).parent) if self.saved else self.save_dir
+            return stop_job(pid, report_dir=report_dir, report=self.report).summary()
+        from debug_stuck.recovery.plan import plan_resume_for_pid
+        from debug_stuck.render.resume import render_resume_text
+
+        resume = plan_resume_for_pid(pid).to_dict()
+        if self.report is not None:
+            self.report.resume = resume  # the report's `resume` object, saved with it
+        return render_resume_text(resume, here=self.save_dir or os.getcwd())
+
+    def shutdown(self) -> None:
+        """The user quits: running probes are killed, samplers stop."""
+        self.stopping.set()

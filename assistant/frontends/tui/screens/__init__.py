@@ -1,0 +1,1 @@
+"""The screens of the session, one module per step, and the dialogs."""

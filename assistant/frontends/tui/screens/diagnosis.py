@@ -1,0 +1,217 @@
+"""Step 5: the ranked causes, with evidence, fix, playbook and live evidence for the one selected."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import (
+    Footer,
+    Markdown,
+    OptionList,
+    Static,
+    TabbedContent,
+    TabPane,
+)
+from textual.widgets.option_list import Option
+
+from debug_stuck.frontends.tui.screens.dialogs import WIDE_COLUMNS
+from debug_stuck.frontends.tui.screens.probe import ProbeScreen
+from debug_stuck.frontends.tui.widgets import EvidencePane
+
+
+class DiagnosisScreen(Screen):
+    """Step 5: ranked causes, their evidence, the fix, the playbook; the live evidence in a tab."""
+
+    BINDINGS = [
+        Binding("c", "copy", "Copy fixes"),
+        Binding("p", "probes", "Probes"),
+        Binding("s", "recovery", "Save/recover"),
+        Binding("b", "back", "Back"),
+        Binding("r", "rediagnose", "Again"),
+        Binding("v", "tab('tab-evidence')", "Evidence", show=False),
+        Binding("f", "tab('tab-fix')", "Fix", show=False),
+        Binding("m", "tab('tab-playbook')", "Playbook", show=False),
+        Binding("l", "tab('tab-live')", "Live", show=False),
+    ]
+    DEFAULT_CSS = """
+    #verdict { padding: 0 1; height: auto; max-height: 5; }
+    #diag-progress { padding: 0 1; height: auto; color: $text-muted; }
+    #diag-body { height: 1fr; }
+    #causes { width: 36; height: 1fr; }
+    #diag-tabs { width: 1fr; height: 1fr; }
+    #diag-tabs TabPane { height: 1fr; padding: 0; }
+    #diag-tabs ContentSwitcher { height: 1fr; }
+    .tab-scroll { height: 1fr; padding: 0 1; }
+    DiagnosisScreen.-narrow #diag-body { layout: vertical; }
+    DiagnosisScreen.-narrow #causes { width: 1fr; height: 4; }
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.cause: Optional[str] = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("Step 5 of 6: diagnosis", classes="step-title")
+        yield Static("", markup=False, id="verdict")
+        yield Static("", markup=False, id="diag-progress")
+        with Horizontal(id="diag-body"):
+            yield OptionList(id="causes")
+            with TabbedContent(id="diag-tabs", initial="tab-evidence"):
+                with TabPane("Evidence [v]", id="tab-evidence"):
+                    with VerticalScroll(classes="tab-scroll"):
+                        yield Static("", markup=False, id="cause-evidence")
+                with TabPane("Fix [f]", id="tab-fix"):
+                    with VerticalScroll(classes="tab-scroll"):
+                        yield Static("", markup=False, id="cause-fix")
+                with TabPane("Playbook [m]", id="tab-playbook"):
+                    with VerticalScroll(classes="tab-scroll"):
+                        yield Markdown("", id="playbook")
+                with TabPane("Live [l]", id="tab-live"):
+                    yield EvidencePane(id="evidence")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_class(self.app.size.width < WIDE_COLUMNS, "-narrow")
+        self.show_diagnosis()
+        self.show_evidence()
+        self.show_gpus()
+
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.width < WIDE_COLUMNS, "-narrow")
+
+    def show_diagnosis(self) -> None:
+        app = self.app
+        report = app.session.report
+        progress = self.query_one("#diag-progress", Static)
+        if app.diagnosing:
+            self.query_one("#verdict", Static).update(Text("Diagnosing...", style="bold"))
+            progress.update(app.status_text or "")
+            return
+        if app.diagnosis_error or report is None:
+            self.query_one("#verdict", Static).update(
+                Text(f"No diagnosis: {app.diagnosis_error or 'not run yet'}", style="bold red")
+            )
+            progress.update("[r] try again   [b] back to the questions")
+            return
+        progress.update("")
+        v = report.verdict
+        hung = {True: "HUNG", False: "PROGRESSING", None: "not observed live"}[v.hung]
+        head = Text()
+        head.append(hung, style="bold red" if v.hung else "bold green" if v.hung is False else "bold")
+        head.append(f"  pattern {report.pattern or '?'}  phase {v.phase}")
+        if v.cause:
+            head.append(f"  cause: {v.cause} ({v.confidence:.0%})", style="bold")
+        head.append("\n" + v.summary)
+        self.query_one("#verdict", Static).update(head)
+        causes = self.query_one("#causes", OptionList)
+        options = []
+        for i, d in enumerate(report.diagnoses, 1):
+            text = Text(f"{i}. ")
+            text.append(d.cause, style="bold" if d.cause == v.cause else "")
+            text.append(f"  {d.confidence:.0%}")
+            options.append(Option(text, id=d.cause))
+        causes.set_options(options)
+        if options:
+            index = next((i for i, d in enumerate(report.diagnoses) if d.cause == self.cause), 0)
+            causes.highlighted = index
+            self.show_cause(report.diagnoses[index].cause)
+            causes.focus()
+
+    def show_diagnosis_progress(self, text: str) -> None:
+        self.query_one("#diag-progress", Static).update(text)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option_list.id == "causes" and event.option.id:
+            self.show_cause(event.option.id)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option_list.id == "causes":
+            self.action_tab("tab-fix")
+
+    def show_cause(self, cause: str) -> None:
+        report = self.app.session.report
+        if report is None:
+            return
+        d = next((x for x in report.diagnoses if x.cause == cause), None)
+        if d is None:
+            return
+        self.cause = cause
+        ev = Text()
+        ev.append(f"{d.title}\n", style="bold")
+        ev.append(f"confidence {d.confidence:.0%}   playbook {d.playbook}\n\n")
+        if d.summary:
+            ev.append(d.summary + "\n\n", style="italic")
+        ev.append("Evidence\n", style="bold underline")
+        for e in d.evidence:
+            where = ""
+            if e.file:
+                where = f" ({os.path.basename(e.file)}{':' + str(e.line) if e.line else ''})"
+            ev.append(f"[{e.source}] ", style="cyan")
+            ev.append(f"{e.detail}{where}\n")
+        if d.checks:
+            ev.append("\nConfirm with\n", style="bold underline")
+            ev.append(d.checks[0] + "\n")
+        if d.probes:
+            ev.append(f"\n[p] settle it with a probe: {', '.join(d.probes)}\n", style="dim")
+        self.query_one("#cause-evidence", Static).update(ev)
+        fix = Text()
+        if not d.fixes:
+            fix.append("The playbook gives no commands for this cause.")
+        for i, item in enumerate(d.fixes, 1):
+            fix.append(f"{i}. {item.title}\n", style="bold")
+            for command in item.commands:
+                for line in command.splitlines():
+                    fix.append(f"    {line}\n", style="green")
+                fix.append("\n")
+        fix.append("[c] copy these commands", style="dim")
+        self.query_one("#cause-fix", Static).update(fix)
+        book = self.app.session.knowledge.playbooks.get(cause)
+        body = f"# {book.title}\n\n{book.body}" if book is not None else f"No playbook for {cause}."
+        self.query_one("#playbook", Markdown).update(body)
+
+    def show_evidence(self) -> None:
+        app = self.app
+        self.query_one("#evidence", EvidencePane).show_report(app.evidence)
+
+    def show_evidence_progress(self, text: str) -> None:
+        self.query_one("#evidence", EvidencePane).show_status(text)
+
+    def show_gpus(self) -> None:
+        self.query_one("#evidence", EvidencePane).show_gpus(self.app.session.gpu, self.app.session.job_gpus())
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one("#diag-tabs", TabbedContent).active = tab
+
+    def action_copy(self) -> None:
+        if self.app.session.report is not None:
+            self.app.copy_fixes(self.cause)
+
+    def action_probes(self) -> None:
+        offers = self.app.session.diagnosis_probes()
+        if not offers:
+            self.app.notify("the playbooks name no probe for these causes", timeout=4)
+            return
+        self.app.push_screen(ProbeScreen(offers, rerank=True))
+
+    def action_recovery(self) -> None:
+        if self.app.session.report is not None and not self.app.diagnosing:
+            self.app.open_recovery()
+
+    def action_rediagnose(self) -> None:
+        if not self.app.diagnosing:
+            self.app.start_diagnosis()
+
+    def action_back(self) -> None:
+        from debug_stuck.frontends.tui.screens.triage import TriageScreen
+
+        self.app.pop_screen()
+        for screen in self.app.screen_stack:
+            if isinstance(screen, TriageScreen):
+                self.app.session.back()  # re-ask the last question
+                screen.show_question()

@@ -1,0 +1,221 @@
+"""Collect live evidence about a job: processes, stacks, GPUs, kernel log, log growth.
+
+All collectors run in parallel over one sampling window, each with its own time bound, so the
+whole collection costs about one window however many processes the job has.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+from debug_stuck.errors import NotInspectable
+from debug_stuck.probes.collectors.procs import (
+    InspectError,
+    ProcInfo,
+    find_training_processes,
+    job_processes,
+    read_states,
+    sample_window,
+    shm_usage,
+)
+
+DEFAULT_WINDOW = 1.0
+DEFAULT_SAMPLES = 2
+
+PTRACE_HINT = (
+    "run debug-stuck as root or as the job's user with ptrace allowed: "
+    "sudo debug-stuck ..., or give py-spy CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)"
+)
+
+
+@dataclass
+class LogGrowth:
+    path: str
+    size_before: Optional[int]
+    size_after: Optional[int]
+
+    @property
+    def grew(self) -> bool:
+        return self.size_before is not None and self.size_after is not None and self.size_after > self.size_before
+
+
+@dataclass
+class Snapshot:
+    host: str
+    taken_at: float
+    window: float
+    processes: List[ProcInfo]
+    stacks: Dict[int, object] = field(default_factory=dict)  # pid -> debug_stuck.probes.collectors.stacks.StackSeries
+    gpus: Optional[object] = None  # debug_stuck.probes.collectors.gpu.GpuSnapshot
+    kernel: Optional[object] = None  # debug_stuck.probes.collectors.kernel.KernelLog
+    shm: Optional[dict] = None
+    logs: List[LogGrowth] = field(default_factory=list)
+    errors: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)  # things worth telling that are not failures
+
+    def process(self, pid: int) -> Optional[ProcInfo]:
+        return next((p for p in self.processes if p.pid == pid), None)
+
+    def to_dict(self) -> dict:
+        return {
+            "host": self.host,
+            "taken_at": self.taken_at,
+            "window": self.window,
+            "processes": [p.to_dict() for p in self.processes],
+            "stacks": {
+                str(pid): {
+                    "dumps": [[t.to_dict() for t in d.threads] for d in series.dumps],
+                    "error": series.error,
+                    "motion": {str(k): v for k, v in series.thread_motion().items()},
+                }
+                for pid, series in self.stacks.items()
+            },
+            "gpus": self.gpus.to_dict() if self.gpus is not None else None,
+            "kernel": self.kernel.to_dict() if self.kernel is not None else None,
+            "shm": self.shm,
+            "logs": [lg.__dict__ for lg in self.logs],
+            "errors": self.errors,
+            "notes": self.notes,
+        }
+
+
+def _size(path: str) -> Optional[int]:
+    from debug_stuck.bounded import CallTimedOut, call_with_timeout
+
+    try:
+        return call_with_timeout(lambda: os.stat(path).st_size, 2.0, f"stat {path}")
+    except (OSError, CallTimedOut):
+        return None
+
+
+AUTO_NOTES: List[str] = []  # what --auto chose, for the snapshot's notes
+
+
+def resolve_targets(pids: List[int], auto: bool) -> List[ProcInfo]:
+    try:
+        if auto and not pids:
+            roots = find_training_processes()
+            if not roots:
+                raise NotInspectable(
+                    "no training process found on this machine (Python processes that load libtorch)",
+                    "give the job's PIDs with --pid",
+                )
+            pids = [roots[0]]
+            if len(roots) > 1:
+                AUTO_NOTES.append(
+                    f"{len(roots)} training jobs found (root PIDs {', '.join(map(str, roots))}); diagnosed the "
+                    f"oldest, {roots[0]}: give --pid to choose another"
+                )
+        return job_processes(pids)
+    except InspectError as exc:
+        hint = PTRACE_HINT if exc.kind == "permission" else "check the PID with ps; give a running process"
+        raise NotInspectable(exc.message, hint) from None
+
+
+def collect(
+    pids: List[int],
+    auto: bool = False,
+    extra_logs: Optional[List[str]] = None,
+    window: float = DEFAULT_WINDOW,
+    samples: int = DEFAULT_SAMPLES,
+    native: bool = False,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Snapshot:
+    """Gather the evidence for one job on this machine. Raises NotInspectable (exit 3)."""
+    say = progress or (lambda msg: None)
+    say("finding the job's processes")
+    procs = resolve_targets(pids, auto)
+    if not any(p.python for p in procs):
+        first = procs[0]
+        raise NotInspectable(
+            f"process {first.pid} ({first.name}) is not a Python process",
+            "debug-stuck reads Python stacks; give the PID of the Python training process (or its launcher)",
+        )
+    snap = Snapshot(host=socket.gethostname(), taken_at=time.time(), window=window, processes=procs)
+    snap.notes.extend(AUTO_NOTES)
+    AUTO_NOTES.clear()
+    log_paths = []
+    for info in procs:
+        for kind, target in ((info.fd1, info.fd1_target), (info.fd2, info.fd2_target)):
+            if kind == "file" and target and not target.startswith("/dev/"):
+                log_paths.append(target)
+    log_paths = list(dict.fromkeys(log_paths + list(extra_logs or [])))
+    before = {path: _size(path) for path in log_paths}
+    python_pids = [p.pid for p in procs if p.python and p.state != "Z"]
+
+    from debug_stuck.probes.collectors.gpu.collect import collect_gpus
+    from debug_stuck.probes.collectors.kernel import read_kernel_log
+    from debug_stuck.probes.collectors.stacks import sample_stacks
+
+    read_states(procs)
+    say(f"sampling {len(procs)} process(es) for {window * max(1, samples - 1):.0f} s")
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="collect") as pool:
+        stacks = pool.submit(sample_stacks, python_pids, samples=samples, interval=window, native=native)
+        window_job = pool.submit(sample_window, procs, window * max(1, samples - 1))
+        gpus = pool.submit(collect_gpus)
+        kernel = pool.submit(read_kernel_log)
+        snap.stacks = _result(stacks, snap.errors, "stacks", {})
+        _result(window_job, snap.errors, "process sampling", None)
+        snap.gpus = _result(gpus, snap.errors, "GPU state", None)
+        snap.kernel = _result(kernel, snap.errors, "kernel log", None)
+    snap.shm = shm_usage()
+    snap.logs = [LogGrowth(path, before[path], _size(path)) for path in log_paths]
+    _refine_roles(snap)
+    for info in procs:
+        snap.errors.extend(f"{info.label()}: {e}" for e in info.errors)
+    for pid, series in snap.stacks.items():
+        info = snap.process(pid)
+        label = info.label() if info else str(pid)
+        if series.error:
+            snap.errors.append(f"{label}: stacks: {series.error}")
+        latest = series.latest()
+        for note in getattr(latest, "notes", None) or []:
+            snap.notes.append(f"{label}: {note}")
+    _refuse_when_nothing_readable(snap)
+    if snap.gpus is not None:
+        snap.errors.extend(snap.gpus.errors)
+    if snap.kernel is not None and snap.kernel.error:
+        snap.errors.append(snap.kernel.error)
+    say("classifying")
+    return snap
+
+
+def _result(future, errors: List[str], what: str, default):
+    try:
+        return future.result()
+    except Exception as exc:  # a collector bug must not cost the whole report
+        errors.append(f"could not collect {what}: {type(exc).__name__}: {exc}")
+        return default
+
+
+def _refine_roles(snap: Snapshot) -> None:
+    """Stacks settle roles the command line cannot: a forked child running _worker_loop is a worker."""
+    for pid, series in snap.stacks.items():
+        info = snap.process(pid)
+        dump = series.latest()
+        if info is None or dump is None:
+            continue
+        names = {f.function.rsplit(".", 1)[-1] for t in dump.threads for f in t.frames}
+        if "_worker_loop" in names:
+            info.role = "dataloader-worker"
+            parent = snap.process(info.ppid)
+            if parent is not None:
+                info.rank = parent.rank
+
+
+def _refuse_when_nothing_readable(snap: Snapshot) -> None:
+    """Exit 3 when no Python process of the job could be read at all because of permissions."""
+    series = list(snap.stacks.values())
+    if series and all(not s.dumps for s in series):
+        kinds = {s.error_kind for s in series}
+        if kinds <= {"permission"}:
+            raise NotInspectable(
+                f"cannot read the stacks of process(es) {', '.join(map(str, snap.stacks))}", PTRACE_HINT
+            )
+        if kinds <= {"gone"}:
+            raise NotInspectable("the process(es) exited while being inspected", "nothing left to diagnose")

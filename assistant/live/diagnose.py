@@ -1,0 +1,80 @@
+"""The diagnosis pipeline every front end shares: gather (logs, live processes, probes), classify,
+build the report. The resume plan is recovery's addition (debug_stuck.recovery.plan.add_resume)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from debug_stuck.core.assemble import fill_report
+from debug_stuck.core.classify import Observations, ObservedLine, classify
+from debug_stuck.core.kb import Knowledge, load_knowledge
+from debug_stuck.core.logs import observe_log
+from debug_stuck.core.report import Report
+from debug_stuck.core.request import DiagnoseRequest
+from debug_stuck.errors import BadInput
+
+
+def run_diagnosis(request: DiagnoseRequest, knowledge: Optional[Knowledge] = None) -> Report:
+    knowledge = knowledge or load_knowledge()
+    obs = Observations()
+    report = Report()
+    snap = None
+    logs = list(request.logs)
+    if request.live:
+        from debug_stuck.live.collect import collect
+        from debug_stuck.live.observe import observe
+
+        snap = collect(
+            request.pids,
+            auto=request.auto,
+            extra_logs=request.logs,
+            window=request.window,
+            samples=request.samples,
+            native=request.native,
+            progress=request.progress,
+        )
+        observe(snap, obs)
+        logs = [lg.path for lg in snap.logs]
+        report.errors.extend(snap.errors)
+    tails = [observe_log(knowledge.tree, path, obs, request.log_bytes) for path in logs]
+    for tail in tails:
+        if tail.error:
+            report.errors.append(tail.error)
+    for result in run_requested_probes(request, obs):
+        report.probes.append(result.to_dict())
+    result = classify(knowledge, request.answers, obs)
+    fill_report(report, knowledge, result, tails)
+    if snap is not None:
+        from debug_stuck.live.assess import fill_live
+
+        fill_live(report, knowledge, snap, obs, request.answers)
+    return report.redact()
+
+
+def run_requested_probes(request: DiagnoseRequest, obs: Observations):
+    """Run the probes asked for; their findings become evidence. Consent is checked up front."""
+    if not request.probes:
+        return []
+    from debug_stuck.probes.targeted.base import ProbeContext, ProbeUsageError
+    from debug_stuck.probes.targeted.registry import probe_spec, run_probe
+
+    specs = []
+    for name in request.probes:
+        try:
+            spec = probe_spec(name)
+        except ProbeUsageError as exc:
+            raise BadInput(str(exc)) from None
+        if spec.runs_user_code and not request.allow_exec:
+            raise BadInput(f"probe {name!r} runs your code", "add --allow-exec to consent, or leave that probe out")
+        specs.append(spec)
+    results = []
+    for spec in specs:
+        if request.progress:
+            request.progress(f"running probe {spec.name}")
+        ctx = ProbeContext(timeout=spec.timeout, allow_exec=request.allow_exec, pids=list(request.pids))
+        result = run_probe(spec.name, ctx)
+        for line in result.fact_lines():
+            obs.add("probe", ObservedLine(line))
+        obs.findings.extend((spec.name, f) for f in result.findings)
+        results.append(result)
+    return results

@@ -1,0 +1,226 @@
+"""Merge the nodes' snapshots of one job and classify it once: global ranks, stack groups across
+every node, the culprit rank and node, and the nodes that did not answer as evidence."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from debug_stuck.core.answers import Answer
+from debug_stuck.core.assemble import fill_report
+from debug_stuck.core.classify import Observations, classify
+from debug_stuck.core.kb import Knowledge
+from debug_stuck.core.logs import observe_log
+from debug_stuck.core.report import Evidence, Report
+from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.nodes import MergedSnapshot, NodeSnapshot
+from debug_stuck.live.observe import Progress, StackGroup, compress_numbers, describe_ranks, group_ranks, judge_progress
+
+MAX_LISTED = 40  # notes and kernel lines gathered from many nodes are capped at this many
+
+
+def _int(value) -> Optional[int]:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _place(node: NodeSnapshot) -> None:
+    """Name each process's node, and give srun-started ranks their global rank."""
+    snap = node.snapshot
+    by_pid = {p.pid: p for p in snap.processes}
+    for info in snap.processes:
+        info.host = node.node
+        if info.role == "rank" and info.rank is None:
+            info.rank = _int(info.env.get("SLURM_PROCID"))
+    for info in snap.processes:
+        parent = by_pid.get(info.ppid)
+        if info.role == "dataloader-worker" and info.rank is None and parent is not None:
+            info.rank = parent.rank
+
+
+def merge_groups(groups: Iterable[StackGroup]) -> List[StackGroup]:
+    """Stack groups of every node joined by stack signature; members ordered by rank."""
+    merged: Dict[tuple, StackGroup] = {}
+    for g in groups:
+        into = merged.get(g.signature)
+        if into is None:
+            merged[g.signature] = StackGroup(g.signature, g.top, list(g.pids), list(g.ranks), g.frames, list(g.hosts))
+            continue
+        into.pids += g.pids
+        into.ranks += g.ranks
+        into.hosts += g.hosts
+    out = []
+    for g in merged.values():
+        rank_order = [(r is None, r if r is not None else 0) for r in g.ranks]
+        order = sorted(range(len(g.pids)), key=lambda i: (rank_order[i], g.hosts[i] or "", g.pids[i]))
+        g.pids = [g.pids[i] for i in order]
+        g.ranks = [g.ranks[i] for i in order]
+        g.hosts = [g.hosts[i] for i in order]
+        out.append(g)
+
+    def first(g: StackGroup) -> int:
+        known = [r for r in g.ranks if r is not None]
+        return min(known) if known else g.pids[0]
+
+    return sorted(out, key=lambda g: (-len(g.pids), first(g)))
+
+
+def _combine_observations(parts: List[Observations]) -> Observations:
+    """One set of observations for the whole job; a line seen on many ranks is kept once (the
+    classifier then reads a few hundred distinct lines, not one copy per rank)."""
+    out = Observations()
+    seen = set()
+    for obs in parts:
+        for source, lines in obs.lines.items():
+            for line in lines:
+                key = (source, line.text, line.file, line.line)
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.add(source, line)
+        for key, answer in obs.derived.items():
+            current = out.derived.get(key)
+            stronger = (
+                current is None
+                or (key in ("gpu", "cpu") and answer.value == "busy" and current.value != "busy")
+                or (key == "platform" and current.value == "cpu" and answer.value != "cpu")
+            )
+            if stronger:
+                out.derived[key] = answer
+                out.derived_why[key] = obs.derived_why.get(key, "")
+        out.findings.extend(obs.findings)
+        out.last_steps.extend(obs.last_steps)
+    return out
+
+
+def _combine_progress(per_node: List[Tuple[str, Progress]]) -> Progress:
+    moving = [(name, p) for name, p in per_node if p.hung is False]
+    if moving:
+        return Progress(False, [f"{name}: {reason}" for name, p in moving for reason in p.reasons])
+    hung = [(name, p) for name, p in per_node if p.hung]
+    if hung:
+        what = hung[0][1].reasons[0] if hung[0][1].reasons else "nothing moved"
+        where = f", on all {len(per_node)} nodes that answered" if len(per_node) > 1 else ""
+        return Progress(True, [what + where])
+    return Progress(None, ["too little was sampled to tell"])
+
+
+def _capped(items: List[str], what: str) -> List[str]:
+    if len(items) <= MAX_LISTED:
+        return items
+    return items[:MAX_LISTED] + [f"... {len(items) - MAX_LISTED} more {what}"]
+
+
+def groups_line(groups: List[StackGroup], limit: int = 6) -> str:
+    """One line for the groups: ranks 0-61,63 (8 nodes) in all_reduce / rank 62 (node-7) in __getitem__."""
+    parts = [f"{describe_ranks(g)} in {g.where}" for g in groups[:limit]]
+    if len(groups) > limit:
+        parts.append(f"{len(groups) - limit} more groups")
+    return " / ".join(parts)
+
+
+def diagnose_merged(
+    merged: MergedSnapshot,
+    knowledge: Knowledge,
+    answers: Optional[Dict[str, Answer]] = None,
+    logs: Sequence[str] = (),
+) -> Report:
+    """Classify the whole job from every node's snapshot; what is missing is said, not hidden."""
+    from debug_stuck.live.assess import _descendants, apply_culprit, apply_progress, process_entries
+    from debug_stuck.live.culprit import find_culprit, waits_in_collective
+    from debug_stuck.live.observe import observe
+
+    answers = dict(answers or {})
+    answered = merged.answered()
+    node_obs: Dict[str, Observations] = {}
+    node_snaps: Dict[str, Snapshot] = {}
+    groups: List[StackGroup] = []
+    progress: List[Tuple[str, Progress]] = []
+    kernel: List[str] = []
+    for node in answered:
+        _place(node)
+        snap = node.snapshot
+        flagged = node.kernel_lines
+        if flagged is None:
+            flagged = snap.kernel.interesting() if snap.kernel is not None else []
+        kernel += [f"{node.node}: {line}" for line in flagged]
+        if snap.kernel is not None:
+            # observe() reads only the lines that matter: hand it those, not the whole tail again
+            snap = dataclasses.replace(snap, kernel=dataclasses.replace(snap.kernel, lines=list(flagged)))
+        obs = Observations()
+        observe(snap, obs)
+        node_obs[node.node] = obs
+        node_snaps[node.node] = node.snapshot
+        groups += group_ranks(node.snapshot)
+        progress.append((node.node, judge_progress(node.snapshot)))
+    combined = _combine_observations(list(node_obs.values()))
+    if len(merged.nodes) > 1:
+        combined.offer_answer(Answer("nodes", str(len(merged.nodes)), "evidence"), f"{merged.target}")
+    tails = [observe_log(knowledge.tree, path, combined) for path in logs]
+
+    report = Report()
+    result = classify(knowledge, answers, combined)
+    fill_report(report, knowledge, result, tails)
+    for tail in tails:
+        if tail.error:
+            report.errors.append(tail.error)
+
+    report.processes = [entry for node in answered for entry in process_entries(node.snapshot)]
+    report.gpus = [
+        dict(d.to_dict(), host=node.node) for node in answered if node.snapshot.gpus for d in node.snapshot.gpus.devices
+    ]
+    if not report.gpus:
+        report.gpu_note = next(
+            (n.snapshot.gpus.note for n in answered if n.snapshot.gpus is not None and n.snapshot.gpus.note), None
+        )
+    report.kernel = kernel[-50:]
+    notes = [f"{node.node}: {note}" for node in answered for note in node.snapshot.notes]
+    errors = [f"{node.node}: {error}" for node in answered for error in node.snapshot.errors]
+
+    merged_groups = merge_groups(groups)
+    report.stack_groups = [dict(g.to_dict(), label=describe_ranks(g)) for g in merged_groups]
+    overall = _combine_progress(progress)
+    report.verdict.hung = overall.hung
+    culprit = find_culprit(knowledge, merged_groups)
+    if culprit is not None and culprit.host in node_snaps:
+        own = node_obs[culprit.host].only(_descendants(node_snaps[culprit.host], culprit.pid))
+        apply_culprit(report, knowledge, culprit, own)
+    apply_progress(report, overall)
+
+    # The nodes that did not answer: evidence in their own right.
+    missing = merged.missing()
+    seen_ranks = {p.rank for n in answered for p in n.snapshot.processes if p.role == "rank" and p.rank is not None}
+    sizes = [p.world_size for n in answered for p in n.snapshot.processes if p.world_size]
+    unseen = sorted(set(range(max(sizes))) - seen_ranks) if sizes and max(sizes) <= 1 << 20 else []
+    for node in missing:
+        errors.append(f"{node.node}: {node.error}")
+    if missing:
+        names = ", ".join(n.node for n in missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+        what = f"{len(missing)} of {len(merged.nodes)} nodes gave no snapshot: {names}"
+        if unseen:
+            what += f"; ranks {compress_numbers(unseen)} were not seen"
+        evidence = Evidence("process", what + " (a dead or wedged node is a suspect of its own)")
+        if report.diagnoses:
+            report.diagnoses[0].evidence.append(evidence)
+        notes.insert(0, what)
+        waiting = merged_groups and all(waits_in_collective(knowledge, g) for g in merged_groups)
+        if culprit is None and answered and waiting:
+            report.verdict.summary = (
+                f"Every rank that answered waits in a collective; {names} did not answer"
+                + (f" (ranks {compress_numbers(unseen)} unseen)" if unseen else "")
+                + ": look there first, the rank that holds the others up is probably on it. "
+                + report.verdict.summary
+            )
+    if not answered:
+        report.verdict.hung = None
+        report.verdict.cause = None
+        report.verdict.confidence = 0.0
+        report.verdict.summary = f"No node of {merged.target} gave a snapshot; see the errors for why."
+    head = f"{merged.target}: {len(answered)} of {len(merged.nodes)} node(s) answered in {merged.seconds:.1f} s"
+    if merged_groups:
+        head += f"; stack groups: {groups_line(merged_groups)}"
+    report.notes = [head] + _capped(notes, "notes")
+    report.errors = list(merged.errors) + _capped(errors, "errors") + report.errors
+    return report.redact()

@@ -1,0 +1,226 @@
+"""Turn a live Snapshot into what the classifier reads: one line per fact, per source.
+
+Also the things only live evidence can tell: whether the job is progressing, which triage
+answers the evidence settles, and how the ranks group by stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from debug_stuck.core.answers import Answer
+from debug_stuck.core.classify import Observations, ObservedLine
+from debug_stuck.live.collect import Snapshot
+
+GPU_IDLE_UTIL = 5.0
+CPU_BUSY = 80.0
+CPU_IDLE = 10.0
+IO_PROGRESS_BYTES = 1 << 20
+
+
+def _cpu(info) -> Optional[float]:
+    """CPU use as the job wants it: the larger of what it got and what its main thread asked for."""
+    values = [v for v in (info.cpu_percent, info.cpu_demand) if v is not None]
+    return max(values) if values else None
+
+
+def process_fact(info, motion: Optional[str], shm_ratio: Optional[float]) -> str:
+    def val(x):
+        return "na" if x is None else x
+
+    parts = [
+        f"role={info.role}",
+        f"state={info.state}",
+        f"cpu={val(_cpu(info))}",
+        f"threads={info.threads}",
+        f"wchan={val(info.wchan)}",
+        f"fd1={val(info.fd1)}",
+        f"fd2={val(info.fd2)}",
+        f"stack={motion or 'unknown'}",
+    ]
+    if shm_ratio is not None:
+        parts.append(f"shm_ratio={shm_ratio}")
+    return " ".join(parts)
+
+
+def stack_motion(series) -> Optional[str]:
+    if series is None:
+        return None
+    frozen = series.frozen()
+    return None if frozen is None else ("frozen" if frozen else "moving")
+
+
+def main_thread(dump, pid: int):
+    """The thread whose tid is the pid, else the first one."""
+    if dump is None or not dump.threads:
+        return None
+    return next((t for t in dump.threads if t.tid == pid), dump.threads[0])
+
+
+def observe(snap: Snapshot, obs: Observations) -> None:
+    shm_ratio = snap.shm.get("ratio") if snap.shm else None
+    for info in snap.processes:
+        series = snap.stacks.get(info.pid)
+        obs.add(
+            "process",
+            ObservedLine(process_fact(info, stack_motion(series), shm_ratio), subject=info.label(), pid=info.pid),
+        )
+        for tid, wchan in info.thread_wchans.items():
+            if tid != info.pid:
+                obs.add(
+                    "process",
+                    ObservedLine(f"role={info.role} thread={tid} wchan={wchan}", subject=info.label(), pid=info.pid),
+                )
+        dump = series.latest() if series is not None else None
+        if dump is None:
+            continue
+        for thread in dump.threads:
+            who = f"{info.label()} thread {thread.name!r}"
+            for frame in thread.frames:
+                obs.add("stack", ObservedLine(frame.text(), subject=who, pid=info.pid))
+    if snap.gpus is not None:
+        for device in snap.gpus.devices:
+            obs.add("gpu", ObservedLine(device.fact_line(), subject=f"GPU {device.index}"))
+    if snap.kernel is not None:
+        from debug_stuck.probes.collectors.kernel import interesting
+
+        for line in interesting(snap.kernel.lines):
+            obs.add("kernel", ObservedLine(line, file=snap.kernel.source))
+    _derive(snap, obs)
+
+
+def _derive(snap: Snapshot, obs: Observations) -> None:
+    gpus = snap.gpus
+    if gpus is not None and gpus.available and gpus.devices:
+        job_pids = {p.pid for p in snap.processes}
+        used = {gp.gpu_index for gp in gpus.processes if gp.pid in job_pids}
+        devices = [d for d in gpus.devices if not used or d.index in used]
+        utils = [d.util for d in devices if d.util is not None]
+        if utils:
+            value = "busy" if max(utils) >= GPU_IDLE_UTIL else "idle"
+            obs.offer_answer(
+                Answer("gpu", value, "evidence"), f"GPU utilization {', '.join(f'{u:.0f}%' for u in utils)}"
+            )
+        obs.offer_answer(
+            Answer("platform", "cuda" if gpus.vendor == "nvidia" else "rocm", "evidence"), f"{gpus.vendor} GPU present"
+        )
+    elif gpus is not None and not gpus.available:
+        obs.offer_answer(Answer("platform", "cpu", "evidence"), gpus.note or "no GPU on this machine")
+    ranks = [p for p in snap.processes if p.role == "rank" and _cpu(p) is not None]
+    if ranks:
+        top = max(_cpu(p) for p in ranks)
+        if top >= CPU_BUSY:
+            obs.offer_answer(Answer("cpu", "busy", "evidence"), f"a training process uses {top:.0f}% CPU")
+        elif top <= CPU_IDLE:
+            obs.offer_answer(Answer("cpu", "idle", "evidence"), f"training processes use at most {top:.0f}% CPU")
+    nodes = {p.env.get("SLURM_NODEID") for p in snap.processes if p.env.get("SLURM_NODEID")}
+    if len(nodes) > 1:
+        obs.offer_answer(Answer("nodes", str(len(nodes)), "evidence"), "Slurm node ids of the ranks")
+
+
+@dataclass
+class Progress:
+    hung: Optional[bool]
+    reasons: List[str] = field(default_factory=list)
+
+
+def judge_progress(snap: Snapshot) -> Progress:
+    """Progressing if a training process's stack moved, its log grew, or it wrote data."""
+    reasons = []
+    grew = [lg.path for lg in snap.logs if lg.grew]
+    if grew:
+        reasons.append(f"log {grew[0]} grew during the {snap.window:.0f} s window")
+    trainers = [p for p in snap.processes if p.role in ("rank", "dataloader-worker")]
+    for info in trainers:
+        series = snap.stacks.get(info.pid)
+        if series is None:
+            continue
+        motion = series.thread_motion()
+        thread = main_thread(series.latest(), info.pid)
+        if info.role == "rank" and thread is not None and motion.get(thread.tid) == "moving":
+            reasons.append(f"{info.label()} main thread moved between samples")
+        if info.io_write_bytes and info.io_write_bytes > IO_PROGRESS_BYTES:
+            reasons.append(f"{info.label()} wrote {info.io_write_bytes >> 20} MiB during the window")
+    if reasons:
+        return Progress(False, reasons)
+    sampled = [snap.stacks.get(p.pid) for p in trainers]
+    if any(s is not None and s.frozen() for s in sampled) or any(p.state in "DZT" for p in trainers):
+        return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
+    return Progress(None, ["too little was sampled to tell"])
+
+
+@dataclass
+class StackGroup:
+    signature: tuple
+    top: str
+    pids: List[int]
+    ranks: List[Optional[int]]
+    frames: List[str] = field(default_factory=list)  # the first member's main-thread frames
+    hosts: List[Optional[str]] = field(default_factory=list)  # per member; None on a single-node snapshot
+
+    @property
+    def where(self) -> str:
+        """The innermost Python function of the group's stack, e.g. "all_reduce"."""
+        return self.signature[0][0].rsplit(".", 1)[-1] if self.signature else "(no Python frame)"
+
+    def node_names(self) -> List[str]:
+        return list(dict.fromkeys(h for h in self.hosts if h is not None))
+
+    def to_dict(self) -> dict:
+        out = {"top": self.top, "pids": self.pids, "ranks": self.ranks, "count": len(self.pids)}
+        if self.node_names():
+            out["hosts"] = self.hosts
+            out["where"] = self.where
+        return out
+
+
+def group_ranks(snap: Snapshot) -> List[StackGroup]:
+    """Group training processes by the Python stack of their main thread."""
+    groups: Dict[tuple, StackGroup] = {}
+    for info in snap.processes:
+        if info.role != "rank":
+            continue
+        series = snap.stacks.get(info.pid)
+        thread = main_thread(series.latest() if series else None, info.pid)
+        if thread is None:
+            continue
+        python_frames = [f for f in thread.frames if not f.native]
+        signature = tuple((f.function, f.file) for f in python_frames[:12])
+        chain = [python_frames[0].text()] + [f.text().split(" (", 1)[0] for f in python_frames[1:3]]
+        top = " <- ".join(chain) if python_frames else "(no Python frame)"
+        group = groups.setdefault(signature, StackGroup(signature, top, [], [], [f.text() for f in thread.frames]))
+        group.pids.append(info.pid)
+        group.ranks.append(info.rank)
+        group.hosts.append(info.host)
+    return sorted(groups.values(), key=lambda g: (-len(g.pids), g.pids[0]))
+
+
+def compress_numbers(numbers) -> str:
+    """0,1,2,3,5 -> "0-3,5": runs of three or more become ranges, so 1,024 ranks fit on a line."""
+    values = sorted(set(numbers))
+    parts, i = [], 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{values[i]}-{values[j]}")
+        else:
+            parts.extend(str(v) for v in values[i : j + 1])
+        i = j + 1
+    return ",".join(parts)
+
+
+def describe_ranks(group: StackGroup) -> str:
+    ranks = [r for r in group.ranks if r is not None]
+    if len(ranks) == len(group.ranks) and ranks:
+        text = ("rank " if len(ranks) == 1 else "ranks ") + compress_numbers(ranks)
+    else:
+        text = ("pid " if len(group.pids) == 1 else "pids ") + ",".join(map(str, group.pids))
+    nodes = group.node_names()
+    if len(nodes) > 2:
+        text += f" ({len(nodes)} nodes)"
+    elif nodes:
+        text += f" ({', '.join(nodes)})"
+    return text

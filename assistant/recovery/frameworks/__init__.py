@@ -1,0 +1,59 @@
+"""One module per training framework, each holding that framework's conventions: how to tell a job
+uses it (`claims`, `files_say`), where its checkpoints are (`find`), how it resumes (`resume`).
+
+Detection order matters: the command line and the script's imports are read first, most specific
+first; the folders the job wrote to decide only when the source says nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from debug_stuck.recovery.candidates import newest_first
+from debug_stuck.recovery.frameworks import accelerate, hf_trainer, kohya, lightning, nanochat, pytorch, ultralytics
+from debug_stuck.recovery.job import TrainingJob
+from debug_stuck.recovery.model import Checkpoint
+from debug_stuck.recovery.scan import walk
+
+MODULES = (ultralytics, hf_trainer, lightning, accelerate, kohya, nanochat, pytorch)
+BY_NAME: Dict[str, object] = {m.NAME: m for m in MODULES}
+FRAMEWORKS = tuple(BY_NAME)
+
+# (what decides) in order: the yolo console command, then the script's own imports
+SOURCE_CHECKS = (
+    (ultralytics.NAME, ultralytics.claims_command),
+    (nanochat.NAME, nanochat.claims),
+    (kohya.NAME, kohya.claims),
+    (ultralytics.NAME, ultralytics.claims),
+    (lightning.NAME, lightning.claims),
+    (hf_trainer.NAME, hf_trainer.claims),
+    (accelerate.NAME, accelerate.claims),
+)
+# Folder passes, in order; within a pass every folder is asked of each framework in turn (a kohya
+# state folder is an accelerate state folder too, so kohya asks first).
+FILE_PASSES = ((hf_trainer,), (ultralytics, kohya, accelerate), (lightning,))
+
+
+def detect(job: TrainingJob) -> str:
+    """The framework a job uses; "pytorch" when nothing more specific is found."""
+    for name, claims in SOURCE_CHECKS:
+        if claims(job):
+            return name
+    # shallow: the job's own output folders and their checkpoint folders, not whatever lies deeper
+    # below a working directory such as /tmp or $HOME
+    dirs = walk(job.output_dirs(), max_depth=2).dirs()
+    for frameworks in FILE_PASSES:
+        for entry in dirs:
+            for module in frameworks:
+                if module.files_say(entry):
+                    return module.NAME
+    return pytorch.NAME
+
+
+def module_for(framework: str):
+    return BY_NAME.get(framework, pytorch)
+
+
+def find(job: TrainingJob, framework: str) -> List[Checkpoint]:
+    """The framework's checkpoints for this job, newest first, each checked (`valid`, `problem`)."""
+    return newest_first(module_for(framework).find(job))

@@ -1,0 +1,136 @@
+"""The stall clock: when no progress for this long counts as a stall. Pure logic over observations,
+no processes (unit-tested on its own).
+
+The threshold adapts to the job: ``max(floor, multiple x median interval, 2 x longest recent
+interval)`` between step observations, so a slow job is not a hung one. A recognised long phase
+(checkpoint save, validation) gets ``phase_multiple`` times that while it shows activity; before
+the first steps, anything moving counts, for ``startup`` seconds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Optional
+
+DEFAULT_FLOOR = 10.0
+DEFAULT_MULTIPLE = 8.0
+DEFAULT_PHASE_MULTIPLE = 30.0
+DEFAULT_STARTUP = 300.0
+INTERVAL_HISTORY = 50
+RECENT_INTERVALS = 20  # "the longest recent interval" looks this far back
+STACK_MIN_EVERY = 2.0
+
+
+@dataclass
+class Stall:
+    seconds: float  # since the last step (or, before any step, since the last activity)
+    threshold: float
+    rule: str  # "steps" | "phase-idle" | "phase-limit" | "startup"
+    phase: Optional[str] = None
+
+
+@dataclass
+class StallClock:
+    floor: float = DEFAULT_FLOOR
+    multiple: float = DEFAULT_MULTIPLE
+    phase_multiple: float = DEFAULT_PHASE_MULTIPLE
+    startup: float = DEFAULT_STARTUP
+    started_at: float = field(default_factory=time.monotonic)
+    intervals: deque = field(default_factory=lambda: deque(maxlen=INTERVAL_HISTORY))
+    seeded: bool = False  # intervals carried over from an earlier run of the same job
+    last_step: Optional[int] = None
+    max_step: Optional[int] = None
+    step_changes: int = 0
+    last_step_at: Optional[float] = None
+    last_progress: float = 0.0
+    last_activity: float = 0.0
+    phase: Optional[str] = None  # a long phase seen on the stack since the last step
+    phase_detail: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        self.last_progress = self.last_activity = self.started_at
+
+    @classmethod
+    def carried_over(cls, old: StallClock, now: float) -> StallClock:
+        """A clock for a restarted run: same settings, the step rhythm already known."""
+        clock = cls(old.floor, old.multiple, old.phase_multiple, old.startup, started_at=now)
+        clock.intervals.extend(old.intervals)
+        clock.seeded = bool(old.intervals)
+        return clock
+
+    # -- observations ----------------------------------------------------------------------------
+
+    def step(self, value: int, now: float) -> bool:
+        """A step counter seen in new log lines; True when it changed (progress)."""
+        if value == self.last_step:
+            return False
+        if self.last_step_at is not None:
+            self.intervals.append(max(0.0, now - self.last_step_at))
+        self.last_step, self.last_step_at = value, now
+        self.max_step = value if self.max_step is None else max(self.max_step, value)
+        self.step_changes += 1
+        self.last_progress = self.last_activity = now
+        self.phase = self.phase_detail = None
+        return True
+
+    def activity(self, now: float) -> None:
+        self.last_activity = max(self.last_activity, now)
+
+    def in_phase(self, phase: str, detail: str) -> bool:
+        """A long phase seen on the stack; True the first time since the last step."""
+        first = self.phase is None
+        self.phase, self.phase_detail = phase, detail
+        return first
+
+    # -- judgement -------------------------------------------------------------------------------
+
+    @property
+    def stepping(self) -> bool:
+        """Steps flow: enough of them seen (in this run) to know the job's rhythm."""
+        if self.seeded:
+            return self.step_changes >= 1
+        return len(self.intervals) >= 2
+
+    def interval(self) -> Optional[float]:
+        return statistics.median(self.intervals) if self.intervals else None
+
+    def threshold(self) -> float:
+        """Seconds without a new step that count as a stall (outside a recognised phase)."""
+        if not self.stepping:
+            return self.startup
+        recent = list(self.intervals)[-RECENT_INTERVALS:]
+        return max(self.floor, self.multiple * statistics.median(self.intervals), 2.0 * max(recent))
+
+    def phase_allowance(self) -> float:
+        return self.phase_multiple * self.threshold()
+
+    def since_progress(self, now: float) -> float:
+        return max(0.0, now - self.last_progress)
+
+    def check(self, now: float) -> Optional[Stall]:
+        base = self.threshold()
+        if not self.stepping:
+            # Start-up (or a job whose log shows no step counter): anything moving is progress.
+            quiet = now - max(self.last_progress, self.last_activity)
+            return Stall(quiet, base, "startup") if quiet > base else None
+        since = self.since_progress(now)
+        if self.phase is None:
+            return Stall(since, base, "steps") if since > base else None
+        allowance = self.phase_allowance()
+        if since > allowance:
+            return Stall(since, allowance, "phase-limit", self.phase)
+        if now - self.last_activity > base:
+            return Stall(since, base, "phase-idle", self.phase)
+        return None
+
+    def wants_stacks(self, now: float, last_sample: Optional[float]) -> bool:
+        """Sample stacks only when nothing else moved for a while: half-way to a stall."""
+        base = self.threshold()
+        quiet = self.since_progress(now) if self.stepping else now - max(self.last_progress, self.last_activity)
+        if quiet < base / 2:
+            return False
+        every = max(STACK_MIN_EVERY, base / 4)
+        return last_sample is None or last_sample < self.last_progress or now - last_sample >= every

@@ -1,0 +1,81 @@
+"""Follow a growing log: new complete lines since the last read (tqdm redraws count as lines),
+echoed as they come, bounded in time (a log on a hung mount costs an error line)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Callable, List, Optional, Tuple
+
+from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.recovery.reading import READ_SECONDS
+
+MAX_READ_PER_TICK = 1 << 20
+MAX_PARTIAL_LINE = 64 * 1024
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+class LogFollower:
+    """New complete lines of a growing log file since the last read (tqdm redraws count as lines)."""
+
+    def __init__(self, path: str, echo: Optional[Callable[[bytes], None]] = None, from_end: bool = False):
+        self.path = path
+        self.echo = echo
+        self.offset = 0
+        self.partial = b""
+        self.error: Optional[str] = None
+        if from_end:
+            try:
+                self.offset = call_with_timeout(lambda: os.stat(path).st_size, READ_SECONDS, f"stat {path}")
+            except (OSError, CallTimedOut):
+                self.offset = 0
+
+    def _read_new(self) -> bytes:
+        size = os.stat(self.path).st_size
+        if size < self.offset:  # truncated or rotated: start over
+            self.offset, self.partial = 0, b""
+        if size == self.offset:
+            return b""
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read(MAX_READ_PER_TICK)
+        self.offset += len(data)
+        return data
+
+    def read(self, final: bool = False) -> Tuple[List[str], bool]:
+        """(new lines, whether the file grew). Never raises; a read problem lands in .error."""
+        try:
+            data = call_with_timeout(self._read_new, READ_SECONDS, f"reading {self.path}")
+        except FileNotFoundError:
+            return [], False
+        except (OSError, CallTimedOut) as exc:
+            self.error = f"log {self.path}: {exc}"
+            return [], False
+        if not data:
+            if final and self.partial:
+                text, self.partial = self.partial, b""
+                return _lines(text), False
+            return [], False
+        if self.echo is not None:
+            self.echo(data)
+        data = self.partial + data
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if final:
+            complete, self.partial = data, b""
+        else:
+            complete, self.partial = data[: cut + 1], data[cut + 1 :]
+            if len(self.partial) > MAX_PARTIAL_LINE:  # a line that never ends is taken in pieces
+                complete, self.partial = data, b""
+        return _lines(complete), True
+
+
+def _lines(raw: bytes) -> List[str]:
+    text = raw.decode("utf-8", errors="replace")
+    out = []
+    for segment in re.split(r"[\r\n]", text):
+        segment = _ANSI.sub("", segment).strip()
+        if segment:
+            out.append(segment)
+    return out

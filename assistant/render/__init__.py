@@ -1,0 +1,22 @@
+"""One report model, several renderers: text (terminals, CI logs), Markdown (incident reports),
+JSON (scripts and agents). The TUI and the prompts draw the same model themselves."""
+
+from __future__ import annotations
+
+FORMATS = ("json", "markdown", "text")
+
+
+def render(report, fmt: str) -> str:
+    """The report in one of FORMATS, every secret replaced (debug_stuck.redact)."""
+    report.redact()
+    if fmt == "json":
+        from debug_stuck.render.files import report_json
+
+        return report_json(report)
+    if fmt == "markdown":
+        from debug_stuck.render.markdown import render_markdown
+
+        return render_markdown(report)
+    from debug_stuck.render.text import render_text
+
+    return render_text(report)

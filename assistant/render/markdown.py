@@ -1,0 +1,127 @@
+"""A Markdown incident report: what happened, why we think so, what to do next."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from typing import List
+
+from debug_stuck import __version__
+from debug_stuck.core.report import Report
+
+
+def _fence(text: str, language: str = "") -> List[str]:
+    ticks = "````" if "```" in text else "```"
+    return [f"{ticks}{language}", text, ticks]
+
+
+def render_markdown(report: Report) -> str:
+    v = report.verdict
+    stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(report.created))
+    out: List[str] = [f"# Hang report ({stamp})", ""]
+    hung = {True: "yes", False: "no (the job is making progress)", None: "not observed directly"}[v.hung]
+    out += [
+        f"- **Hung:** {hung}",
+        f"- **Pattern:** {report.pattern or 'unknown'}",
+        f"- **Phase:** {v.phase}",
+        f"- **Cause:** {v.cause or 'not determined'}" + (f" ({v.confidence:.0%} confidence)" if v.cause else ""),
+        "",
+        v.summary,
+        "",
+    ]
+    if report.culprit:
+        c = report.culprit
+        out += [f"**Culprit:** pid {c.get('pid')} (rank {c.get('rank')}): {c.get('reason', '')}", ""]
+    if report.stack_groups:
+        out += ["## Ranks grouped by stack", ""]
+        for g in report.stack_groups:
+            out.append(f"- {g['label']}: `{g['top']}`")
+        out.append("")
+    top = report.diagnoses[0] if report.diagnoses and v.cause else None
+    if top:
+        out += [f"## Diagnosis: {top.title}", "", top.summary, "", "### Evidence", ""]
+        for e in top.evidence:
+            where = f" (`{e.file}`" + (f" line {e.line}" if e.line else "") + ")" if e.file else ""
+            out.append(f"- **{e.source}**: {e.detail}{where}")
+            if e.text and e.source in ("log", "kernel"):
+                out.append(f"  > `{e.text.strip()[:200]}`")
+        out += ["", "### Fix", ""]
+        for i, fix in enumerate(top.fixes, 1):
+            out += [f"{i}. **{fix.title}**", ""]
+            for cmd, lang in zip(fix.commands, fix.languages or [""] * len(fix.commands)):
+                out += ["   " + line if line else "" for line in _fence(cmd, lang)]
+                out.append("")
+        out += ["### Next command", ""]
+        if top.checks:
+            out += _fence(top.checks[0], "bash")
+        if top.probes:
+            out += ["", f"Targeted probes that settle it: {', '.join(f'`{p}`' for p in top.probes)}."]
+        out += ["", f"Full playbook: `{top.playbook}`", ""]
+    others = report.diagnoses[1:] if top else report.diagnoses
+    if others:
+        out += ["## Other candidates", "", "| cause | confidence | why |", "| --- | --- | --- |"]
+        for d in others:
+            why = d.evidence[0].detail if d.evidence else ""
+            out.append(f"| {d.cause} | {d.confidence:.0%} | {why.replace('|', '/')} |")
+        out.append("")
+    if report.processes:
+        out += [
+            "## Processes",
+            "",
+            "| pid | role | rank | state | CPU % | stack | wchan |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for p in report.processes:
+            rank = "" if p.get("rank") is None else p["rank"]
+            cpu = "" if p.get("cpu_percent") is None else f"{p['cpu_percent']:.0f}"
+            cells = [p["pid"], p["role"], rank, p["state"], cpu, p.get("stack", ""), p.get("wchan") or ""]
+            out.append("| " + " | ".join(str(c) for c in cells) + " |")
+        out.append("")
+    if report.resume:
+        out += render_resume(report.resume)
+    if report.answers:
+        out += ["## Triage answers", "", "| question | answer | from |", "| --- | --- | --- |"]
+        for key, a in report.answers.items():
+            src = a["source"] + (f": {a['why']}" if a.get("why") else "")
+            out.append(f"| {key} | {a['value']} | {src.replace('|', '/')} |")
+        out.append("")
+    if report.next_questions:
+        out += ["## Worth answering", ""]
+        for q in report.next_questions:
+            out.append(f"- `{q['key']}` ({' / '.join(q['values'])}): {q['text']} *{q['why']}*")
+        out.append("")
+    if report.logs:
+        out += ["## Logs read", ""]
+        for log in report.logs:
+            prog = log.get("progress", {})
+            bits = [f"{log['lines']} lines"]
+            if "last_step" in prog:
+                bits.append(f"last step {prog['last_step']}")
+            if "seconds_since_modified" in log:
+                bits.append(f"last changed {log['seconds_since_modified']:.0f} s before this report")
+            out.append(f"- `{log['path']}`: " + ", ".join(bits))
+            if log.get("last_line"):
+                out.append(f"  last line: `{log['last_line'][:200]}`")
+        out.append("")
+    if report.errors:
+        out += ["## Could not collect", ""] + [f"- {e}" for e in report.errors] + [""]
+    out.append(f"*debug-stuck {__version__}*")
+    return "\n".join(out) + "\n"
+
+
+def render_resume(resume: dict) -> List[str]:
+    """The report's `resume` object as a Markdown section."""
+    out = ["## Resume", ""]
+    out.append(f"- **Framework:** {resume.get('framework')} (launcher: {resume.get('launcher')})")
+    out.append(f"- **Checkpoint:** {resume.get('checkpoint') or 'none usable'}")
+    if resume.get("lost"):
+        out.append(f"- **Lost:** {resume['lost']}")
+    for skipped in resume.get("skipped") or []:
+        out.append(f"- **Skipped:** `{skipped.get('path')}`: {skipped.get('problem')}")
+    for note in resume.get("notes") or []:
+        out.append(f"- {note}")
+    if resume.get("command"):
+        cwd = resume.get("cwd")
+        out += ["", "```bash", (f"cd {shlex.quote(cwd)}\n" if cwd else "") + resume["command"], "```"]
+    out.append("")
+    return out

@@ -1,0 +1,144 @@
+"""Plain-text rendering of a report, for terminals and CI logs."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import List
+
+from debug_stuck.core.report import Report
+
+MAX_FIXES = 3
+MAX_EVIDENCE = 6
+
+
+def clip(text: str, width: int) -> str:
+    """One line of at most `width` characters (whitespace folded, "..." where it was cut)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: max(1, width - 3)] + "..."
+
+
+def _hung_word(hung) -> str:
+    return {True: "HUNG", False: "progressing", None: "not observed"}[hung]
+
+
+def _where(e) -> str:
+    if e.file and e.line:
+        return f" ({e.file.rsplit('/', 1)[-1]}:{e.line})"
+    if e.file:
+        return f" ({e.file.rsplit('/', 1)[-1]})"
+    return ""
+
+
+def _indent(text: str, prefix: str) -> str:
+    return textwrap.indent(text, prefix)
+
+
+def doing_phrase(process: dict) -> str:
+    """What a process is doing, in one phrase: its main thread's innermost Python frames and
+    whether its stack moved, else the kernel function it sleeps in."""
+    threads = process.get("threads") or []
+    main = next((t for t in threads if t.get("tid") == process.get("pid")), threads[0] if threads else None)
+    motion = process.get("stack")
+    if main:
+        frames = [f for f in main.get("frames", []) if not f.get("native")]
+        if frames:
+            chain = " <- ".join(f["function"].rsplit(".", 1)[-1] for f in frames[:3])
+            where = f"{frames[0]['file'].rsplit('/', 1)[-1]}:{frames[0]['line']}" if frames[0].get("line") else ""
+            text = f"{chain} ({where})" if where else chain
+            return f"{text} [{motion}]" if motion and motion != "unknown" else text
+    if process.get("state") == "Z":
+        return "exited, not reaped (zombie)"
+    if process.get("wchan"):
+        return f"kernel wait in {process['wchan']}"
+    return process.get("stack_error") or "no stack read"
+
+
+def render_text(report: Report) -> str:
+    v = report.verdict
+    out: List[str] = []
+    head = f"Verdict: {_hung_word(v.hung)}"
+    head += f" | pattern {report.pattern or '?'} | phase {v.phase}"
+    out.append(head)
+    out.append(textwrap.fill(v.summary, width=100))
+    if report.culprit:
+        c = report.culprit
+        who = f"rank {c['rank']}" if c.get("rank") is not None else f"pid {c['pid']}"
+        where = f"{c['host']}, " if c.get("host") else ""
+        out.append(f"Culprit: {who} ({where}pid {c['pid']}): {c['reason']}")
+    if len(report.stack_groups) > 1:
+        out.append("Stack groups:")
+        for g in report.stack_groups:
+            out.append(f"  - {g['label']}: {g['top']}")
+    if report.processes:
+        out.append("")
+        out.append(f"{'pid':>8} {'role':18} {'rank':>4} {'st':2} {'cpu%':>6}  doing")
+        for p in report.processes[:16]:
+            doing = doing_phrase(p)
+            rank = "" if p.get("rank") is None else p["rank"]
+            cpu = "" if p.get("cpu_percent") is None else f"{p['cpu_percent']:.0f}"
+            out.append(f"{p['pid']:>8} {p['role']:18} {rank!s:>4} {p['state']:2} {cpu:>6}  {doing}")
+        if len(report.processes) > 16:
+            out.append(f"  ... {len(report.processes) - 16} more processes in the JSON report")
+    top = report.diagnoses[0] if report.diagnoses and v.cause else None
+    if top:
+        out.append("")
+        out.append(f"Cause: {top.cause} - {top.title} ({top.confidence:.0%})")
+        out.append("Evidence:")
+        for e in top.evidence[:MAX_EVIDENCE]:
+            out.append(f"  - [{e.source}] {e.detail}{_where(e)}")
+        if len(top.evidence) > MAX_EVIDENCE:
+            out.append(f"  ... {len(top.evidence) - MAX_EVIDENCE} more in the JSON report")
+        out.append("Fix:")
+        for i, fix in enumerate(top.fixes[:MAX_FIXES], 1):
+            out.append(f"  {i}. {fix.title}")
+            for cmd in fix.commands:
+                out.append(_indent(cmd, "       "))
+        if len(top.fixes) > MAX_FIXES:
+            out.append(f"  ... {len(top.fixes) - MAX_FIXES} more fixes in {top.playbook}")
+        if top.checks:
+            out.append("Confirm with:")
+            out.append(_indent(top.checks[0], "    "))
+        if top.probes:
+            out.append("Settle it with: " + "; ".join(f"debug-stuck probe {p}" for p in top.probes))
+        out.append(f"Playbook: {top.playbook}")
+    others = report.diagnoses[1:] if top else report.diagnoses
+    if others:
+        out.append("")
+        out.append("Other candidates:")
+        for d in others[:5]:
+            out.append(f"  - {d.cause} ({d.confidence:.0%}): {d.title}")
+    if report.answers:
+        out.append("")
+        parts = [f"{k}={a['value']} ({a['source']})" for k, a in report.answers.items()]
+        out.append("Answers: " + ", ".join(parts))
+    if report.next_questions:
+        out.append("Worth answering (rerun with --answer KEY=VALUE):")
+        for q in report.next_questions:
+            values = "|".join(q["values"])
+            probe = f" (or: debug-stuck probe {q['probes'][0]})" if q.get("probes") else ""
+            out.append(f"  - {q['key']} ({values}): {q['text']}{probe}")
+    for log in report.logs:
+        line = f"Log {log['path']}: {log['lines']} lines read"
+        prog = log.get("progress", {})
+        if "last_step" in prog:
+            line += f", last step {prog['last_step']}"
+        if "seconds_since_modified" in log:
+            line += f", last changed {log['seconds_since_modified']:.0f} s ago"
+        out.append(line)
+    if report.resume:
+        r = report.resume
+        out.append("")
+        what = f"from {r['checkpoint']}" if r.get("checkpoint") else (r.get("lost") or "no usable checkpoint")
+        out.append(f"Resume ({r.get('framework')}, {what}):")
+        if r.get("command"):
+            out.append(f"    {r['command']}")
+    for probe in report.probes:
+        out.append(f"Probe {probe['name']}: {probe['status'].upper()}: {probe['summary']}")
+    if report.notes:
+        out.append("")
+        out.extend(f"Note: {n}" for n in report.notes)
+    if report.errors:
+        out.append("")
+        out.append("Could not collect:")
+        out.extend(f"  - {e}" for e in report.errors)
+    return "\n".join(out) + "\n"

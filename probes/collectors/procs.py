@@ -1,0 +1,430 @@
+"""Find a job's processes, name their roles, and sample their state over a short window.
+
+Everything here reads /proc (through psutil or directly) with a time bound: reading
+/proc/P/cmdline or /proc/P/maps can block while a thread of P holds its memory lock in
+uninterruptible sleep, which is exactly the state hung jobs are found in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional
+
+import psutil
+
+from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.redact import redact_argv, redact_env
+
+PROC_READ_SECONDS = 2.0
+
+RELEVANT_ENV = re.compile(
+    r"^(NCCL_\w+|TORCH_\w+|TORCHELASTIC_\w+|TORCHINDUCTOR_\w+|PYTORCH_\w+|OMP_NUM_THREADS|MKL_NUM_THREADS|"
+    r"MIOPEN_\w+|HSA_\w+|HIP_\w+|ROCR_\w+|CUDA_\w+|RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|"
+    r"MASTER_ADDR|MASTER_PORT|TOKENIZERS_PARALLELISM|PYTHONUNBUFFERED|PYTHONFAULTHANDLER|ACCELERATE_\w+|"
+    r"SLURM_JOB_ID|SLURM_PROCID|SLURM_NODEID|GLOO_\w+|TRITON_\w+)$"
+)
+LAUNCHER = re.compile(
+    r"torch\.distributed\.(run|launch)|(^|/)torchrun\b|accelerate(/commands/launch|\s+launch)|"
+    r"(^|/)deepspeed\b|deepspeed\.launcher|torchelastic|lightning\s+run|(^|/)srun\b"
+)
+COMPILE_WORKER = re.compile(r"torch/_inductor/compile_worker|_inductor\.compile_worker|compile_worker/__main__")
+SPAWNED_CHILD = re.compile(r"multiprocessing\.(spawn|forkserver)|from multiprocessing\.spawn import")
+HELPER_CHILD = re.compile(r"multiprocessing\.resource_tracker|multiprocessing\.forkserver import main")
+
+
+class InspectError(Exception):
+    """A target cannot be inspected. kind: gone | permission."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@dataclass
+class ProcInfo:
+    pid: int
+    ppid: int
+    name: str
+    cmdline: List[str]
+    role: str = "other"
+    rank: Optional[int] = None
+    local_rank: Optional[int] = None
+    world_size: Optional[int] = None
+    env: Dict[str, str] = field(default_factory=dict)
+    state: str = "?"
+    threads: int = 0
+    create_time: Optional[float] = None
+    username: Optional[str] = None
+    fd1: Optional[str] = None
+    fd2: Optional[str] = None
+    fd1_target: Optional[str] = None
+    fd2_target: Optional[str] = None
+    cpu_percent: Optional[float] = None
+    cpu_demand: Optional[float] = None  # main thread: % of the window running or waiting for a CPU
+    io_read_bytes: Optional[int] = None
+    io_write_bytes: Optional[int] = None
+    wchan: Optional[str] = None
+    thread_wchans: Dict[int, str] = field(default_factory=dict)
+    kernel_stack: Optional[List[str]] = None
+    thread_kernel_stacks: Dict[int, List[str]] = field(default_factory=dict)
+    loads_torch: bool = False
+    children: List[int] = field(default_factory=list)
+    errors: List[str] = field(default_factory=list)
+    host: Optional[str] = None  # the node it runs on, set when snapshots of several nodes are merged
+
+    @property
+    def python(self) -> bool:
+        head = " ".join(self.cmdline[:1]) + " " + self.name
+        return "python" in head.lower()
+
+    def label(self) -> str:
+        who = f"rank {self.rank}" if self.role == "rank" and self.rank is not None else self.role
+        if self.host is not None:
+            who += f", {self.host}"
+        return f"pid {self.pid} ({who})"
+
+    def to_dict(self) -> dict:
+        return {
+            "pid": self.pid,
+            "ppid": self.ppid,
+            "name": self.name,
+            "cmdline": " ".join(redact_argv(self.cmdline))[:500],
+            "role": self.role,
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "world_size": self.world_size,
+            "state": self.state,
+            "cpu_percent": self.cpu_percent,
+            "cpu_demand": self.cpu_demand,
+            "thread_count": self.threads,
+            "io_read_bytes": self.io_read_bytes,
+            "io_write_bytes": self.io_write_bytes,
+            "wchan": self.wchan,
+            "thread_wchans": {str(k): v for k, v in self.thread_wchans.items()},
+            "kernel_stacks": {str(k): v for k, v in self.thread_kernel_stacks.items()},
+            "fd1": self.fd1,
+            "fd2": self.fd2,
+            "fd1_target": self.fd1_target,
+            "fd2_target": self.fd2_target,
+            "env": self.env,
+            "children": self.children,
+            "errors": self.errors,
+            **({"host": self.host} if self.host is not None else {}),
+        }
+
+
+def _bounded(fn, what: str, default=None, errors: Optional[List[str]] = None):
+    try:
+        return call_with_timeout(fn, PROC_READ_SECONDS, what)
+    except CallTimedOut as exc:
+        if errors is not None:
+            errors.append(f"{exc} (the process may be in uninterruptible sleep)")
+        return default
+    except (psutil.AccessDenied, PermissionError):
+        if errors is not None:
+            errors.append(f"{what}: permission denied (run as the job's user or root)")
+        return default
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, FileNotFoundError, ProcessLookupError):
+        return default
+    except OSError as exc:
+        if errors is not None:
+            errors.append(f"{what}: {exc.strerror or exc}")
+        return default
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read(65536)
+
+
+def _fd_kind(target: Optional[str]) -> Optional[str]:
+    if target is None:
+        return None
+    if target.startswith("pipe:"):
+        return "pipe"
+    if target.startswith("socket:"):
+        return "socket"
+    if target in ("/dev/null",):
+        return "null"
+    if target.startswith(("/dev/pts/", "/dev/tty", "/dev/console")):
+        return "tty"
+    if target.startswith("anon_inode:"):
+        return "other"
+    return "file"
+
+
+def _int(value) -> Optional[int]:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_process(pid: int) -> ProcInfo:
+    """Static facts of one process. Raises InspectError when it is gone or not ours to read."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            ppid = proc.ppid()
+            name = proc.name()
+            create_time = proc.create_time()
+            zombie = proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        raise InspectError("gone", f"process {pid} does not exist (it may have exited)") from None
+    except psutil.AccessDenied:
+        raise InspectError("permission", f"permission denied reading process {pid}") from None
+    info = ProcInfo(pid=pid, ppid=ppid, name=name, cmdline=[], create_time=create_time)
+    if zombie:
+        info.state = "Z"  # a dead child: its cmdline, environ and fds are gone, say so and stop
+        return info
+    errors = info.errors
+    info.cmdline = _bounded(proc.cmdline, f"reading /proc/{pid}/cmdline", [], errors) or []
+    info.username = _bounded(proc.username, f"reading the owner of {pid}", None)
+    environ = _bounded(proc.environ, f"reading /proc/{pid}/environ", None, errors)
+    if environ is not None:
+        info.env = redact_env({k: v for k, v in environ.items() if RELEVANT_ENV.match(k)})
+        info.rank = _int(environ.get("RANK"))
+        info.local_rank = _int(environ.get("LOCAL_RANK"))
+        info.world_size = _int(environ.get("WORLD_SIZE"))
+    for fd in (1, 2):
+        target = _bounded(lambda fd=fd: os.readlink(f"/proc/{pid}/fd/{fd}"), f"reading /proc/{pid}/fd/{fd}")
+        setattr(info, f"fd{fd}", _fd_kind(target) if target is not None else "closed")
+        setattr(info, f"fd{fd}_target", target)
+    info.loads_torch = bool(_bounded(lambda: _maps_mention(pid, "libtorch"), f"reading /proc/{pid}/maps", False))
+    info.children = [c.pid for c in _bounded(proc.children, f"listing children of {pid}", []) or []]
+    return info
+
+
+def _maps_mention(pid: int, needle: str) -> bool:
+    with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if needle in line:
+                return True
+    return False
+
+
+def assign_roles(procs: Dict[int, ProcInfo]) -> None:
+    """Name each process's role from its command line, environment and family."""
+    for info in procs.values():
+        cmd = " ".join(info.cmdline)
+        parent = procs.get(info.ppid)
+        if COMPILE_WORKER.search(cmd):
+            info.role = "compile-worker"
+        elif LAUNCHER.search(cmd) and info.children:
+            info.role = "launcher"
+        elif HELPER_CHILD.search(cmd):
+            info.role = "other"
+        elif parent is not None and parent.role in ("rank", "other") and parent.python and _is_worker_of(info, parent):
+            info.role = "dataloader-worker"
+        elif info.rank is not None or info.local_rank is not None:
+            info.role = "rank"
+        elif info.python and (parent is None or parent.role == "launcher" or not parent.python):
+            info.role = "rank"  # a single-process trainer is its own rank
+        else:
+            info.role = "other"
+        if info.role == "dataloader-worker" and parent is not None:
+            # workers inherit RANK from their trainer; the rank is the parent's, not theirs
+            info.rank = parent.rank
+
+
+def _is_worker_of(child: ProcInfo, parent: ProcInfo) -> bool:
+    if child.state == "Z":
+        return True  # a dead child of a trainer: almost always a worker that died
+    cmd = " ".join(child.cmdline)
+    return child.cmdline == parent.cmdline or bool(SPAWNED_CHILD.search(cmd))
+
+
+def _order(procs: Iterable[ProcInfo]) -> List[ProcInfo]:
+    role_order = {"launcher": 0, "rank": 1, "dataloader-worker": 2, "compile-worker": 3, "other": 4}
+    return sorted(procs, key=lambda p: (role_order.get(p.role, 9), p.rank if p.rank is not None else -1, p.pid))
+
+
+def job_processes(pids: List[int]) -> List[ProcInfo]:
+    """The given processes, their launcher (when a parent is one) and all their descendants."""
+    wanted: List[int] = []
+    for pid in pids:
+        if not psutil.pid_exists(pid):
+            raise InspectError("gone", f"process {pid} does not exist (it may have exited)")
+        wanted.append(pid)
+        parent = _bounded(lambda pid=pid: psutil.Process(pid).parent(), f"finding the parent of {pid}")
+        if parent is not None:
+            cmd = " ".join(_bounded(parent.cmdline, f"reading the parent of {pid}", []) or [])
+            if LAUNCHER.search(cmd):
+                wanted.append(parent.pid)
+    seen: Dict[int, ProcInfo] = {}
+    queue = list(dict.fromkeys(wanted))
+    while queue:
+        pid = queue.pop(0)
+        if pid in seen:
+            continue
+        try:
+            info = read_process(pid)
+        except InspectError:
+            if pid in pids:
+                raise
+            continue  # a child that exited meanwhile
+        seen[pid] = info
+        queue.extend(c for c in info.children if c not in seen)
+    assign_roles(seen)
+    return _order(seen.values())
+
+
+def find_training_processes() -> List[int]:
+    """Python processes that load libtorch, reduced to the roots of their families."""
+    candidates = set()
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+        pid = proc.info["pid"]
+        if pid == me:
+            continue
+        head = " ".join((proc.info.get("cmdline") or [])[:1]) + " " + (proc.info.get("name") or "")
+        if "python" not in head.lower():
+            continue
+        if _bounded(lambda pid=pid: _maps_mention(pid, "libtorch"), f"reading /proc/{pid}/maps", False):
+            candidates.add(pid)
+    roots = []
+    for pid in sorted(candidates):
+        parent = _bounded(lambda pid=pid: psutil.Process(pid).ppid(), f"parent of {pid}", None)
+        if parent not in candidates:
+            roots.append(pid)
+    # Oldest first: a hung job is usually the one that has been running for a while.
+    return sorted(roots, key=lambda pid: _bounded(lambda: psutil.Process(pid).create_time(), f"age of {pid}", 0.0))
+
+
+def shm_usage() -> Optional[Dict[str, float]]:
+    def stat():
+        st = os.statvfs("/dev/shm")
+        total = st.f_blocks * st.f_frsize
+        free = st.f_bavail * st.f_frsize
+        return {"total": total, "used": total - free, "ratio": round((total - free) / total, 3) if total else 0.0}
+
+    return _bounded(stat, "reading /dev/shm usage", None)
+
+
+@dataclass
+class _Counters:
+    cpu: Optional[float]
+    read: Optional[int]
+    write: Optional[int]
+    at: float
+
+
+def _counters(pid: int) -> _Counters:
+    def read():
+        proc = psutil.Process(pid)
+        times = proc.cpu_times()
+        try:
+            io = proc.io_counters()
+            rd, wr = (
+                io.read_chars if hasattr(io, "read_chars") else io.read_bytes,
+                getattr(io, "write_chars", io.write_bytes),
+            )
+        except (psutil.AccessDenied, AttributeError):
+            rd = wr = None
+        return _Counters(times.user + times.system, rd, wr, time.monotonic())
+
+    return _bounded(read, f"reading counters of {pid}", _Counters(None, None, None, time.monotonic()))
+
+
+def _state(info: ProcInfo) -> None:
+    pid = info.pid
+    status = _bounded(lambda: _read(f"/proc/{pid}/status"), f"reading /proc/{pid}/status", None, info.errors)
+    if status is None:
+        if not psutil.pid_exists(pid):
+            info.state = "X"
+        return
+    m = re.search(r"^State:\s+(\w)", status, re.M)
+    info.state = m.group(1) if m else "?"
+    m = re.search(r"^Threads:\s+(\d+)", status, re.M)
+    info.threads = int(m.group(1)) if m else 0
+    info.wchan = _bounded(lambda: _read(f"/proc/{pid}/wchan").strip() or None, f"reading /proc/{pid}/wchan")
+    if info.wchan == "0":
+        info.wchan = None
+    tids = _bounded(lambda: os.listdir(f"/proc/{pid}/task"), f"listing threads of {pid}", []) or []
+    for tid in tids[:256]:
+        wchan = _bounded(lambda tid=tid: _read(f"/proc/{pid}/task/{tid}/wchan").strip(), f"wchan of {pid}/{tid}")
+        if wchan and wchan != "0":
+            info.thread_wchans[int(tid)] = wchan
+        stat = _bounded(lambda tid=tid: _read(f"/proc/{pid}/task/{tid}/stat"), f"state of {pid}/{tid}") or ""
+        thread_state = stat.rsplit(")", 1)[-1].split()[:1]
+        # Kernel stacks (root only) of the main thread and of threads in uninterruptible sleep.
+        if str(tid) == str(pid) or thread_state == ["D"]:
+            stack = _bounded(lambda tid=tid: _read(f"/proc/{pid}/task/{tid}/stack"), f"kernel stack of {pid}/{tid}")
+            if stack:
+                frames = [ln.split("]", 1)[-1].strip() for ln in stack.splitlines() if ln.strip()][:24]
+                info.thread_kernel_stacks[int(tid)] = frames
+    info.kernel_stack = info.thread_kernel_stacks.get(pid)
+
+
+def read_states(procs: List[ProcInfo], max_workers: int = 16) -> None:
+    """State, thread count and wait channels. Read these before any stack dump: attaching py-spy
+    interrupts a blocked system call, and for a moment the thread looks runnable with no wchan."""
+    if procs:
+        with ThreadPoolExecutor(max_workers=min(max_workers, len(procs)), thread_name_prefix="procs") as pool:
+            list(pool.map(_state, procs))
+
+
+def _schedstat(pid: int) -> Optional[float]:
+    """Seconds the main thread ran plus waited for a CPU: under load a spinning process still
+    wants a whole core even when it gets only part of one, so this tells spinning from sleeping."""
+    with open(f"/proc/{pid}/schedstat") as fh:
+        run_ns, wait_ns = fh.read().split()[:2]
+    return (int(run_ns) + int(wait_ns)) / 1e9
+
+
+def sample_window(procs: List[ProcInfo], window: float = 1.0, max_workers: int = 16) -> None:
+    """Fill CPU% and I/O deltas: counters read at both ends of the window, in parallel."""
+    if not procs:
+        return
+    workers = min(max_workers, len(procs))
+
+    def read(p):
+        return _counters(p.pid), _bounded(lambda: _schedstat(p.pid), f"reading /proc/{p.pid}/schedstat")
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="procs") as pool:
+        before = dict(zip([p.pid for p in procs], pool.map(read, procs)))
+        time.sleep(window)
+        after = dict(zip([p.pid for p in procs], pool.map(read, procs)))
+    for info in procs:
+        (a, sa), (b, sb) = before[info.pid], after[info.pid]
+        elapsed = max(1e-3, b.at - a.at)
+        if a.cpu is not None and b.cpu is not None:
+            info.cpu_percent = round(100.0 * (b.cpu - a.cpu) / elapsed, 1)
+        if sa is not None and sb is not None:
+            info.cpu_demand = round(min(100.0, 100.0 * (sb - sa) / elapsed), 1)
+        if a.read is not None and b.read is not None:
+            info.io_read_bytes = b.read - a.read
+            info.io_write_bytes = b.write - a.write
+
+
+def read_process_environ(pid: int) -> Dict[str, str]:
+    """The job-relevant environment of a process (secrets redacted). Raises InspectError."""
+    try:
+        environ = call_with_timeout(lambda: psutil.Process(pid).environ(), PROC_READ_SECONDS, f"environ of {pid}")
+    except psutil.NoSuchProcess:
+        raise InspectError("gone", f"process {pid} does not exist (it may have exited)") from None
+    except (psutil.AccessDenied, PermissionError):
+        raise InspectError("permission", f"permission denied reading the environment of process {pid}") from None
+    except CallTimedOut as exc:
+        raise InspectError("timeout", str(exc)) from None
+    return redact_env({k: v for k, v in environ.items() if RELEVANT_ENV.match(k)})
+
+
+_LIMIT_NAMES = {"Max open files": "nofile", "Max locked memory": "memlock", "Max processes": "nproc"}
+
+
+def read_process_limits(pid: int) -> Dict[str, Optional[int]]:
+    """Soft resource limits of a process from /proc/P/limits (-1 = unlimited)."""
+    text = _bounded(lambda: _read(f"/proc/{pid}/limits"), f"reading /proc/{pid}/limits", "") or ""
+    out: Dict[str, Optional[int]] = {}
+    for line in text.splitlines():
+        for label, key in _LIMIT_NAMES.items():
+            if line.startswith(label):
+                soft = line[len(label) :].split()[0]
+                out[key] = -1 if soft == "unlimited" else _int(soft)
+    return out

@@ -1,0 +1,81 @@
+"""What every targeted probe takes and gives: its context (inputs, limit, consent), its findings and
+its result, each finding tied to the playbook (cause id) it is evidence for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional
+
+STATUSES = ("ok", "warn", "fail", "skipped", "timeout")
+
+
+@dataclass
+class Finding:
+    severity: str  # info | warn | fail
+    message: str
+    cause: Optional[str] = None  # the playbook (cause id) this finding belongs to
+
+    def to_dict(self) -> dict:
+        out = {"severity": self.severity, "message": self.message}
+        if self.cause:
+            out["cause"] = self.cause
+        return out
+
+
+@dataclass
+class ProbeResult:
+    name: str
+    status: str
+    summary: str
+    data: dict = field(default_factory=dict)
+    findings: List[Finding] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "summary": self.summary,
+            "seconds": round(self.seconds, 2),
+            "findings": [f.to_dict() for f in self.findings],
+            "data": self.data,
+        }
+
+    def fact_lines(self) -> List[str]:
+        """What the classifier matches `probe` signals against (see skills/README.md)."""
+        lines = [f"probe={self.name} status={self.status} {self.summary}"]
+        lines += [
+            f"probe={self.name} finding={f.severity} cause={f.cause or 'none'} {f.message}" for f in self.findings
+        ]
+        return lines
+
+
+@dataclass
+class ProbeContext:
+    timeout: float
+    allow_exec: bool = False
+    command: List[str] = field(default_factory=list)  # the user's launch command (after --)
+    pids: List[int] = field(default_factory=list)
+    paths: List[str] = field(default_factory=list)
+    factory: Optional[str] = None  # module:function returning a Dataset or DataLoader
+    script: Optional[str] = None
+    num_workers: Optional[int] = None
+    batches: int = 5
+    cwd: Optional[str] = None
+    progress: Callable[[str], None] = lambda message: None
+
+
+def worst_status(findings: List[Finding]) -> str:
+    """A probe's status from its findings: fail beats warn beats ok."""
+    for level in ("fail", "warn"):
+        if any(f.severity == level for f in findings):
+            return level
+    return "ok"
+
+
+class ProbeUsageError(Exception):
+    """Bad probe name or missing input; the message says what is valid."""
+
+
+class ConsentRequired(ProbeUsageError):
+    """The probe runs the user's code and consent (--allow-exec) was not given."""

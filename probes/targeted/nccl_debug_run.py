@@ -1,0 +1,370 @@
+"""nccl-debug-run: re-run the launch command with the distributed debug switches on and read how far it gets.
+
+The command (`-- CMD ...`, or the command line of a live job given with `--pid`) runs for a bounded
+time with NCCL_DEBUG=INFO (INIT, COLL), TORCH_DISTRIBUTED_DEBUG=DETAIL, TORCH_CPP_LOG_LEVEL=INFO and
+the Flight Recorder on; at the limit its whole process tree is killed (torchrun's ranks live in
+sessions of their own, so they are found and killed by PID). The output is parsed line by line, as
+it arrives, into:
+
+- the stage reached: launched -> rendezvous (c10d TCPStore) -> comm-init (NCCL bootstrap / gloo
+  address exchange; `comm_init_complete` once "Init COMPLETE") -> first-collective (NCCL COLL lines,
+  DETAIL's collective fingerprints) -> finished (exit status 0);
+- the network: interfaces NCCL chose, IB or sockets, the P2P/SHM/NET transports of its channels;
+- errors: collective mismatches found by DETAIL, watchdog timeouts, TCPStore timeouts, NCCL WARN
+  lines, the last line of every traceback, store keys that ranks wait for and nobody ever sets.
+
+Re-running a live job's command would collide with it on MASTER_PORT, so in `--pid` mode the port
+is replaced by a free one (and said so). The user's files are not touched; the Flight Recorder's
+dumps go to a temporary folder that is removed unless dumps were written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Tuple
+
+from debug_stuck.bounded import CallTimedOut, call_with_timeout, run_tree
+from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, ProbeUsageError
+from debug_stuck.probes.targeted.nccl_log import STAGES, TRACE_NOISE, NcclLog
+
+NAME = "nccl-debug-run"
+FR_PREFIX = "nccl_trace_rank_"
+DEBUG_ENV = {
+    "NCCL_DEBUG": "INFO",
+    "NCCL_DEBUG_SUBSYS": "INIT,COLL",
+    "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+    "TORCH_CPP_LOG_LEVEL": "INFO",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+PROC_SECONDS = 2.0
+
+
+# --- verdict ------------------------------------------------------------------------------------
+
+_STALL_CAUSE = {
+    "launched": "model-init",
+    "rendezvous": "rendezvous",
+    "comm-init": "nccl-init",
+}
+
+
+def judge(log: NcclLog, exit_code: Optional[int], timed_out: bool, seconds: float) -> Tuple[str, str, List[Finding]]:
+    """(status, summary, findings) from a parsed run."""
+    stage = log.stage(exit_code)
+    findings: List[Finding] = []
+    missing = log.missing_ranks()
+    if log.store_barrier and log.store_barrier[1] < log.store_barrier[0]:
+        findings.append(
+            Finding(
+                "warn",
+                f"store-based barrier: only {log.store_barrier[1]} of {log.store_barrier[0]} ranks joined",
+                "rendezvous",
+            )
+        )
+    if log.errors:
+        findings = list(log.errors) + findings
+        primary = _primary(log.errors)
+        if log.root_cause.get("rank") is not None:
+            findings.append(
+                Finding(
+                    "info",
+                    f"the launcher reports rank {log.root_cause['rank']} failed first "
+                    f"(exit code {log.root_cause.get('exitcode', '?')})",
+                    primary.cause,
+                )
+            )
+        return "fail", f"{primary.message} (reached {stage})", findings
+    if stage == "finished":
+        return "ok", f"finished (exit 0) after {log.collectives} collective(s); no distributed errors", findings
+    if not timed_out:
+        msg = f"exited with status {exit_code} at stage {stage} without a recognized distributed error"
+        if log.tail:
+            msg += f"; last line: {log.tail[-1][:200]}"
+        findings.append(Finding("fail", msg, None))
+        if log.root_cause.get("rank") is not None:
+            findings.append(
+                Finding(
+                    "info",
+                    f"the launcher reports rank {log.root_cause['rank']} failed first "
+                    f"(exit code {log.root_cause.get('exitcode', '?')})",
+                )
+            )
+        return "fail", f"exited with status {exit_code} at stage {stage}", findings
+    if stage == "first-collective":
+        return (
+            "ok",
+            f"reached the first collective ({log.first_collective}; {log.collectives} seen), no errors; "
+            f"still running at the {seconds:.0f} s limit",
+            findings,
+        )
+    if missing:
+        names = ", ".join(str(r) for r in missing)
+        findings.append(
+            Finding(
+                "warn",
+                f"ranks wait in the c10d store for rank(s) {names}, which never published their address: "
+                f"never launched, crashed early, or a WORLD_SIZE larger than the ranks started "
+                f"(keys: {', '.join(log.missing_keys()[:3])})",
+                "rendezvous",
+            )
+        )
+        cause = "rendezvous"
+    elif stage == "comm-init" and log.comm_init_complete:
+        cause = "collective"
+    else:
+        cause = _STALL_CAUSE.get(stage, "rendezvous")
+    where = {
+        "launched": "before the rendezvous (no c10d store activity: imports, data or model setup, "
+        "or init_process_group never called)",
+        "rendezvous": "in the rendezvous (c10d store reached, the process group never formed)",
+        "comm-init": (
+            "after communicator init, before the first collective"
+            if log.comm_init_complete
+            else "in communicator init (NCCL bootstrap / gloo connect never completed)"
+        ),
+    }[stage]
+    findings.append(Finding("warn", f"stalled {where} for {seconds:.0f} s", cause))
+    if missing:
+        names = ", ".join(str(r) for r in missing)
+        return "warn", f"stalled at stage {stage}: the ranks wait for rank(s) {names}, which never joined", findings
+    return "warn", f"stalled at stage {stage}: {where}", findings
+
+
+_PRIMARY_ORDER = (
+    "collective mismatch",
+    "NCCL watchdog",
+    "c10d store",
+    "the c10d store port",
+    "NCCL",
+    "gloo could not connect",
+    "raised",  # a rank's own exception: the peers' barrier and recv failures follow from it
+    "collective timed out",
+)
+
+
+def _primary(errors: List[Finding]) -> Finding:
+    """The error that explains the others: a named distributed failure first, then a rank's own
+    exception, and a lost gloo peer (what the survivors of a crashed rank report) last."""
+
+    def rank(f: Finding) -> int:
+        text = re.sub(r"^(\[rank\d+\]:|rank \d+)\s*", "", f.message)
+        for i, head in enumerate(_PRIMARY_ORDER):
+            if text.startswith(head):
+                return i
+        return len(_PRIMARY_ORDER) + (1 if f.message.startswith("gloo peer") else 0)
+
+    return min(errors, key=rank)
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_LAUNCHER = re.compile(
+    r"torch\.distributed\.(run|launch)|(^|/)torchrun\b|accelerate(/commands/launch|\s+launch)|(^|/)deepspeed\b|"
+    r"deepspeed\.launcher|torchelastic"
+)
+_PORT_FLAGS = ("--master_port", "--master-port")
+_ENDPOINT_FLAGS = ("--rdzv_endpoint", "--rdzv-endpoint")
+
+
+def replace_port(argv: List[str], env: Dict[str, str], port: int) -> Tuple[List[str], Dict[str, str], List[str]]:
+    """Point the command at another rendezvous port; returns (argv, env, what changed)."""
+    out, changed = [], []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        name, eq, value = arg.partition("=")
+        if name in _PORT_FLAGS:
+            if eq:
+                out.append(f"{name}={port}")
+            elif i + 1 < len(argv):
+                out += [name, str(port)]
+                skip = True
+            changed.append(f"{name} -> {port}")
+            continue
+        if name in _ENDPOINT_FLAGS:
+            current = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            host = current.rsplit(":", 1)[0] if ":" in current else current
+            new = f"{host}:{port}"
+            out += [f"{name}={new}"] if eq else [name, new]
+            skip = not eq
+            changed.append(f"{name} -> {new}")
+            continue
+        out.append(arg)
+    env = dict(env)
+    if "MASTER_PORT" in env:
+        env["MASTER_PORT"] = str(port)
+        changed.append(f"MASTER_PORT -> {port}")
+    return out, env, changed
+
+
+def command_from_pid(pid: int) -> dict:
+    """The launch command of a live job from one of its PIDs: the launcher's when there is one.
+
+    Returns {"argv", "cwd", "env", "pid", "role", "alive"}; raises ProbeUsageError when it cannot
+    be read.
+    """
+    import psutil
+
+    def read(p):
+        with p.oneshot():
+            return p.cmdline(), p.cwd(), p.environ(), p.ppid()
+
+    def bounded(p):
+        try:
+            return call_with_timeout(lambda: read(p), PROC_SECONDS, f"reading process {p.pid}")
+        except psutil.NoSuchProcess:
+            raise ProbeUsageError(f"process {p.pid} does not exist (it may have exited)") from None
+        except psutil.AccessDenied:
+            raise ProbeUsageError(
+                f"permission denied reading process {p.pid} (run as the job's user or root)"
+            ) from None
+        except CallTimedOut as exc:
+            raise ProbeUsageError(f"{exc}: the process may be in uninterruptible sleep") from None
+
+    try:
+        proc = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        raise ProbeUsageError(f"process {pid} does not exist (it may have exited)") from None
+    argv, cwd, env, ppid = bounded(proc)
+    role = "launcher" if _LAUNCHER.search(" ".join(argv)) else "process"
+    chosen = (proc.pid, argv, cwd, env)
+    # A rank or a worker: its launcher (up to 3 levels up) is what the user started.
+    cur_ppid = ppid
+    for _ in range(3):
+        if role == "launcher" or cur_ppid <= 1:
+            break
+        try:
+            parent = psutil.Process(cur_ppid)
+            pargv, pcwd, penv, pppid = bounded(parent)
+        except (ProbeUsageError, psutil.Error):
+            break
+        if _LAUNCHER.search(" ".join(pargv)):
+            chosen, role = (parent.pid, pargv, pcwd, penv), "launcher"
+            break
+        cur_ppid = pppid
+    if not chosen[1]:
+        raise ProbeUsageError(f"process {pid} has an empty command line (a kernel thread or a zombie)")
+    return {"pid": chosen[0], "argv": list(chosen[1]), "cwd": chosen[2], "env": dict(chosen[3]), "role": role}
+
+
+# --- run ----------------------------------------------------------------------------------------
+
+
+def run(ctx: ProbeContext) -> ProbeResult:
+    notes: List[str] = []
+    if ctx.command:
+        argv = list(ctx.command)
+        cwd = ctx.cwd
+        env = dict(os.environ)
+        source = "command"
+    elif ctx.pids:
+        job = command_from_pid(ctx.pids[0])
+        argv, cwd, env = job["argv"], job["cwd"], job["env"]
+        source = f"pid {job['pid']} ({job['role']})"
+        # The launcher sets these for its children; a fresh launcher must set its own.
+        env = {k: v for k, v in env.items() if not k.startswith("TORCHELASTIC_")}
+        if job["role"] != "launcher":
+            notes.append(
+                "no launcher found above the process: only this one process is re-run, so it will wait for its peers"
+            )
+        # The live job still holds its rendezvous port.
+        argv, env, changed = replace_port(argv, env, free_port())
+        if changed:
+            notes.append("rendezvous port replaced to avoid the live job's: " + ", ".join(changed))
+    else:
+        raise ProbeUsageError(
+            "give the launch command after --, e.g. `probe nccl-debug-run --allow-exec -- torchrun "
+            "--nproc_per_node=2 train.py`, or --pid P of a running job"
+        )
+    if os.sep in argv[0]:
+        exe = argv[0] if os.path.isabs(argv[0]) else os.path.join(cwd or os.getcwd(), argv[0])
+    else:
+        exe = shutil.which(argv[0], path=env.get("PATH"))
+    if exe is None or not os.path.exists(exe):
+        raise ProbeUsageError(f"cannot run {argv[0]!r}: not found on PATH")
+
+    tmp = tempfile.mkdtemp(prefix="debug-stuck-nccl-")
+    added = dict(DEBUG_ENV)
+    added["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(tmp, FR_PREFIX)
+    added["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = os.path.join(tmp, FR_PREFIX)  # its name before torch 2.5
+    env.update(added)
+    log = NcclLog()
+    limit = max(1.0, ctx.timeout - min(2.0, ctx.timeout * 0.05))
+    ctx.progress(f"running {os.path.basename(argv[0])} with NCCL_DEBUG=INFO for up to {limit:.0f} s")
+    started = time.monotonic()
+    last_output = [started]
+
+    def on_line(line: str) -> None:
+        log.feed(line)
+        if line.strip() and not TRACE_NOISE.search(line):
+            last_output[0] = time.monotonic()
+
+    try:
+        result = run_tree(argv, limit, env=env, cwd=cwd, on_line=on_line)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ProbeUsageError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    dumps = sorted(os.path.join(tmp, n) for n in os.listdir(tmp) if n.startswith(FR_PREFIX))
+    if not dumps:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    status, summary, findings = judge(log, result.returncode, result.timed_out, result.seconds)
+    if dumps:
+        findings.append(
+            Finding(
+                "info",
+                f"Flight Recorder wrote {len(dumps)} dump(s) in {tmp}: "
+                f"analyze with `torchfrtrace {tmp} --prefix {FR_PREFIX}`",
+                "collective",
+            )
+        )
+    silent = started + result.seconds - last_output[0]
+    if result.timed_out and status == "ok" and silent > max(10.0, 0.3 * result.seconds):
+        # Past the first collective, a job that stops printing may be hung in a later one.
+        findings.append(
+            Finding(
+                "info",
+                f"no output for the last {silent:.0f} s of the run: if it should have logged, look at the live "
+                f"ranks (debug-stuck diagnose --pid P)",
+            )
+        )
+    for note in notes:
+        findings.append(Finding("info", note))
+    if result.leftovers:
+        findings.append(Finding("warn", f"could not kill process(es) {result.leftovers} of the run"))
+    data = {
+        "source": source,
+        "command": " ".join(argv)[:1000],
+        "cwd": cwd,
+        "env_added": {k: v for k, v in added.items()},
+        "socket_ifname": {k: env[k] for k in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if env.get(k)},
+        "stage": log.stage(result.returncode),
+        "stages": list(STAGES),
+        "exit_code": result.returncode,
+        "timed_out": result.timed_out,
+        "run_seconds": round(result.seconds, 2),
+        "processes": len(result.pids),
+        "pids": result.pids[:64],
+        "output_bytes_dropped": result.dropped_bytes,
+        "flight_recorder_dumps": dumps,
+        "python": sys.executable,
+    }
+    data.update(log.to_dict())
+    return ProbeResult(NAME, status, summary, data=data, findings=findings)
