@@ -121,6 +121,32 @@ def test_worker_crash():
     assert setting(result, 0)["status"] == "ok"
 
 
+def test_a_dead_worker_is_read_as_dead_however_it_ended(tmp_path):
+    """How a worker ended is read from /proc while it is an unreaped zombie, whatever the DataLoader
+    has noticed by then."""
+    import signal
+    import subprocess
+    import sys
+
+    segv = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    code = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not all(
+            psutil.Process(p.pid).status() == psutil.STATUS_ZOMBIE for p in (segv, code)
+        ):
+            time.sleep(0.02)
+        assert check_dataloader.worker_end(segv.pid)["signal"] == "SIGSEGV"
+        assert check_dataloader.worker_end(code.pid)["code"] == 3
+        assert check_dataloader.worker_end(alive.pid) is None
+    finally:
+        alive.send_signal(signal.SIGKILL)
+        for proc in (segv, code, alive):
+            proc.wait()
+    assert "already reaped" in check_dataloader.worker_end(segv.pid)["text"]
+
+
 @pytest.mark.timeout(60)
 def test_blocked_read_is_io_stall(tmp_path, monkeypatch):
     fifo = tmp_path / "samples.fifo"

@@ -120,6 +120,7 @@ for n in plan:
     started = time.perf_counter()
     try:
         it = iter(dl)
+        emit(event="workers", num_workers=n, pids=[w.pid for w in getattr(it, "_workers", [])])
         for i in range(batches):
             try:
                 next(it)
@@ -177,6 +178,7 @@ class Setting:
     stuck: Optional[dict] = None
     exhausted: bool = False
     context: Optional[str] = None  # what the worker said before dying (its signal, "Bus error"...)
+    worker_pids: List[int] = field(default_factory=list)
     hang_after: Optional[float] = None  # the silence that counted as a hang for this setting
 
     @property
@@ -242,6 +244,7 @@ class _Run:
         self.current: Optional[Setting] = None
         self.output: List[str] = []
         self.hung: Optional[Setting] = None
+        self.dead_workers: List[dict] = []
 
     def on_line(self, line: str) -> None:
         # Workers share the pipe and may leave a line unfinished ("ERROR: Unexpected segmentation
@@ -273,6 +276,9 @@ class _Run:
             self.current.started = self.current.progress = time.monotonic()
             self._share_time()
             self.current.hang_after = self.limit
+        elif kind == "workers":
+            setting = self.settings.setdefault(int(event["num_workers"]), Setting(int(event["num_workers"])))
+            setting.worker_pids = [int(p) for p in event.get("pids") or []]
         elif kind in ("batch", "done", "exhausted", "error"):
             n = int(event.get("num_workers", -1))
             setting = self.settings.setdefault(n, Setting(n))
@@ -432,6 +438,11 @@ def _run_child(argv: list, cwd: Optional[str], limit: float, budget: float, aske
     run = _Run(limit, budget, asked)
 
     def before_kill(root_pid: int) -> None:
+        target = run.hung or run.current
+        if target is not None and target.worker_pids:
+            # A worker that died shows as a hang when the DataLoader has not noticed yet (it checks
+            # every few seconds): read how each worker ended before anything is killed.
+            run.dead_workers = [d for d in (worker_end(pid) for pid in target.worker_pids) if d is not None]
         if run.hung is not None or run.current is not None or run.loaded is None:
             processes = dump_tree(root_pid)
             target = run.hung or run.current
@@ -445,6 +456,11 @@ def _run_child(argv: list, cwd: Optional[str], limit: float, budget: float, aske
                 }
 
     result = run_tree(argv, budget, cwd=cwd, on_line=run.on_line, before_kill=before_kill, stop_when=run.stop_when)
+    hung = run.hung or run.current
+    if hung is not None and run.dead_workers:
+        hung.status = "crash"
+        hung.error = "; ".join(d["text"] for d in run.dead_workers)
+        run.current = None if run.current is hung else run.current
     cur = run.current
     if cur is not None:  # the setting in progress never finished
         if result.returncode is None:
@@ -466,6 +482,34 @@ def _main_thread(processes: List[dict]) -> Optional[dict]:
         if proc["role"] == "main" and proc.get("threads"):
             return dict(proc["threads"][0], pid=proc["pid"], role="main")
     return None
+
+
+def worker_end(pid: int) -> Optional[dict]:
+    """How a worker ended, read from /proc (its exit status stays readable while it is a zombie
+    nobody reaped): None while it runs."""
+    import signal
+
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return {"pid": pid, "text": f"DataLoader worker (pid {pid}) exited unexpectedly (already reaped)"}
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if fields[0] != "Z":
+        return None
+    status = int(fields[49]) if len(fields) > 49 else None  # exit_code, as waitpid reports it
+    if status is None:
+        return {"pid": pid, "text": f"DataLoader worker (pid {pid}) exited unexpectedly"}
+    if status & 0x7F:
+        number = status & 0x7F
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        hint = " (the OOM killer? see dmesg)" if name == "SIGKILL" else ""
+        return {"pid": pid, "signal": name, "text": f"DataLoader worker (pid {pid}) is killed by signal {name}{hint}"}
+    code = (status >> 8) & 0xFF
+    return {"pid": pid, "code": code, "text": f"DataLoader worker (pid {pid}) exited unexpectedly with code {code}"}
 
 
 def _exit_text(code: Optional[int]) -> str:
