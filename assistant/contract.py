@@ -28,7 +28,7 @@ PATTERNS = ("A", "B", "C", "D", "E")
 
 PHASES = ("startup", "data", "step", "validation", "sampling", "checkpoint", "shutdown", "unknown")
 
-EVIDENCE_SOURCES = ("stack", "process", "gpu", "log", "kernel", "probe", "answer")
+EVIDENCE_SOURCES = ("stack", "process", "gpu", "log", "kernel", "probe", "answer", "chain")
 
 ANSWER_SOURCES = ("user", "evidence", "log")
 

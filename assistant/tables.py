@@ -18,6 +18,7 @@ import yaml
 from debug_stuck.contract import CAUSE_IDS
 from debug_stuck.errors import KnowledgeError
 from debug_stuck.paths import skills_dir
+from debug_stuck.yamlio import load_yaml
 
 SEVERITIES = ("info", "warn", "fail")
 ENV_CONDITIONS = ("unset", "set", "on", "off", "above-cores", "no-interface", "unset-or-zero", "one-of")
@@ -35,7 +36,7 @@ def _read(folder, name: str) -> Tuple[object, List[TableProblem]]:
     except (OSError, UnicodeDecodeError) as exc:
         return None, [(file, "file", f"cannot read: {exc}")]
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -2,10 +2,11 @@
 
 Prints, on this machine:
   1. one hung process (the `future_result` zoo job): `debug-stuck diagnose --pid P` wall time;
-  2. a job of 2 ranks x 4 DataLoader workers (the `ddp_workers` zoo job, needs torch);
+  2. a job of 2 ranks x 4 DataLoader workers (the `ddp_workers` zoo job, needs torch), and one of
+     8 gloo ranks x 8 workers + the launcher (73 processes), each diagnosed with its wait chains;
   3. 1, 2, 4, 8, 16 and 32 hung processes in one diagnosis, side by side with running
      `py-spy dump` serially over the same processes (one sample each; debug-stuck takes two).
-Targets (2-core machine): (1) < 3 s including the sampling window, (2) < 5 s, (3) 32 processes
+Targets (2-core machine): (1) < 3 s including the sampling window, (2) < 5 s each, (3) 32 processes
 cost less than 2x what 8 do.
 
 Usage: python bench/live.py [--repeat N] [--max-procs 32]
@@ -27,7 +28,9 @@ from pathlib import Path
 from debug_stuck.zoo import spawn
 
 
-def diagnose_seconds(pids, repeat: int) -> float:
+def diagnose_seconds(pids, repeat: int, chains: bool = False):
+    """Median wall time of `debug-stuck diagnose` over `repeat` runs; with chains, also the verdict's
+    chain of the last run in a few words (that the chains were built, not just the stacks)."""
     argv = [sys.executable, "-m", "debug_stuck", "diagnose", "--format", "json"]
     for pid in pids:
         argv += ["--pid", str(pid)]
@@ -38,7 +41,13 @@ def diagnose_seconds(pids, repeat: int) -> float:
         samples.append(time.perf_counter() - started)
         if proc.returncode != 0:
             raise SystemExit(f"diagnose failed: {proc.stderr.strip()}")
-    return statistics.median(samples)
+    if not chains:
+        return statistics.median(samples)
+    import json
+
+    chain = json.loads(proc.stdout).get("chain") or []
+    words = " -> ".join(f"{hop['role']} {hop['pid']} ({hop['waits_on']['kind']})" for hop in chain)
+    return statistics.median(samples), words or "none"
 
 
 def serial_py_spy_seconds(pids) -> float:
@@ -67,6 +76,14 @@ def main() -> int:
             n = len(ddp.pids())
             t = diagnose_seconds([ddp.proc.pid], args.repeat)
             print(f"2 ranks x 4 workers ({n} processes): {t:6.2f} s   (target < 5 s)")
+            ddp.stop()
+            big = spawn.start(
+                "ddp_workers", root, ready_timeout=300, nproc_per_node=8, args=["--workers", "8"], on_spawn=jobs.append
+            )
+            n = len(big.pids())
+            t, chained = diagnose_seconds([big.proc.pid], args.repeat, chains=True)
+            print(f"8 ranks x 8 workers ({n} processes): {t:6.2f} s   (target < 5 s; chain: {chained})")
+            big.stop()
         else:
             print("2 ranks x 4 workers: skipped (torch is not installed)")
         job.stop()

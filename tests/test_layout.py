@@ -17,7 +17,10 @@ ROOTS = {"assistant": "debug_stuck", "probes": "debug_stuck.probes"}
 
 # Bottom to top: a module may import only from its own layer or the layers below it.
 LAYERS = [
-    ("foundation", re.compile(r"^debug_stuck(\.(contract|errors|paths|bounded|redact|writer|tables|interpreter))?$")),
+    (
+        "foundation",
+        re.compile(r"^debug_stuck(\.(contract|errors|paths|bounded|redact|writer|tables|interpreter|yamlio))?$"),
+    ),
     ("probes", re.compile(r"^debug_stuck\.probes(\.|$)")),
     ("core", re.compile(r"^debug_stuck\.core(\.|$)")),
     ("render", re.compile(r"^debug_stuck\.render(\.|$)")),

@@ -78,7 +78,25 @@ def test_dataloader_worker_blocked_in_getitem(knowledge, zoo):  # noqa: F811
     roles = sorted(p["role"] for p in report.processes)
     assert roles.count("dataloader-worker") == 2, roles
     assert report.verdict.hung is True
-    assert report.verdict.cause == "dataloader", causes(report)
+    assert_names_the_fifo_its_worker_waits_on(report, job.info)
+
+
+def assert_names_the_fifo_its_worker_waits_on(report, ready) -> None:
+    """The chain goes from the trainer to the worker blocked in open() of a FIFO with no writer; the
+    cause follows that terminal blocker (a stalled read), with the DataLoader next."""
+    summary = report.verdict.summary
+    assert f"DataLoader worker pid {ready['worker_pid']}" in summary, summary
+    assert f"open() of the FIFO {ready['fifo']}, with no writer" in summary, summary
+    assert f"pid {ready['pid']} waits for it in" in summary, summary
+    assert [hop["pid"] for hop in report.chain] == [ready["pid"], ready["worker_pid"]]
+    assert report.chain[0]["waits_on"]["kind"] == "worker"
+    assert report.chain[-1]["waits_on"] == {
+        "kind": "fifo",
+        "object": ready["fifo"],
+        "detail": f"is blocked in open() of the FIFO {ready['fifo']}, with no writer",
+    }
+    assert [d.cause for d in report.diagnoses[:2]] == ["io-stall", "dataloader"], causes(report)
+    assert report.verdict.cause == "io-stall"
 
 
 @pytest.mark.timeout(240)
@@ -283,7 +301,7 @@ def test_auto_finds_the_training_job(knowledge, zoo):  # noqa: F811
         assert any(str(job.proc.pid) in note and "--pid" in note for note in report.notes), report.notes
         return
     assert set(job.pids()) <= {p["pid"] for p in report.processes}
-    assert report.verdict.cause == "dataloader", causes(report)
+    assert_names_the_fifo_its_worker_waits_on(report, job.info)
 
 
 @pytest.mark.timeout(240)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from multinode_engines import Blackhole, EngineUnavailable, LoopbackSshd, free_port
-from zoo.fixtures import zoo  # noqa: F401
+from zoo.fixtures import sibling_ranks, zoo  # noqa: F401
 
 from conftest import parse_cli
 from debug_stuck.errors import BadInput
@@ -69,6 +69,24 @@ def test_hosts_over_ssh_name_the_culprit_rank_and_node(knowledge, sshd, straggle
     assert [g["label"] for g in report.stack_groups] == [f"ranks 0,2 ({NODE})", f"rank 1 ({NODE})"]
     assert report.verdict.hung is True and report.verdict.cause == "dataloader"
     assert not [e for e in report.errors if "did not answer" in e or "ssh failed" in e], report.errors
+
+
+def test_hosts_take_sibling_ranks_started_without_a_launcher_as_one_job(knowledge, sshd, sibling_ranks):  # noqa: F811
+    """As srun or pdsh start them: two ranks, no common parent but the test. `--hosts` without a PID
+    takes the node's training job, both ranks of it, and follows the wait to the straggler."""
+    pytest.importorskip("torch")
+    rank0, rank1, _ = sibling_ranks("straggle")
+    args = diagnose_args("--hosts", f"localhost:{sshd.port}", *ssh_flags(sshd))
+    report = run_multinode(args, knowledge, {})
+    assert {rank0, rank1} <= {p["pid"] for p in report.processes}, report.notes
+    assert report.culprit is not None and report.culprit["pid"] == rank1, report.stack_groups
+    assert report.culprit["host"] == NODE
+    # the test runner loads torch too: a second "job" on this node, named in the notes, not taken
+    taken = [n for n in report.notes if "one job of 2 process trees" in n or "training jobs found" in n]
+    assert taken and f"{rank0}, {rank1}" in taken[0] if "training jobs" in taken[0] else taken, report.notes
+    assert report.verdict.summary.startswith(f"Rank 1 ({NODE}, pid {rank1}) sleeps in a loop at sleep_forever")
+    assert f"rank 0 ({NODE}, pid {rank0}) waits for it in all_reduce" in report.verdict.summary
+    assert [hop["host"] for hop in report.chain] == [NODE, NODE]
 
 
 def test_a_host_that_never_answers_leaves_a_report_of_the_rest(knowledge, sshd, straggler, blackhole):

@@ -306,3 +306,33 @@ def test_no_secret_reaches_watch_events_reports_or_the_journal(tmp_path):
     found = {name: leaked(text) for name, text in outputs.items()}
     assert {name: names for name, names in found.items() if names} == {}
     assert shlex.join(started["command"])  # the command stays a list of strings
+
+
+@pytest.mark.timeout(240)
+def test_no_secret_reaches_the_interactive_session(secret_job, tmp_path, monkeypatch, knowledge):
+    """What the TUI and the plain prompts show, save and copy: the job list, the evidence, the
+    report, the saved files and the fix commands held for printing."""
+    from debug_stuck.frontends.session.core import Session
+    from debug_stuck.render.text import render_text
+
+    session = Session(knowledge, pids=[secret_job.pid], save_dir=str(tmp_path), window=0.5)
+    jobs = [j for j in session.discover() if secret_job.pid in j.pids]
+    assert jobs and "--tokenizer_name gpt2" in jobs[0].command
+    session.attach(jobs[0])
+    evidence = session.collect_evidence()
+    report = session.diagnose()
+    saved = session.save_report()
+    monkeypatch.setenv("PATH", "/nonexistent")  # no clipboard tool: the fixes are kept to print
+    session.copy_fixes()
+    shown = {
+        "job list": jobs[0].command + jobs[0].headline() + jobs[0].log_phrase(),
+        "evidence": render_text(evidence),
+        "report": render_text(report),
+        "saved markdown": Path(saved.markdown).read_text(),
+        "saved json": Path(saved.json).read_text(),
+        "copied": session.take_pending_output(),
+        "resume": session.run_recovery("resume"),
+    }
+    found = {name: leaked(text) for name, text in shown.items()}
+    assert {name: names for name, names in found.items() if names} == {}
+    assert REDACTED in shown["saved json"] and REDACTED in shown["resume"]

@@ -20,7 +20,8 @@ from debug_stuck.live.collect import Snapshot, collect
 from debug_stuck.live.culprit import find_culprit
 from debug_stuck.live.merge import merge_groups
 from debug_stuck.live.nodes import parse_wire_objects
-from debug_stuck.live.observe import StackGroup, compress_numbers, describe_ranks, group_ranks, judge_progress, observe
+from debug_stuck.live.observe import StackGroup, compress_numbers, describe_ranks, group_ranks, observe
+from debug_stuck.live.progress import judge_progress
 from debug_stuck.live.slurm import _split_labelled
 from debug_stuck.live.wire import (
     WireError,
@@ -77,9 +78,10 @@ def test_stack_dedup_makes_the_wire_form_smaller(straggler_snapshot):
     wire = snapshot_to_wire(snap)
     compact = len(json.dumps(wire, separators=(",", ":")))
     full = len(json.dumps(snap.to_dict(), separators=(",", ":")))
-    # 4 processes sampled twice, ranks 0 and 2 in the same stack: far fewer stacks than thread samples
+    # 4 processes sampled twice, ranks 0 and 2 in the same stack: fewer stacks than thread samples
+    # (the last round unwinds native frames once per distinct stack, so a rank's two samples differ)
     assert thread_count(snap) >= 8
-    assert distinct_stacks(wire) <= thread_count(snap) // 2, (distinct_stacks(wire), thread_count(snap))
+    assert distinct_stacks(wire) < thread_count(snap), (distinct_stacks(wire), thread_count(snap))
     assert compact < full * 0.6, (compact, full)
     print(f"\nwire {compact} bytes vs to_dict {full} bytes; {distinct_stacks(wire)} stacks for {thread_count(snap)}")
 

@@ -130,7 +130,11 @@ def test_whole_session_against_a_hung_process(knowledge, zoo, tmp_path):  # noqa
             diagnosis = app.screen
             await wait_for(pilot, lambda: not app.diagnosing, "the diagnosis")
             await pilot.pause()
-            assert "cause: thread-deadlock" in text_of(diagnosis.query_one("#verdict", Static))
+            headline = " ".join(text_of(diagnosis.query_one("#verdict", Static)).split())
+            assert "cause: thread-deadlock" in headline
+            # the headline names the end of the wait: the pool thread, what it waits for, where
+            assert "thread 'loader_0', the pool's worker thread, waits for an Event nobody sets" in headline
+            assert "its main thread waits for it in result" in headline
             causes = diagnosis.query_one("#causes", OptionList)
             assert causes.get_option_at_index(0).id == "thread-deadlock"
             assert "Future.result()" in text_of(diagnosis.query_one("#cause-evidence", Static))

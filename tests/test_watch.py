@@ -22,10 +22,10 @@ import psutil
 import pytest
 
 from debug_stuck.errors import BadInput, NotInspectable
+from debug_stuck.live.phases import phase_of
 from debug_stuck.probes.collectors.stacks import Frame
 from debug_stuck.recovery.watch.clock import StallClock
 from debug_stuck.recovery.watch.follow import LogFollower
-from debug_stuck.recovery.watch.phases import phase_of
 from debug_stuck.recovery.watch.watcher import EXIT_STALLED
 
 pytestmark = [

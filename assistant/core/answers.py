@@ -12,6 +12,7 @@ import yaml
 from debug_stuck.contract import UNKNOWN
 from debug_stuck.core.tree import Question
 from debug_stuck.errors import BadInput
+from debug_stuck.yamlio import load_yaml
 
 MAX_ANSWERS_FILE_BYTES = 1024 * 1024
 
@@ -87,7 +88,7 @@ def load_answers_file(questions: Dict[str, Question], path: str) -> Dict[str, An
     if b"\x00" in raw:
         raise BadInput(f"answers file {path} is binary", "expected a YAML or JSON mapping of key: value")
     try:
-        data = yaml.safe_load(raw.decode("utf-8", errors="replace"))
+        data = load_yaml(raw.decode("utf-8", errors="replace"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -35,6 +35,7 @@ SIGNAL_SOURCES = {
     "process": ("process",),
     "gpu": ("gpu",),
     "probe": ("probe",),
+    "chain": ("chain",),
 }
 
 

@@ -13,6 +13,7 @@ from debug_stuck.core.kb import Knowledge
 from debug_stuck.core.request import DiagnoseRequest
 from debug_stuck.errors import BadInput
 from debug_stuck.paths import examples_dir
+from debug_stuck.yamlio import load_yaml
 
 
 def list_examples() -> Dict[str, str]:
@@ -27,7 +28,7 @@ def list_examples() -> Dict[str, str]:
 
 def _example_meta(folder: Path) -> dict:
     try:
-        data = yaml.safe_load((folder / "example.yaml").read_text(encoding="utf-8"))
+        data = load_yaml((folder / "example.yaml").read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -16,6 +16,7 @@ import yaml
 from debug_stuck.contract import CAUSE_IDS, EVIDENCE_SOURCES, PATTERNS, PHASES
 from debug_stuck.paths import skills_dir
 from debug_stuck.probes.targeted.registry import PROBE_NAMES
+from debug_stuck.yamlio import load_yaml
 
 REQUIRED_SECTIONS = ("Why it happens", "How to confirm", "Fixes", "References")
 _FRONTMATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.S)
@@ -124,7 +125,7 @@ def parse_playbook(path: Path):
     if not m:
         return None, [Problem(name, "frontmatter", "missing: the file must start with a '---' YAML block")]
     try:
-        meta = yaml.safe_load(m.group(1))
+        meta = load_yaml(m.group(1))
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (frontmatter line {where.line + 1})" if where else ""

@@ -72,10 +72,12 @@ class Verdict:
     phase: str = "unknown"
     confidence: float = 0.0
     summary: str = ""
+    state: Optional[str] = None  # hung | slow | progressing; None when not observed
 
     def to_dict(self) -> dict:
         return {
             "hung": self.hung,
+            "state": self.state,
             "cause": self.cause,
             "phase": self.phase,
             "confidence": round(self.confidence, 3),
@@ -99,6 +101,8 @@ class Report:
     triage_path: List[dict] = field(default_factory=list)
     next_questions: List[dict] = field(default_factory=list)
     stack_groups: List[dict] = field(default_factory=list)
+    chain: List[dict] = field(default_factory=list)  # the main chain: who waits on what, to the blocker
+    chains: List[List[dict]] = field(default_factory=list)  # one per stack group
     kernel: List[str] = field(default_factory=list)
     gpu_note: Optional[str] = None
     notes: List[str] = field(default_factory=list)
@@ -111,7 +115,9 @@ class Report:
     def redact(self) -> Report:
         """Replace every secret in place, so that whatever shows this report (the text and Markdown
         renderers, the TUI, the clipboard) shows none. Returns the report."""
-        for field_name in ("answers", "culprit", "processes", "gpus", "probes", "resume", "logs", "stack_groups"):
+        for field_name in (
+            "answers", "culprit", "processes", "gpus", "probes", "resume", "logs", "stack_groups", "chain", "chains"
+        ):  # fmt: skip
             setattr(self, field_name, redact_obj(getattr(self, field_name)))
         for field_name in ("errors", "kernel", "notes"):
             setattr(self, field_name, [redact_text(line) for line in getattr(self, field_name)])
@@ -143,6 +149,8 @@ class Report:
             "triage_path": self.triage_path,
             "next_questions": self.next_questions,
             "stack_groups": self.stack_groups,
+            "chain": self.chain,
+            "chains": self.chains,
             "kernel": self.kernel,
             "gpu_note": self.gpu_note,
             "notes": self.notes,

@@ -15,6 +15,7 @@ import yaml
 from debug_stuck.contract import CAUSE_IDS, CONTRACT_ANSWER_KEYS, PATTERNS, PHASES, UNKNOWN
 from debug_stuck.core.knowledge import PROBE_NAMES, Problem
 from debug_stuck.paths import skills_dir
+from debug_stuck.yamlio import load_yaml
 
 ASSUMED_PRIOR_DAMPING = 0.6
 TREE_FILE = "tree.yaml"
@@ -224,7 +225,7 @@ def load_tree(folder: Optional[Path] = None):
     path = (folder or skills_dir()) / TREE_FILE
     f = TREE_FILE
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         return None, [Problem(f, "file", f"cannot read: {exc}")]
     except yaml.YAMLError as exc:

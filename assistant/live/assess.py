@@ -1,18 +1,38 @@
-"""What live evidence adds to a report: processes, GPUs, progress, stack groups, the culprit."""
+"""What live evidence adds to a report: processes, GPUs, stack groups, the culprit or the collective
+mismatch, the chain from the stuck job to what it waits on, and the progress verdict.
+
+`analyze` runs before the classification (the chain's facts are evidence the playbooks' `chain`
+signals match); `fill_live` puts it all in the report after, and says it in the verdict.
+"""
 
 from __future__ import annotations
 
-from typing import Dict, List
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
 
 from debug_stuck.core.answers import Answer
-from debug_stuck.core.classify import Observations, classify, noisy_or
+from debug_stuck.core.classify import Observations, ObservedLine, classify, noisy_or
 from debug_stuck.core.kb import Knowledge
 from debug_stuck.core.report import Evidence, Report
+from debug_stuck.live.chain import Chain, build_chains, chain_sentence
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.culprit import WAITING_CAUSE, Culprit, find_culprit
-from debug_stuck.live.observe import Progress, describe_ranks, group_ranks, judge_progress, stack_motion
+from debug_stuck.live.culprit import WAITING_CAUSE, Culprit, Mismatch, find_culprit, find_mismatch, waits_in_collective
+from debug_stuck.live.observe import StackGroup, describe_ranks, group_ranks, main_thread, stack_motion
+from debug_stuck.live.phases import phase_of
+from debug_stuck.live.progress import Progress, judge_progress
 
 CULPRIT_WEIGHT = 0.5
+MISMATCH_WEIGHT = 0.7
+
+
+@dataclass
+class LiveAnalysis:
+    groups: List[StackGroup]
+    culprit: Optional[Culprit]
+    mismatch: Optional[Mismatch]
+    chains: List[Chain]
+    progress: Progress
+    waiting: List[int] = field(default_factory=list)  # pids waiting in a collective
 
 
 def process_entries(snap: Snapshot) -> List[dict]:
@@ -29,7 +49,7 @@ def process_entries(snap: Snapshot) -> List[dict]:
     return out
 
 
-def _descendants(snap: Snapshot, pid: int) -> List[int]:
+def descendants(snap: Snapshot, pid: int) -> List[int]:
     found, queue = [pid], [pid]
     while queue:
         parent = queue.pop()
@@ -40,9 +60,37 @@ def _descendants(snap: Snapshot, pid: int) -> List[int]:
     return found
 
 
-def fill_live(
-    report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observations, answers: Dict[str, Answer]
-) -> None:
+def stack_phase(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
+    """ "checkpoint" or "validation" when the main thread of pid is in such a pass. A thread frozen
+    on one line of the phase's own function is not in a pass but spinning in it (a `validate_token`
+    loop that never ends): its innermost Python frame does not count then."""
+    series = snap.stacks.get(pid)
+    thread = main_thread(series.latest(), pid) if series is not None else None
+    if thread is None:
+        return None
+    frames = list(thread.frames)
+    if series.thread_motion().get(thread.tid) == "frozen":
+        first = next((i for i, f in enumerate(frames) if not f.native), None)
+        if first is not None:
+            frames = frames[:first] + frames[first + 1 :]
+    found = phase_of(frames, knowledge)
+    return found[0] if found else None
+
+
+def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequence = ()) -> LiveAnalysis:
+    groups = group_ranks(snap)
+    culprit = find_culprit(knowledge, groups)
+    mismatch = find_mismatch(knowledge, groups) if culprit is None else None
+    waiting = [pid for g in groups if waits_in_collective(knowledge, g) for pid in g.pids]
+    chains = build_chains(snap, groups, culprit)
+    for chain in chains:
+        for hop in chain.hops:
+            obs.add("chain", ObservedLine(hop.fact_line(), subject=hop.who, pid=hop.pid))
+    progress = judge_progress(snap, waiting, tails, phases=lambda pid: stack_phase(snap, knowledge, pid))
+    return LiveAnalysis(groups, culprit, mismatch, chains, progress, waiting)
+
+
+def fill_live(report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observations, live: LiveAnalysis) -> None:
     report.processes = process_entries(snap)
     report.notes = list(snap.notes)
     if snap.gpus is not None:
@@ -50,14 +98,16 @@ def fill_live(
         if not snap.gpus.available:
             report.gpu_note = snap.gpus.note
     report.kernel = list(snap.kernel.lines[-50:]) if snap.kernel is not None else []
-    groups = group_ranks(snap)
-    report.stack_groups = [dict(g.to_dict(), label=describe_ranks(g)) for g in groups]
-    progress = judge_progress(snap)
-    report.verdict.hung = progress.hung
-    culprit = find_culprit(knowledge, groups)
-    if culprit is not None:
-        apply_culprit(report, knowledge, culprit, obs.only(_descendants(snap, culprit.pid)))
-    apply_progress(report, progress)
+    report.stack_groups = [dict(g.to_dict(), label=describe_ranks(g)) for g in live.groups]
+    report.chains = [[hop.to_dict() for hop in chain.hops] for chain in live.chains]
+    report.chain = report.chains[0] if report.chains else []
+    report.verdict.hung = live.progress.hung
+    if live.culprit is not None:
+        apply_culprit(report, knowledge, live.culprit, obs.only(descendants(snap, live.culprit.pid)))
+    elif live.mismatch is not None:
+        apply_mismatch(report, knowledge, live.mismatch)
+    apply_chain(report, live.chains[0] if live.chains else None)
+    apply_progress(report, live.progress)
 
 
 def apply_culprit(report: Report, knowledge: Knowledge, culprit: Culprit, own: Observations) -> None:
@@ -83,12 +133,54 @@ def apply_culprit(report: Report, knowledge: Knowledge, culprit: Culprit, own: O
     )
 
 
-def apply_progress(report: Report, progress: Progress) -> None:
-    """A job that progresses is not hung, whatever the stacks look like; a hung one says why."""
+def apply_mismatch(report: Report, knowledge: Knowledge, mismatch: Mismatch) -> None:
+    """Every rank waits, each side in a different collective: a mismatch, never a straggler."""
     verdict = report.verdict
-    if progress.hung is False:
+    report.culprit = None
+    detail = f"the ranks are in different collectives: {mismatch.describe()} (each side waits for the other)"
+    top = next((d for d in report.diagnoses if d.cause == WAITING_CAUSE), None)
+    if top is None:
+        return
+    top.evidence.insert(0, Evidence("stack", detail, weight=MISMATCH_WEIGHT))
+    top.confidence = round(noisy_or([top.confidence, MISMATCH_WEIGHT]), 3)
+    report.diagnoses = [top] + [d for d in report.diagnoses if d is not top]
+    verdict.cause, verdict.confidence = top.cause, top.confidence
+    verdict.phase = knowledge.playbooks[top.cause].phase
+    verdict.summary = (
+        f"Collective mismatch: {mismatch.describe()}; each side waits for the other for ever (uneven data "
+        f"across ranks, or control flow that differs by rank). Most likely: {top.title} ({top.confidence:.0%})."
+    )
+
+
+def apply_chain(report: Report, chain: Optional[Chain]) -> None:
+    """The verdict names the terminal blocker first: what the job waits on, in one sentence."""
+    if chain is None or not chain.hops or report.verdict.summary.startswith("Collective mismatch"):
+        return
+    verdict = report.verdict
+    sentence = chain_sentence(chain)
+    top = report.diagnoses[0] if report.diagnoses else None
+    if verdict.cause and top is not None:
+        verdict.summary = f"{sentence}. Most likely: {top.title} ({top.confidence:.0%})."
+    else:
+        verdict.summary = f"{sentence}. {verdict.summary}"
+
+
+def apply_progress(report: Report, progress: Progress) -> None:
+    """A job that progresses is not hung, whatever the stacks look like; a slow one says why; a
+    hung one says how it was seen."""
+    verdict = report.verdict
+    verdict.state = progress.state
+    if progress.state == "progressing":
         verdict.cause = None
         verdict.confidence = 0.0
         verdict.summary = "The job is making progress: " + "; ".join(progress.reasons[:2]) + "."
+    elif progress.state == "slow":
+        reason = progress.reasons[-1]
+        verdict.summary = f"The job progresses, slowly: {reason}; why: {progress.slow_because}. " + (
+            verdict.summary if verdict.cause else ""
+        )
     elif progress.hung:
         verdict.summary += " Evidence of the hang: " + progress.reasons[0] + "."
+
+
+__all__ = ["Answer", "Dict", "LiveAnalysis", "analyze", "fill_live"]

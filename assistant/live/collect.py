@@ -11,13 +11,16 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from debug_stuck.errors import NotInspectable
 from debug_stuck.probes.collectors.procs import (
     InspectError,
     ProcInfo,
+    describe_job_key,
     find_training_processes,
+    group_jobs,
+    job_key,
     job_processes,
     read_states,
     sample_window,
@@ -93,10 +96,12 @@ def _size(path: str) -> Optional[int]:
         return None
 
 
-AUTO_NOTES: List[str] = []  # what --auto chose, for the snapshot's notes
-
-
-def resolve_targets(pids: List[int], auto: bool) -> List[ProcInfo]:
+def resolve_targets(pids: List[int], auto: bool) -> Tuple[List[ProcInfo], List[str]]:
+    """The job's processes, and notes on how they were chosen. With --auto, the training process
+    trees of this machine grouped into jobs (ranks started side by side, by srun or a shell, share
+    their Slurm job, torchelastic run or rendezvous address), the oldest job taken; with --pid, the
+    job of each PID, its sibling ranks included."""
+    notes: List[str] = []
     try:
         if auto and not pids:
             roots = find_training_processes()
@@ -105,16 +110,40 @@ def resolve_targets(pids: List[int], auto: bool) -> List[ProcInfo]:
                     "no training process found on this machine (Python processes that load libtorch)",
                     "give the job's PIDs with --pid",
                 )
-            pids = [roots[0]]
-            if len(roots) > 1:
-                AUTO_NOTES.append(
-                    f"{len(roots)} training jobs found (root PIDs {', '.join(map(str, roots))}); diagnosed the "
-                    f"oldest, {roots[0]}: give --pid to choose another"
+            jobs = group_jobs(roots)
+            key, pids = jobs[0]
+            if len(jobs) > 1:
+                others = "; ".join(f"{describe_job_key(k)} (pids {', '.join(map(str, p))})" for k, p in jobs[1:])
+                notes.append(
+                    f"{len(jobs)} training jobs found on this machine; diagnosed the oldest, {describe_job_key(key)} "
+                    f"(pids {', '.join(map(str, pids))}). The others: {others}. Give --pid to choose another."
                 )
-        return job_processes(pids)
+            elif len(pids) > 1:
+                notes.append(f"one job of {len(pids)} process trees started side by side ({describe_job_key(key)})")
+        elif pids:
+            pids = _with_siblings(pids, notes)
+        return job_processes(pids), notes
     except InspectError as exc:
         hint = PTRACE_HINT if exc.kind == "permission" else "check the PID with ps; give a running process"
         raise NotInspectable(exc.message, hint) from None
+
+
+def _with_siblings(pids: List[int], notes: List[str]) -> List[int]:
+    """The given PIDs, plus the ranks of the same job that no common launcher ties to them."""
+    keys = {job_key(pid) for pid in pids}
+    keys = {k for k in keys if k[0] != "pid"}
+    if not keys:
+        return pids
+    added = []
+    for key, members in group_jobs(find_training_processes()):
+        if key in keys:
+            added += [p for p in members if p not in pids]
+    if added:
+        notes.append(
+            f"also took pid(s) {', '.join(map(str, added))}: ranks of the same job "
+            f"({', '.join(describe_job_key(k) for k in keys)}) started without a common launcher"
+        )
+    return list(dict.fromkeys(pids + added))
 
 
 def collect(
@@ -129,7 +158,7 @@ def collect(
     """Gather the evidence for one job on this machine. Raises NotInspectable (exit 3)."""
     say = progress or (lambda msg: None)
     say("finding the job's processes")
-    procs = resolve_targets(pids, auto)
+    procs, target_notes = resolve_targets(pids, auto)
     if not any(p.python for p in procs):
         first = procs[0]
         raise NotInspectable(
@@ -137,8 +166,7 @@ def collect(
             "debug-stuck reads Python stacks; give the PID of the Python training process (or its launcher)",
         )
     snap = Snapshot(host=socket.gethostname(), taken_at=time.time(), window=window, processes=procs)
-    snap.notes.extend(AUTO_NOTES)
-    AUTO_NOTES.clear()
+    snap.notes.extend(target_notes)
     log_paths = []
     for info in procs:
         for kind, target in ((info.fd1, info.fd1_target), (info.fd2, info.fd2_target)):
@@ -166,6 +194,7 @@ def collect(
     snap.shm = shm_usage()
     snap.logs = [LogGrowth(path, before[path], _size(path)) for path in log_paths]
     _refine_roles(snap)
+    _resolve_waits(snap)
     for info in procs:
         snap.errors.extend(f"{info.label()}: {e}" for e in info.errors)
     for pid, series in snap.stacks.items():
@@ -206,6 +235,25 @@ def _refine_roles(snap: Snapshot) -> None:
             parent = snap.process(info.ppid)
             if parent is not None:
                 info.rank = parent.rank
+
+
+def _resolve_waits(snap: Snapshot) -> None:
+    """Keep the waits of the threads that matter (the main thread and the Python threads the stacks
+    show) and follow each to its object (bounded: one budget for the whole job)."""
+    from debug_stuck.probes.collectors.waits import Wait, resolve_waits
+
+    waits = {}
+    for info in snap.processes:
+        series = snap.stacks.get(info.pid)
+        dump = series.latest() if series is not None else None
+        wanted = {info.pid} | ({t.tid for t in dump.threads} if dump is not None else set())
+        waits[info.pid] = {tid: Wait.from_dict(w) for tid, w in info.waits.items() if tid in wanted}
+    try:
+        resolve_waits(waits)
+    except Exception as exc:  # the chain is a bonus: the report stands without it
+        snap.errors.append(f"could not resolve what the threads wait on: {type(exc).__name__}: {exc}")
+    for info in snap.processes:
+        info.waits = {tid: wait.to_dict() for tid, wait in waits.get(info.pid, {}).items()}
 
 
 def _refuse_when_nothing_readable(snap: Snapshot) -> None:

@@ -7,8 +7,9 @@ own stack says what it is doing instead.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from debug_stuck.core.kb import Knowledge
 from debug_stuck.live.observe import StackGroup, describe_ranks
@@ -56,6 +57,42 @@ def _waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[st
 def waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[str]:
     """The frame in which the group waits for its peers in a collective, or None."""
     return _waits_in_collective(knowledge, group)
+
+
+COLLECTIVE_FILE = re.compile(r"torch/distributed/distributed_c10d\.py|torch/distributed/\w+\.py")
+
+
+def collective_name(group: StackGroup) -> Optional[str]:
+    """The torch.distributed call a group waits in ("all_reduce", "barrier"...), from its frames."""
+    for frame in group.frames:
+        name, _, where = frame.partition(" (")
+        if COLLECTIVE_FILE.search(where) and not name.startswith("_"):
+            return name.rsplit(".", 1)[-1]
+    return None
+
+
+@dataclass
+class Mismatch:
+    """Ranks waiting in different collectives: each side waits for the other for ever."""
+
+    sides: List[Tuple[str, StackGroup]]  # (collective, group)
+
+    def describe(self) -> str:
+        return "; ".join(f"{describe_ranks(g)} in {name}" for name, g in self.sides)
+
+    def to_dict(self) -> dict:
+        return {"sides": [{"collective": name, "ranks": g.ranks, "pids": g.pids} for name, g in self.sides]}
+
+
+def find_mismatch(knowledge: Knowledge, groups: List[StackGroup]) -> Optional[Mismatch]:
+    """Every rank waits in a collective, but not in the same one."""
+    waiting = [g for g in groups if _waits_in_collective(knowledge, g)]
+    if len(waiting) < 2 or len(waiting) != len(groups):
+        return None
+    sides = [(collective_name(g) or "a collective", g) for g in waiting]
+    if len({name for name, _ in sides}) < 2:
+        return None
+    return Mismatch(sides)
 
 
 def find_culprit(knowledge: Knowledge, groups: List[StackGroup]) -> Optional[Culprit]:

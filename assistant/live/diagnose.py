@@ -40,6 +40,11 @@ def run_diagnosis(request: DiagnoseRequest, knowledge: Optional[Knowledge] = Non
     for tail in tails:
         if tail.error:
             report.errors.append(tail.error)
+    live = None
+    if snap is not None:
+        from debug_stuck.live.assess import analyze
+
+        live = analyze(knowledge, snap, obs, tails)
     for result in run_requested_probes(request, obs):
         report.probes.append(result.to_dict())
     result = classify(knowledge, request.answers, obs)
@@ -47,7 +52,7 @@ def run_diagnosis(request: DiagnoseRequest, knowledge: Optional[Knowledge] = Non
     if snap is not None:
         from debug_stuck.live.assess import fill_live
 
-        fill_live(report, knowledge, snap, obs, request.answers)
+        fill_live(report, knowledge, snap, obs, live)
     return report.redact()
 
 

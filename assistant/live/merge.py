@@ -14,7 +14,8 @@ from debug_stuck.core.logs import observe_log
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.nodes import MergedSnapshot, NodeSnapshot
-from debug_stuck.live.observe import Progress, StackGroup, compress_numbers, describe_ranks, group_ranks, judge_progress
+from debug_stuck.live.observe import StackGroup, compress_numbers, describe_ranks
+from debug_stuck.live.progress import Progress
 
 MAX_LISTED = 40  # notes and kernel lines gathered from many nodes are capped at this many
 
@@ -96,14 +97,21 @@ def _combine_observations(parts: List[Observations]) -> Observations:
 
 
 def _combine_progress(per_node: List[Tuple[str, Progress]]) -> Progress:
+    """The job's state from its nodes': any node progressing (or slow) makes the job progress;
+    hung only when every node that could tell says so."""
     moving = [(name, p) for name, p in per_node if p.hung is False]
     if moving:
-        return Progress(False, [f"{name}: {reason}" for name, p in moving for reason in p.reasons])
+        slow = next((p for _, p in moving if p.state == "slow"), None)
+        reasons = [f"{name}: {reason}" for name, p in moving for reason in p.reasons]
+        if slow is not None and all(p.state == "slow" for _, p in moving):
+            return Progress(False, reasons, state="slow", slow_because=slow.slow_because)
+        return Progress(False, reasons)
     hung = [(name, p) for name, p in per_node if p.hung]
     if hung:
         what = hung[0][1].reasons[0] if hung[0][1].reasons else "nothing moved"
         where = f", on all {len(per_node)} nodes that answered" if len(per_node) > 1 else ""
-        return Progress(True, [what + where])
+        stuck_on = [pid for _, p in hung for pid in p.stuck_on]
+        return Progress(True, [what + where], stuck_on=stuck_on)
     return Progress(None, ["too little was sampled to tell"])
 
 
@@ -128,8 +136,17 @@ def diagnose_merged(
     logs: Sequence[str] = (),
 ) -> Report:
     """Classify the whole job from every node's snapshot; what is missing is said, not hidden."""
-    from debug_stuck.live.assess import _descendants, apply_culprit, apply_progress, process_entries
-    from debug_stuck.live.culprit import find_culprit, waits_in_collective
+    from debug_stuck.live.assess import (
+        analyze,
+        apply_chain,
+        apply_culprit,
+        apply_mismatch,
+        apply_progress,
+        descendants,
+        process_entries,
+    )
+    from debug_stuck.live.chain import build_chains
+    from debug_stuck.live.culprit import find_culprit, find_mismatch, waits_in_collective
     from debug_stuck.live.observe import observe
 
     answers = dict(answers or {})
@@ -138,6 +155,7 @@ def diagnose_merged(
     node_snaps: Dict[str, Snapshot] = {}
     groups: List[StackGroup] = []
     progress: List[Tuple[str, Progress]] = []
+    node_chains: Dict[str, list] = {}
     kernel: List[str] = []
     for node in answered:
         _place(node)
@@ -151,10 +169,12 @@ def diagnose_merged(
             snap = dataclasses.replace(snap, kernel=dataclasses.replace(snap.kernel, lines=list(flagged)))
         obs = Observations()
         observe(snap, obs)
+        live = analyze(knowledge, node.snapshot, obs)
         node_obs[node.node] = obs
         node_snaps[node.node] = node.snapshot
-        groups += group_ranks(node.snapshot)
-        progress.append((node.node, judge_progress(node.snapshot)))
+        groups += live.groups
+        node_chains[node.node] = live.chains
+        progress.append((node.node, live.progress))
     combined = _combine_observations(list(node_obs.values()))
     if len(merged.nodes) > 1:
         combined.offer_answer(Answer("nodes", str(len(merged.nodes)), "evidence"), f"{merged.target}")
@@ -184,9 +204,19 @@ def diagnose_merged(
     overall = _combine_progress(progress)
     report.verdict.hung = overall.hung
     culprit = find_culprit(knowledge, merged_groups)
+    mismatch = find_mismatch(knowledge, merged_groups) if culprit is None else None
+    chains = []
     if culprit is not None and culprit.host in node_snaps:
-        own = node_obs[culprit.host].only(_descendants(node_snaps[culprit.host], culprit.pid))
+        own = node_obs[culprit.host].only(descendants(node_snaps[culprit.host], culprit.pid))
         apply_culprit(report, knowledge, culprit, own)
+        chains = build_chains(node_snaps[culprit.host], merged_groups, culprit)
+    elif mismatch is not None:
+        apply_mismatch(report, knowledge, mismatch)
+    else:
+        chains = [chain for node in answered for chain in node_chains[node.node]]
+    report.chains = [[hop.to_dict() for hop in c.hops] for c in chains]
+    report.chain = report.chains[0] if report.chains else []
+    apply_chain(report, chains[0] if chains else None)
     apply_progress(report, overall)
 
     # The nodes that did not answer: evidence in their own right.

@@ -1,7 +1,7 @@
 """Turn a live Snapshot into what the classifier reads: one line per fact, per source.
 
-Also the things only live evidence can tell: whether the job is progressing, which triage
-answers the evidence settles, and how the ranks group by stack.
+Also the things only live evidence can tell: which triage answers the evidence settles, and how
+the ranks group by stack (progress is judged in `progress.py`).
 """
 
 from __future__ import annotations
@@ -117,37 +117,6 @@ def _derive(snap: Snapshot, obs: Observations) -> None:
     nodes = {p.env.get("SLURM_NODEID") for p in snap.processes if p.env.get("SLURM_NODEID")}
     if len(nodes) > 1:
         obs.offer_answer(Answer("nodes", str(len(nodes)), "evidence"), "Slurm node ids of the ranks")
-
-
-@dataclass
-class Progress:
-    hung: Optional[bool]
-    reasons: List[str] = field(default_factory=list)
-
-
-def judge_progress(snap: Snapshot) -> Progress:
-    """Progressing if a training process's stack moved, its log grew, or it wrote data."""
-    reasons = []
-    grew = [lg.path for lg in snap.logs if lg.grew]
-    if grew:
-        reasons.append(f"log {grew[0]} grew during the {snap.window:.0f} s window")
-    trainers = [p for p in snap.processes if p.role in ("rank", "dataloader-worker")]
-    for info in trainers:
-        series = snap.stacks.get(info.pid)
-        if series is None:
-            continue
-        motion = series.thread_motion()
-        thread = main_thread(series.latest(), info.pid)
-        if info.role == "rank" and thread is not None and motion.get(thread.tid) == "moving":
-            reasons.append(f"{info.label()} main thread moved between samples")
-        if info.io_write_bytes and info.io_write_bytes > IO_PROGRESS_BYTES:
-            reasons.append(f"{info.label()} wrote {info.io_write_bytes >> 20} MiB during the window")
-    if reasons:
-        return Progress(False, reasons)
-    sampled = [snap.stacks.get(p.pid) for p in trainers]
-    if any(s is not None and s.frozen() for s in sampled) or any(p.state in "DZT" for p in trainers):
-        return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
-    return Progress(None, ["too little was sampled to tell"])
 
 
 @dataclass

@@ -11,6 +11,7 @@ from debug_stuck.recovery.commandline import has_option, option_value, parse_lau
 from debug_stuck.recovery.reading import bounded_read, read_source
 from debug_stuck.recovery.scan import Scan, walk
 from debug_stuck.recovery.source import script_path
+from debug_stuck.yamlio import load_yaml
 
 # option names whose directory values are where a job writes (a --data_dir is not walked)
 NOT_OUTPUT_OPTION = re.compile(r"data|cache|pretrained|model_name|tokenizer|vocab|config|dataset|model$|weights$", re.I)
@@ -105,9 +106,7 @@ def _config_values(args: List[str], cwd: str) -> Dict[str, object]:
         elif full.endswith(".toml"):
             data = _toml(text)
         else:
-            import yaml
-
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
     except Exception:
         return {}
     if not isinstance(data, dict):

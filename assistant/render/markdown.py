@@ -20,6 +20,8 @@ def render_markdown(report: Report) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(report.created))
     out: List[str] = [f"# Hang report ({stamp})", ""]
     hung = {True: "yes", False: "no (the job is making progress)", None: "not observed directly"}[v.hung]
+    if v.state == "slow":
+        hung = "no, but it progresses far below its own rhythm"
     out += [
         f"- **Hung:** {hung}",
         f"- **Pattern:** {report.pattern or 'unknown'}",
@@ -32,6 +34,15 @@ def render_markdown(report: Report) -> str:
     if report.culprit:
         c = report.culprit
         out += [f"**Culprit:** pid {c.get('pid')} (rank {c.get('rank')}): {c.get('reason', '')}", ""]
+    if report.chain:
+        out += ["## What waits on what", ""]
+        for i, hop in enumerate(report.chain, 1):
+            who = f"rank {hop['rank']} (pid {hop['pid']})" if hop.get("rank") is not None else f"pid {hop['pid']}"
+            if hop.get("role") not in (None, "rank"):
+                who += f", {hop['role']}"
+            where = f" at `{hop['where']}`" if hop.get("where") else ""
+            out.append(f"{i}. {who}{where}: {hop['waits_on']['detail']}")
+        out.append("")
     if report.stack_groups:
         out += ["## Ranks grouped by stack", ""]
         for g in report.stack_groups:

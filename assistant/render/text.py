@@ -17,8 +17,25 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 3)] + "..."
 
 
-def _hung_word(hung) -> str:
-    return {True: "HUNG", False: "progressing", None: "not observed"}[hung]
+def _state_word(verdict) -> str:
+    if verdict.state == "slow":
+        return "SLOW (progressing far below its own rhythm)"
+    return {True: "HUNG", False: "progressing", None: "not observed"}[verdict.hung]
+
+
+def chain_lines(chain: List[dict]) -> List[str]:
+    """The chain, one hop a line, from the first waiter to the terminal blocker."""
+    out = []
+    for i, hop in enumerate(chain):
+        who = f"rank {hop['rank']} pid {hop['pid']}" if hop.get("rank") is not None else f"pid {hop['pid']}"
+        who += f" ({hop['role']})" if hop.get("role") not in (None, "rank") else ""
+        thread = hop.get("thread") or {}
+        if thread.get("tid") and thread.get("tid") != hop["pid"]:
+            who += f" thread {thread.get('name')!r}"
+        arrow = "  -> " if i else "  "
+        where = f" [{hop['where']}]" if hop.get("where") else ""
+        out.append(f"{arrow}{who} {hop['waits_on']['detail']}{where}")
+    return out
 
 
 def _where(e) -> str:
@@ -56,15 +73,18 @@ def doing_phrase(process: dict) -> str:
 def render_text(report: Report) -> str:
     v = report.verdict
     out: List[str] = []
-    head = f"Verdict: {_hung_word(v.hung)}"
+    head = f"Verdict: {_state_word(v)}"
     head += f" | pattern {report.pattern or '?'} | phase {v.phase}"
     out.append(head)
-    out.append(textwrap.fill(v.summary, width=100))
+    out.append(textwrap.fill(v.summary, width=100, break_on_hyphens=False, break_long_words=False))
     if report.culprit:
         c = report.culprit
         who = f"rank {c['rank']}" if c.get("rank") is not None else f"pid {c['pid']}"
         where = f"{c['host']}, " if c.get("host") else ""
         out.append(f"Culprit: {who} ({where}pid {c['pid']}): {c['reason']}")
+    if report.chain:
+        out.append("Waits on:")
+        out.extend(chain_lines(report.chain))
     if len(report.stack_groups) > 1:
         out.append("Stack groups:")
         for g in report.stack_groups:

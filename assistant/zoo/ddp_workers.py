@@ -6,12 +6,16 @@ At step 2, rank 1's dataset blocks for ever in ``__getitem__`` (in every worker)
 in ``_try_get_data`` while rank 0 waits in ``all_reduce``: a job of 2 ranks x 4 workers, the
 shape the live-collection benchmark times.
 
+``--workers N`` sets the DataLoader workers per rank (default 4); with ``--nproc_per_node=8`` and
+``--workers 8`` it is the 73-process job of the live benchmark.
+
 READY (written by rank 0 just before the all_reduce that never completes): ``{"pid": rank 0}``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from datetime import timedelta
 
 import _common
@@ -38,7 +42,8 @@ class BlockingDataset(Dataset):
 def main() -> None:
     dist.init_process_group("gloo", timeout=timedelta(hours=1))
     rank = dist.get_rank()
-    loader = DataLoader(BlockingDataset(rank), batch_size=4, num_workers=4, prefetch_factor=1)
+    workers = int(sys.argv[sys.argv.index("--workers") + 1]) if "--workers" in sys.argv else 4
+    loader = DataLoader(BlockingDataset(rank), batch_size=4, num_workers=workers, prefetch_factor=1)
     for step, batch in enumerate(loader):
         total = batch.sum()
         if rank == 0 and step == STALL_STEP:

@@ -45,7 +45,9 @@ class Progress:
     total_epochs: Optional[int] = None
     step_line: Optional[str] = None
     steps_seen: int = 0
-    seconds_per_step: Optional[float] = None
+    seconds_per_step: Optional[float] = None  # the run's rhythm: median seconds per step in the tail
+    recent_seconds_per_step: Optional[float] = None  # over the last few steps only
+    last_step_epoch: Optional[float] = None  # when the last step line was written (timestamped logs)
     last_timestamp: Optional[str] = None
     last_timestamp_epoch: Optional[float] = None
 
@@ -195,9 +197,10 @@ def _timestamp(line: str):
     if m:
         raw = f"{m['d']} {m['t']}"
         try:
-            return raw, datetime.strptime(raw, "%Y-%m-%d %H:%M:%S").timestamp()
+            epoch = datetime.strptime(raw, "%Y-%m-%d %H:%M:%S").timestamp()
         except ValueError:
             return raw, None
+        return raw, epoch + (float("0." + m["f"]) if m["f"] else 0.0)
     m = _UNIX_TS.search(line)
     if m:
         return m["ts"], float(m["ts"])
@@ -236,6 +239,7 @@ def parse_progress(lines: List[str]) -> Progress:
             prog.steps_seen += 1
             if ts is not None:
                 stamped_steps.append((ts, step))
+                prog.last_step_epoch = ts
     if rates:
         prog.seconds_per_step = round(statistics.median(rates[-20:]), 4)
     elif len(stamped_steps) >= 2:
@@ -245,5 +249,6 @@ def parse_progress(lines: List[str]) -> Progress:
             if s2 > s1 and t2 >= t1
         ]
         if gaps:
-            prog.seconds_per_step = round(statistics.median(gaps[-20:]), 4)
+            prog.seconds_per_step = round(statistics.median(gaps[-50:]), 4)
+            prog.recent_seconds_per_step = round(statistics.median(gaps[-3:]), 4)
     return prog

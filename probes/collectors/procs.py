@@ -12,7 +12,7 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import psutil
 
@@ -72,6 +72,7 @@ class ProcInfo:
     thread_wchans: Dict[int, str] = field(default_factory=dict)
     kernel_stack: Optional[List[str]] = None
     thread_kernel_stacks: Dict[int, List[str]] = field(default_factory=dict)
+    waits: Dict[int, dict] = field(default_factory=dict)  # tid -> what it waits on (probes.collectors.waits)
     loads_torch: bool = False
     children: List[int] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)
@@ -107,6 +108,7 @@ class ProcInfo:
             "wchan": self.wchan,
             "thread_wchans": {str(k): v for k, v in self.thread_wchans.items()},
             "kernel_stacks": {str(k): v for k, v in self.thread_kernel_stacks.items()},
+            "waits": {str(k): v for k, v in self.waits.items()},
             "fd1": self.fd1,
             "fd2": self.fd2,
             "fd1_target": self.fd1_target,
@@ -296,6 +298,42 @@ def find_training_processes() -> List[int]:
     return sorted(roots, key=lambda pid: _bounded(lambda: psutil.Process(pid).create_time(), f"age of {pid}", 0.0))
 
 
+def job_key(pid: int) -> tuple:
+    """What the processes of one job share, whoever launched them: the Slurm job (and step), the
+    torchelastic run, or the rendezvous address of a multi-rank job; else the process itself."""
+    env = _bounded(lambda: psutil.Process(pid).environ(), f"reading /proc/{pid}/environ", None) or {}
+    if env.get("SLURM_JOB_ID") and (env.get("RANK") or env.get("SLURM_PROCID")):
+        return ("slurm", env["SLURM_JOB_ID"], env.get("SLURM_STEP_ID", ""))
+    if env.get("TORCHELASTIC_RUN_ID"):
+        return ("torchelastic", env["TORCHELASTIC_RUN_ID"])
+    world = _int(env.get("WORLD_SIZE"))
+    if env.get("MASTER_PORT") and world and world > 1:
+        return ("rendezvous", env.get("MASTER_ADDR", "127.0.0.1"), env["MASTER_PORT"], world)
+    return ("pid", pid)
+
+
+def describe_job_key(key: tuple) -> str:
+    if key[0] == "slurm":
+        return f"Slurm job {key[1]}" + (f" step {key[2]}" if key[2] else "")
+    if key[0] == "torchelastic":
+        return f"torchelastic run {key[1]}"
+    if key[0] == "rendezvous":
+        return f"MASTER_ADDR:MASTER_PORT {key[1]}:{key[2]}, WORLD_SIZE {key[3]}"
+    return f"process {key[1]}"
+
+
+def group_jobs(roots: List[int]) -> List[Tuple[tuple, List[int]]]:
+    """Training process trees grouped into jobs by what they share (see job_key), distributed jobs
+    first, then the oldest first:
+    ranks that srun, mpirun or a shell started side by side have no common launcher process."""
+    groups: Dict[tuple, List[int]] = {}
+    for pid in roots:
+        groups.setdefault(job_key(pid), []).append(pid)
+    # A job whose ranks say they are one (Slurm, torchelastic, a rendezvous address) before a lone
+    # Python process that happens to load torch (a notebook, a test runner); oldest first in each.
+    return sorted(groups.items(), key=lambda item: item[0][0] == "pid")
+
+
 def shm_usage() -> Optional[Dict[str, float]]:
     def stat():
         st = os.statvfs("/dev/shm")
@@ -359,6 +397,12 @@ def _state(info: ProcInfo) -> None:
                 frames = [ln.split("]", 1)[-1].strip() for ln in stack.splitlines() if ln.strip()][:24]
                 info.thread_kernel_stacks[int(tid)] = frames
     info.kernel_stack = info.thread_kernel_stacks.get(pid)
+    # The system call each thread sits in: read now, before a stack reader attaches and
+    # interrupts it (resolved to objects later, by waits.resolve_waits).
+    from debug_stuck.probes.collectors.waits import read_syscalls
+
+    raw = _bounded(lambda: read_syscalls(pid), f"system calls of {pid}", {}, info.errors) or {}
+    info.waits = {tid: wait.to_dict(with_args=True) for tid, wait in raw.items()}
 
 
 def read_states(procs: List[ProcInfo], max_workers: int = 16) -> None:

@@ -599,6 +599,11 @@ def sample_stacks(
 
     Never raises for a process: a process that cannot be read, or exits part way, gets its error
     in the series and keeps the samples taken before it.
+
+    `native`: unwinding native frames costs ~0.5 s of CPU per large (libtorch) process, so with
+    several rounds the earlier ones are Python-only and the last one unwinds natively one process
+    per distinct stack (8 ranks waiting in the same all_reduce need one native unwind, not 8).
+    Motion is judged on Python frames only, so mixing is sound.
     """
     unique = list(dict.fromkeys(int(p) for p in pids))
     series = {pid: StackSeries(pid=pid) for pid in unique}
@@ -616,7 +621,11 @@ def sample_stacks(
             todo = [pid for pid in unique if pid not in done]
             if not todo:
                 break
-            futures = {pid: pool.submit(_safe_dump, pid, native, timeout) for pid in todo}
+            if native and samples > 1:
+                unwind = _one_per_stack(series, todo) if round_index == samples - 1 else set()
+            else:
+                unwind = set(todo) if native else set()
+            futures = {pid: pool.submit(_safe_dump, pid, pid in unwind, timeout) for pid in todo}
             for pid, future in futures.items():
                 result = future.result()
                 entry = series[pid]
@@ -630,6 +639,23 @@ def sample_stacks(
                 if result.kind in _FATAL_KINDS or result.kind == "missing-tool":
                     done.add(pid)
     return series
+
+
+def _one_per_stack(series: dict, pids: list) -> set:
+    """One pid per distinct main-thread Python stack of the samples so far (and every pid that has
+    no sample yet): the processes worth a native unwind."""
+    chosen, seen = set(), set()
+    for pid in pids:
+        latest = series[pid].latest()
+        if latest is None or not latest.threads:
+            chosen.add(pid)
+            continue
+        main = next((t for t in latest.threads if t.tid == pid), latest.threads[0])
+        key = main.signature(lines=False)
+        if key not in seen:
+            seen.add(key)
+            chosen.add(pid)
+    return chosen
 
 
 def _safe_dump(pid: int, native: bool, timeout: float):

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
 from debug_stuck.probes.targeted.base import STATUSES, ConsentRequired, ProbeContext, ProbeResult, ProbeUsageError
+from debug_stuck.yamlio import load_yaml
 
 INPUTS = ("pid", "path", "factory", "script", "command", "num_workers", "batches")
 DECLARATIONS = Path(__file__).with_name("probes.yaml")
@@ -47,9 +48,8 @@ class ProbeSpec:
 
 def load_declarations(path: Path = DECLARATIONS) -> Dict[str, ProbeSpec]:
     """The probes of probes.yaml, checked; a malformed file raises ValueError naming the field."""
-    import yaml
 
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml(path.read_text(encoding="utf-8"))
     out: Dict[str, ProbeSpec] = {}
     for name, entry in (data or {}).get("probes", {}).items():
         where = f"{path.name}: probes.{name}"

@@ -42,6 +42,7 @@ import psutil
 from debug_stuck.bounded import call_with_timeout
 from debug_stuck.errors import BadInput
 from debug_stuck.live.observe import main_thread
+from debug_stuck.live.phases import phase_of
 from debug_stuck.recovery.watch.clock import (
     DEFAULT_FLOOR,
     DEFAULT_MULTIPLE,
@@ -53,7 +54,7 @@ from debug_stuck.recovery.watch.clock import (
 )
 from debug_stuck.recovery.watch.follow import LogFollower
 from debug_stuck.recovery.watch.job import Job, attach, launch
-from debug_stuck.recovery.watch.phases import describe_stack, phase_of, quick_cause
+from debug_stuck.recovery.watch.phases import describe_stack, quick_cause
 from debug_stuck.recovery.watch.tree import ProcessTree, TreeSample
 from debug_stuck.redact import redact_argv, redact_obj
 

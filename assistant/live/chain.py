@@ -1,0 +1,640 @@
+"""Follow the wait to its end: from the stuck job to the thing it waits on.
+
+Each hop is one thread of one process and what it waits on. A hop leads to the next when what it
+waits on is another party of the job (or of the machine): the ranks waiting in a collective lead to
+the culprit rank; a trainer waiting for a batch leads to its DataLoader worker; a thread waiting
+for a child leads to that child; a reader of a pipe leads to the writer; a thread waiting on a
+future leads to the pool's worker thread; a lock waiter leads to the holder. The chain ends at a
+terminal object: a path (and its file system), a FIFO or pipe with no one at the other end, a
+socket and its peer, a stopped process, a sleep, a busy loop.
+
+Everything here is read from the snapshot: the waits (debug_stuck.probes.collectors.waits, read on
+the node), the stacks and the process table. Nothing touches the job.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.observe import describe_ranks, main_thread
+from debug_stuck.live.progress import frames_in_gc
+
+MAX_HOPS = 8
+STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"threading", "socket", "queue", "subprocess"}
+LIBRARY_TOPS = frozenset(
+    "torch torchvision transformers accelerate deepspeed lightning pytorch_lightning lightning_fabric datasets "
+    "huggingface_hub safetensors requests urllib3 httpx httpcore aiohttp boto3 botocore s3fs fsspec gcsfs wandb "
+    "mlflow comet_ml neptune tensorboard numpy pandas tqdm filelock triton apex megatron ultralytics diffusers "
+    "peft trl timm sentencepiece tokenizers ray dask zmq grpc google azure".split()
+)
+PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
+
+DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightning/fabric/strategies|c10d")
+DATALOADER_WAIT = re.compile(r"_try_get_data|_get_data|_next_data|multiprocessing/queues\.py|connection\.py")
+FUTURE_WAIT = re.compile(r"concurrent/futures/_base\.py|Future\.result|_base\.py")
+POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
+LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
+THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
+IDLE_QUEUE = re.compile(r"multiprocessing/queues\.py|queue\.py")
+
+KIND_WORDS = {
+    "fifo": "the FIFO",
+    "pipe": "a pipe",
+    "file": "the file",
+    "dir": "the folder",
+    "device": "the device",
+    "tty": "the terminal",
+    "socket": "a socket",
+}
+OP_WORDS = {
+    "open": "open()",
+    "read": "a read",
+    "write": "a write",
+    "sync": "fsync()",
+    "connect": "connect()",
+    "accept": "accept()",
+    "recv": "a receive",
+    "send": "a send",
+    "lock": "a file lock",
+    "poll": "poll()",
+    "select": "select()",
+    "epoll": "epoll_wait()",
+}
+
+
+@dataclass
+class Hop:
+    pid: int
+    role: str
+    rank: Optional[int]
+    tid: Optional[int]
+    thread: Optional[str]
+    where: Optional[str]  # the innermost Python frame, "function (file:line)"
+    inside: List[str] = field(default_factory=list)  # the Python functions around it, innermost first
+    kind: str = "unknown"  # what it waits on: fifo, pipe, file, socket, process, lock, thread, rank,
+    # worker, child, sleep, cpu, futex, unknown
+    object: Optional[str] = None
+    detail: str = ""
+    op: Optional[str] = None
+    evidence: List[str] = field(default_factory=list)
+    facts: Dict[str, str] = field(default_factory=dict)  # for the classifier's "chain" lines
+    terminal: bool = False
+    frames: list = field(default_factory=list, repr=False)  # the thread's frames, innermost first
+    host: Optional[str] = None  # on a job of several nodes
+    group: Optional[str] = None  # "ranks 0,2,3": the hop stands for every rank of a stack group
+
+    @property
+    def who(self) -> str:
+        if self.group:
+            return self.group
+        where = f"{self.host}, " if self.host else ""
+        label = f"rank {self.rank} ({where}pid {self.pid})" if self.role == "rank" and self.rank is not None else None
+        if label is None:
+            role = {"dataloader-worker": "DataLoader worker", "launcher": "the launcher"}.get(self.role, "process")
+            label = f"{role} pid {self.pid}" + (f" (rank {self.rank})" if self.rank is not None else "")
+            label += f" on {self.host}" if self.host else ""
+        if self.thread and self.tid and self.tid != self.pid:
+            label += f", thread {self.thread!r}"
+        return label
+
+    def to_dict(self) -> dict:
+        out = {
+            "pid": self.pid,
+            "role": self.role,
+            "rank": self.rank,
+            "thread": {"tid": self.tid, "name": self.thread} if self.tid else None,
+            "where": self.where,
+            "waits_on": {"kind": self.kind, "object": self.object, "detail": self.detail},
+            "evidence": list(self.evidence),
+        }
+        if self.host:
+            out["host"] = self.host
+        if self.terminal:
+            out["terminal"] = True
+        return out
+
+    def fact_line(self) -> str:
+        """One line for the classifier (playbook signals with `source: chain` match it)."""
+        parts = [f"hop={'terminal' if self.terminal else 'link'}", f"role={self.role}", f"kind={self.kind}"]
+        if self.op:
+            parts.append(f"op={self.op}")
+        parts += [f"{k}={v}" for k, v in self.facts.items()]
+        parts.append("in=" + ",".join(self.inside[:8]))
+        return " ".join(parts)
+
+
+@dataclass
+class Chain:
+    hops: List[Hop]
+
+    @property
+    def terminal(self) -> Optional[Hop]:
+        return self.hops[-1] if self.hops else None
+
+
+# -- reading the snapshot ------------------------------------------------------------------------------
+
+
+class _Job:
+    def __init__(self, snap: Snapshot):
+        self.snap = snap
+        self.procs = {p.pid: p for p in snap.processes}
+
+    def thread(self, pid: int, tid: Optional[int] = None):
+        series = self.snap.stacks.get(pid)
+        dump = series.latest() if series is not None else None
+        if dump is None:
+            return None
+        if tid is None:
+            return main_thread(dump, pid)
+        return next((t for t in dump.threads if t.tid == tid), None)
+
+    def threads(self, pid: int):
+        series = self.snap.stacks.get(pid)
+        dump = series.latest() if series is not None else None
+        return list(dump.threads) if dump is not None else []
+
+    def wait(self, pid: int, tid: int) -> Optional[dict]:
+        info = self.procs.get(pid)
+        return (info.waits or {}).get(tid) if info is not None else None
+
+    def motion(self, pid: int, tid: int) -> Optional[str]:
+        series = self.snap.stacks.get(pid)
+        return series.thread_motion().get(tid) if series is not None else None
+
+    def in_gc(self, pid: int, tid: Optional[int]) -> bool:
+        """The thread is in the garbage collector in any sample of the window."""
+        series = self.snap.stacks.get(pid)
+        for dump in series.dumps if series is not None else []:
+            thread = next((t for t in dump.threads if t.tid == tid), None)
+            if thread is not None and frames_in_gc(thread.frames):
+                return True
+        return False
+
+    def children(self, pid: int) -> List[int]:
+        return [p.pid for p in self.snap.processes if p.ppid == pid]
+
+
+def _python(frames) -> list:
+    return [f for f in frames if not f.native]
+
+
+def _where(frames) -> Tuple[Optional[str], List[str]]:
+    py = _python(frames)
+    if not py:
+        return None, []
+    return py[0].text(), [f.bare_name for f in py]
+
+
+def _hop(job: _Job, pid: int, tid: Optional[int]) -> Hop:
+    info = job.procs.get(pid)
+    host = getattr(info, "host", None) if info is not None else None
+    thread = job.thread(pid, tid)
+    where, inside = _where(thread.frames) if thread is not None else (None, [])
+    return Hop(
+        pid=pid,
+        role=info.role if info is not None else "other",
+        rank=info.rank if info is not None else None,
+        tid=thread.tid if thread is not None else tid,
+        thread=thread.name if thread is not None else None,
+        where=where,
+        inside=inside,
+        host=host,
+        frames=list(thread.frames) if thread is not None else [],
+    )
+
+
+# -- describing one wait -------------------------------------------------------------------------------
+
+
+SYNC_WORDS = (
+    ("Event.wait", "an Event nobody sets"),
+    ("Future.result", "a future's result"),
+    ("Thread.join", "a thread to finish"),
+    ("Barrier.wait", "a threading barrier"),
+    ("Queue.get", "an item from a queue"),
+    ("Queue.put", "room in a full queue"),
+    ("acquire", "a lock"),
+    ("Condition.wait", "a condition to be notified"),
+)
+PLUMBING_FILES = re.compile(r"(^|/)(threading|queue|selectors)\.py$|multiprocessing/")
+SYNC_FILES = re.compile(r"(^|/)(threading|queue|selectors)\.py$|concurrent/futures/|multiprocessing/")
+
+
+def _sync_wait(frames) -> Tuple[str, Optional[str]]:
+    """("an Event nobody sets", "prefetch_shard (data.py:40)"): what a thread in a futex wait waits
+    for, from its Python frames, and the first frame of the code that called it."""
+    py = _python(frames)
+    names = [f.function for f in py[:4]]
+    what = "a lock or condition"
+    for key, words in SYNC_WORDS:
+        if any(name == key or name.endswith("." + key) or name.split(".")[-1] == key for name in names):
+            what = words
+            break
+    caller = next((f for f in py if not SYNC_FILES.search(f.file or "")), None)
+    return what, caller.text() if caller is not None else (py[0].text() if py else None)
+
+
+def _obj_text(obj: dict) -> str:
+    kind = obj.get("kind", "other")
+    if kind == "socket":
+        if obj.get("proto") == "tcp":
+            return f"a TCP connection from {obj.get('local')} to {obj.get('remote')} ({obj.get('state')})"
+        if obj.get("proto") == "unix":
+            return f"a unix socket{' ' + obj['path'] if obj.get('path') else ''}"
+        return "a socket"
+    if kind == "pipe":
+        return "a pipe"
+    path = obj.get("path") or obj.get("what") or "?"
+    text = f"{KIND_WORDS.get(kind, 'the file')} {path}"
+    if kind in ("file", "dir") and obj.get("fs"):
+        text += f" on {obj['fs']} ({'network' if obj.get('network') else 'local'}: {obj.get('mount')})"
+    return text
+
+
+def _peer_text(peers: List[dict]) -> str:
+    if not peers:
+        return ""
+    p = peers[0]
+    state = {"T": "stopped (SIGSTOP)", "t": "stopped by a debugger", "D": "in uninterruptible sleep", "Z": "a zombie"}
+    how = state.get(p.get("state"), "running" if p.get("state") == "R" else "sleeping")
+    return f"pid {p['pid']} ({p.get('name') or '?'}), {how}"
+
+
+def _describe(hop: Hop, wait: dict) -> None:
+    """Fill hop.kind / object / detail / facts from one resolved wait."""
+    op = wait.get("op")
+    hop.op = op
+    obj = wait.get("object") or {}
+    peers = wait.get("peers") or []
+    hop.facts["syscall"] = wait.get("syscall") or op or "?"
+    if op in ("open", "read", "write", "sync", "lock") and obj:
+        kind = obj.get("kind", "file")
+        hop.kind = kind
+        hop.object = obj.get("path") or (f"{kind}:[{obj.get('inode')}]" if obj.get("inode") else None)
+        verb = OP_WORDS.get(op, op)
+        text = f"is blocked in {verb} of {_obj_text(obj)}"
+        reading = op == "read" or (op == "open" and wait.get("flags", 0) == 0)
+        writers = [p for p in peers if p.get("mode") in ("w", "rw")]
+        readers = [p for p in peers if p.get("mode") in ("r", "rw")]
+        if kind in ("fifo", "pipe"):
+            other = writers if reading else readers
+            if not other:
+                end = "no-writer" if reading else "no-reader"
+                text += ", with no writer" if reading else ", with no reader"
+                if obj.get("holders_incomplete"):
+                    text += " found"
+            else:
+                end = "peer-" + (other[0].get("state") or "?")
+                text += f"; the {'writer' if reading else 'reader'} is {_peer_text(other)}"
+            hop.facts["end"] = end
+        if kind in ("file", "dir"):
+            hop.facts["fs"] = obj.get("fs") or "?"
+            hop.facts["network"] = "yes" if obj.get("network") else "no"
+        if op == "lock":
+            holders = wait.get("lock_holders") or []
+            hop.kind = "lock"
+            text = f"waits for a lock on {_obj_text(obj)}"
+            if holders:
+                text += f" held by pid {holders[0]}"
+                hop.facts["end"] = "held"
+        hop.detail = text
+        return
+    if op in ("connect", "accept", "recv", "send", "read", "write", "poll") and obj.get("kind") == "socket":
+        hop.kind = "socket"
+        hop.object = obj.get("remote") or obj.get("path")
+        text = f"is blocked in {OP_WORDS.get(op, op)} on {_obj_text(obj)}"
+        if obj.get("state") == "SYN_SENT":
+            text += ": nobody accepts the connection" + ("" if obj.get("listener") else " (no listener there)")
+            hop.facts["end"] = "no-accept"
+        elif obj.get("peer_unaccepted"):
+            text += ": the listener at the other end never accepted it"
+            hop.facts["end"] = "never-accepted"
+        elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll"):
+            peer = obj.get("peer") or []
+            text += ": the peer never answers" + (f" ({_peer_text(peer)})" if peer else "")
+            hop.facts["end"] = "no-answer"
+        elif obj.get("state") == "LISTEN":
+            text += ": waiting for a connection that never comes"
+            hop.facts["end"] = "no-client"
+        hop.facts["state"] = obj.get("state") or "?"
+        hop.detail = text
+        return
+    if op == "wait-child":
+        hop.kind = "child"
+        child = wait.get("child")
+        hop.detail = "waits for its child process" + (f" {child}" if child and child > 0 else "")
+        return
+    if op == "sleep":
+        hop.kind = "sleep"
+        hop.detail = "sleeps in a loop" + (f" at {hop.where}" if hop.where else "")
+        return
+    if op == "running":
+        hop.kind = "cpu"
+        hop.detail = "keeps running, never waiting" + (f", at {hop.where}" if hop.where else "")
+        return
+    if op in ("futex",):
+        hop.kind = "futex"
+        what, where = _sync_wait(hop.frames)
+        hop.detail = f"waits for {what}" + (f" at {where}" if where else "")
+        return
+    if op in ("poll", "select", "epoll"):
+        hop.kind = "poll"
+        watched = [w.get("object") or {} for w in wait.get("watched") or []]
+        kinds = sorted({w.get("kind", "?") for w in watched})
+        hop.detail = f"waits in {OP_WORDS.get(op, op)}" + (f" on {', '.join(kinds)}" if kinds else "")
+        return
+    if op == "io":
+        hop.kind = "io"
+        hop.detail = f"waits for I/O in the kernel ({wait.get('wchan')})"
+        return
+    hop.detail = f"waits ({wait.get('syscall') or wait.get('wchan') or op or 'unknown'})"
+
+
+# -- following the chain -------------------------------------------------------------------------------
+
+
+def follow(job: _Job, pid: int, tid: Optional[int] = None, seen: Optional[Set[Tuple[int, int]]] = None) -> List[Hop]:
+    """The hops from this thread to the end of its wait."""
+    seen = seen if seen is not None else set()
+    hops: List[Hop] = []
+    while len(hops) < MAX_HOPS:
+        hop = _hop(job, pid, tid)
+        key = (hop.pid, hop.tid or 0)
+        if key in seen:
+            hop.kind, hop.detail, hop.terminal = "cycle", "waits for a thread that (indirectly) waits for it", True
+            hops.append(hop)
+            return hops
+        seen.add(key)
+        info = job.procs.get(pid)
+        if info is not None and info.state in ("T", "t", "Z", "D"):
+            state = {"T": "is stopped (SIGSTOP)", "t": "is stopped by a debugger", "Z": "has exited (zombie)"}
+            hop.kind = "process"
+            hop.detail = state.get(info.state, f"is in uninterruptible sleep ({info.wchan or 'a kernel wait'})")
+            hop.facts["state"] = info.state
+            hop.evidence.append(
+                f"/proc/{pid}/stat: state {info.state}" + (f", wchan {info.wchan}" if info.wchan else "")
+            )
+            if hops:
+                hop.facts["via"] = hops[-1].kind
+            hop.terminal = True
+            hops.append(hop)
+            return hops
+        wait = job.wait(pid, hop.tid) if hop.tid else None
+        if wait is not None:
+            _describe(hop, wait)
+            _context(job, hop, wait)
+        else:
+            hop.detail = "waits (its system call could not be read)"
+        if hops:
+            hop.facts["via"] = hops[-1].kind
+        if hop.kind == "cpu" and job.in_gc(pid, hop.tid):
+            hop.facts["gc"] = "yes"
+            hop.detail = "keeps running in garbage collection" + (f" (at {hop.where})" if hop.where else "")
+        nxt = _next(job, hop, wait or {})
+        hops.append(hop)
+        if nxt is None:
+            hop.terminal = True
+            return hops
+        pid, tid = nxt
+    hops[-1].terminal = True
+    return hops
+
+
+def _context(job: _Job, hop: Hop, wait: dict) -> None:
+    """What the wait means for this job: which descriptor, a connection to its own rendezvous
+    master, a wait inside distributed code; and the evidence it was read from."""
+    info = job.procs.get(hop.pid)
+    if wait.get("fd") is not None:
+        hop.facts["fd"] = str(wait["fd"])
+    if wait.get("syscall"):
+        text = f"/proc/{hop.pid}/task/{hop.tid}/syscall: {wait['syscall']}"
+        if wait.get("fd") is not None:
+            text += f" on fd {wait['fd']}"
+        hop.evidence.append(text)
+    elif wait.get("wchan"):
+        hop.evidence.append(f"/proc/{hop.pid}/task/{hop.tid}/wchan: {wait['wchan']}")
+    obj = wait.get("object") or {}
+    if obj.get("kind") in ("fifo", "pipe") and hop.facts.get("end") in ("no-writer", "no-reader"):
+        scanned = "some processes could not be read" if obj.get("holders_incomplete") else "every process's fds"
+        hop.evidence.append(f"no other holder of {obj.get('path') or hop.object} found ({scanned} scanned)")
+    for peer in (wait.get("peers") or [])[:3]:
+        hop.evidence.append(f"pid {peer['pid']} holds it on fd {peer.get('fd')} ({peer.get('mode') or '?'})")
+    for holder in (wait.get("lock_holders") or [])[:3]:
+        hop.evidence.append(f"/proc/locks: pid {holder} holds the lock")
+    env = info.env if info is not None else {}
+    remote = obj.get("remote") or ""
+    if env.get("MASTER_PORT") and remote.endswith(":" + env["MASTER_PORT"]):
+        hop.facts["master"] = "yes"
+        hop.detail += f" (MASTER_ADDR:MASTER_PORT of this job is {env.get('MASTER_ADDR', '?')}:{env['MASTER_PORT']})"
+    thread = job.thread(hop.pid, hop.tid)
+    if thread is not None and any(DISTRIBUTED_FILE.search(f.file or "") for f in _python(thread.frames)):
+        hop.facts["dist"] = "yes"
+
+
+def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]]:
+    inside = " ".join(hop.inside)
+    thread = job.thread(hop.pid, hop.tid)
+    files = " ".join(f.file for f in _python(thread.frames)) if thread is not None else ""
+    # A trainer waiting for a batch: its worker that is not idle in the queue.
+    if DATALOADER_WAIT.search(inside + " " + files) and hop.role != "dataloader-worker":
+        worker = _busy_worker(job, hop.pid)
+        if worker is not None:
+            hop.kind, hop.object = "worker", str(worker)
+            hop.detail = "waits for a batch from its DataLoader workers"
+            return worker, None
+    if hop.op == "wait-child":
+        child = wait.get("child")
+        kids = job.children(hop.pid)
+        target = child if child and child > 0 else (kids[0] if kids else None)
+        if target is not None and target in job.procs:
+            hop.object = str(target)
+            return target, None
+    peers = wait.get("peers") or []
+    if hop.kind in ("fifo", "pipe", "socket") and peers:
+        other = next((p for p in peers if p["pid"] != hop.pid and p["pid"] in job.procs), None)
+        if other is not None:
+            return other["pid"], None
+    if hop.kind == "lock" and wait.get("lock_holders"):
+        holder = wait["lock_holders"][0]
+        if holder in job.procs:
+            return holder, None
+    if hop.op == "futex" and thread is not None:
+        if FUTURE_WAIT.search(files):
+            worker = _pool_worker(job, hop.pid, hop.tid)
+            if worker is not None:
+                hop.kind, hop.object = "thread", str(worker)
+                hop.detail = "waits for a result from a pool worker thread"
+                return hop.pid, worker
+        if hop.inside and (LOCK_WAIT.match(hop.inside[0]) or THREAD_JOIN.search(inside)):
+            others = _lock_waiters(job, hop.pid, hop.tid)
+            if len(others) >= 2 or (others and hop.inside[0] == "acquire"):
+                hop.kind = "lock-cycle"
+                names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])
+                hop.detail = f"waits while threads {names} each wait for a lock the other holds: a lock-order deadlock"
+                hop.facts["end"] = "deadlock"
+    return None
+
+
+def _busy_worker(job: _Job, pid: int) -> Optional[int]:
+    """The DataLoader worker of pid that is not idle waiting for work (or any dead one)."""
+    workers = [p for p in job.snap.processes if p.ppid == pid and p.role == "dataloader-worker"]
+    for worker in workers:
+        if worker.state in ("Z", "D", "T"):
+            return worker.pid
+    for worker in workers:
+        thread = job.thread(worker.pid)
+        if thread is None:
+            continue
+        py = _python(thread.frames)
+        if py and not IDLE_QUEUE.search(py[0].file) and py[0].bare_name not in ("get", "_recv", "_recv_bytes", "poll"):
+            return worker.pid
+    return None
+
+
+def _pool_worker(job: _Job, pid: int, tid: Optional[int]) -> Optional[int]:
+    for thread in job.threads(pid):
+        if thread.tid == tid:
+            continue
+        py = _python(thread.frames)
+        if any(POOL_WORKER.search(f.file) for f in py) and py and not IDLE_QUEUE.search(py[0].file):
+            return thread.tid
+    return None
+
+
+def _lock_waiters(job: _Job, pid: int, tid: Optional[int]):
+    """The other threads of pid that wait to acquire a lock (their top frames show acquire, or the
+    user's own code sits in a futex wait: a C lock taken in a `with` line has no frame of its own)."""
+    out = []
+    for thread in job.threads(pid):
+        if thread.tid == tid:
+            continue
+        py = _python(thread.frames)
+        if not py:
+            continue
+        wait = job.wait(pid, thread.tid) or {}
+        acquiring = any(f.bare_name == "acquire" for f in py[:3])
+        user_futex = wait.get("op") == "futex" and not SYNC_FILES.search(py[0].file or "")
+        if acquiring or user_futex:
+            out.append(thread)
+    return out
+
+
+# -- the chains of a job -------------------------------------------------------------------------------
+
+
+def build_chains(snap: Snapshot, groups, culprit) -> List[Chain]:
+    """One chain per stack group (its first rank), the culprit's first; for a job with no ranks,
+    its first process. The culprit's chain starts at a rank waiting for it."""
+    job = _Job(snap)
+    chains: List[Chain] = []
+    done: Set[int] = set()
+    if culprit is not None:
+        hops: List[Hop] = []
+        if culprit.waiting:
+            # a waiter on the culprit's own node when there is one: its stack and waits are in snap
+            waiter = next((p for p in culprit.waiting[0].pids if p in job.procs), culprit.waiting[0].pids[0])
+            first = _hop(job, waiter, None)
+            first.kind, first.object = "rank", str(culprit.pid)
+            who = f"rank {culprit.rank}" if culprit.rank is not None else f"pid {culprit.pid}"
+            first.detail = f"waits in {first.inside[0] if first.inside else 'a collective'} for {who}"
+            if len(culprit.waiting[0].pids) > 1 or len(culprit.waiting) > 1:
+                first.group = " and ".join(describe_ranks(g) for g in culprit.waiting)
+            hops.append(first)
+            done.update(culprit.waiting[0].pids)
+        hops += follow(job, culprit.pid)
+        chains.append(Chain(hops))
+        done.update(culprit.group.pids)
+    for group in groups:
+        if group.pids[0] in done:
+            continue
+        chains.append(Chain(follow(job, group.pids[0])))
+        done.update(group.pids)
+    if not chains:
+        starts = [p for p in snap.processes if p.role == "rank"] or list(snap.processes)
+        if starts:
+            chains.append(Chain(follow(job, starts[0].pid)))
+    return chains
+
+
+def chain_sentence(chain: Chain) -> str:
+    """The end of the wait first, then who waits for it: "rank 0 (pid 5452) is blocked in open() of
+    ckpt.pt, a FIFO with no reader, inside save; rank 1 (pid 5453) waits for it in barrier"."""
+    hops = chain.hops
+    if not hops:
+        return ""
+    end = hops[-1]
+    if end.kind == "cycle" and len(hops) > 2:
+        links = "; ".join(f"{h.who} {h.detail}" for h in hops[:-1])
+        return f"Deadlock: {links}; each waits for the other, nothing can move"
+    text = f"{end.who}{_relation(hops[-2], end) if len(hops) > 1 else ''} {end.detail}"
+    inside = _inside_text(end)
+    if inside and end.kind not in ("lock-cycle", "process", "futex", "thread"):
+        text += f", inside {inside}"
+    if len(hops) > 1:
+        first = hops[0]
+        how = _waiting_in(first)
+        verb = "wait" if first.group and ("," in first.group or " and " in first.group) else "waits"
+        who = first.who
+        if first.pid == end.pid and first.host == end.host:
+            who = "its main thread" if first.tid == first.pid else f"its thread {first.thread!r}"
+        text += f"; {who} {verb} for it in {how}"
+        if len(hops) > 2:
+            text += " (through " + ", ".join(h.who for h in hops[1:-1]) + ")"
+    return text[:1].upper() + text[1:]
+
+
+def _waiting_in(hop: Hop) -> str:
+    """The function a waiting thread is in, above the threading and queue plumbing: "result",
+    "all_reduce", "_try_get_data"."""
+    py = _python(hop.frames)
+    caller = next((f for f in py if not PLUMBING_FILES.search(f.file or "")), None)
+    if caller is not None:
+        return caller.bare_name
+    return hop.inside[0] if hop.inside else hop.kind
+
+
+def _relation(before: Hop, hop: Hop) -> str:
+    """What the next hop is to the one before it: ", which holds the lock on X," and so on."""
+    if before.kind == "lock":
+        return f", which holds the lock on {before.object},"
+    if before.kind in ("pipe", "fifo"):
+        side = "writer" if before.op in ("read", "open") else "reader"
+        return f", the {side} of that {before.kind},"
+    if before.kind == "socket":
+        return ", the other end of that connection,"
+    if before.kind == "child":
+        return f", the child of pid {before.pid},"
+    if before.kind == "thread":
+        return ", the pool's worker thread,"
+    return ""
+
+
+def _library(frame) -> bool:
+    """A frame of the standard library or a well-known package, not the job's own code."""
+    top = (frame.file or "").replace("\\", "/").lstrip("./").split("/", 1)[0]
+    top = top[:-3] if top.endswith(".py") else top
+    return top in LIBRARY_TOPS or top in STDLIB or top.startswith("<frozen")
+
+
+def _inside_text(hop: Hop) -> Optional[str]:
+    """What the thread was doing, in the job's own terms: the library call its code made (save,
+    urlopen, all_reduce), else its own innermost function (__getitem__, fifo_read)."""
+    py = _python(hop.frames)
+    if hop.where and hop.kind in ("cpu", "sleep"):
+        py = py[1:]  # the innermost frame is named already
+    user = next((i for i, f in enumerate(py) if not _library(f)), None)
+    if user is None:
+        return None
+    if user > 0 and py[user - 1].bare_name not in PLUMBING:
+        return py[user - 1].bare_name
+    for frame in py[user:]:
+        name = frame.bare_name
+        private = name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+        if name not in PLUMBING and not private:
+            return name
+    return None

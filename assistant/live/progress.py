@@ -1,0 +1,239 @@
+"""Is the job making progress? Judged like an expert, from several angles at once.
+
+A stack that moves is not progress by itself: a thread spinning in one loop changes its line
+number between two samples and gets nowhere. The judgement combines:
+- how each rank's main thread moved: frozen, looping (the same chain of functions, only the line
+  changing), or moving (the chain itself changed);
+- the log's own rhythm: new lines in the window, and how long it has been silent against its
+  usual step interval (silent for many times its step interval is stuck, even within one window);
+- I/O: a process that writes a lot is doing something;
+- the other ranks: frozen in a collective for the whole window while one rank computes means the
+  job is stuck on that rank;
+- long phases: a validation pass seen on the stack explains a silent log.
+
+Three states: `hung`, `slow` (progressing far below its own rhythm, with why: garbage collection,
+CPU oversubscription, one slow rank...) and `progressing`; `None` when too little was seen.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.observe import main_thread
+
+IO_PROGRESS_BYTES = 1 << 20
+STUCK_MULTIPLE = 20.0  # silent for this many step intervals: stuck
+SLOW_MULTIPLE = 10.0  # steps this many times slower than the job's own rhythm: slow
+STALE_FLOOR = 60.0  # ... and at least this long, in seconds
+GC_MOSTLY = 0.5  # in the garbage collector in at least this share of the samples: slowed by it
+BUSY_CPU = 50.0  # percent of a CPU: the process computes
+RUN_QUEUE_OVERSUBSCRIBED = 2.0  # CPU wanted vs CPU got: waiting for a CPU most of the time
+
+GC_FRAME = re.compile(
+    r"^(gc_collect\w*|collect(_with_callback|_generations)?|_PyGC_\w+|gc\.collect"
+    r"|subtract_refs|move_unreachable|visit_reachable)$"
+)
+GC_FILE = re.compile(r"gcmodule\.c|gc_free_threading\.c|(^|/)gc\.c$")
+
+
+@dataclass
+class Progress:
+    hung: Optional[bool]
+    reasons: List[str] = field(default_factory=list)
+    state: Optional[str] = None  # hung | slow | progressing | None
+    slow_because: Optional[str] = None
+    stuck_on: List[int] = field(default_factory=list)  # pids the job is stuck on (a looping rank)
+
+    def __post_init__(self) -> None:
+        if self.state is None and self.hung is not None:
+            self.state = "hung" if self.hung else "progressing"
+
+
+def thread_motion(series, tid: int) -> Optional[str]:
+    """frozen | looping | moving | None (fewer than two samples)."""
+    stacks = []
+    for dump in series.dumps if series is not None else []:
+        thread = next((t for t in dump.threads if t.tid == tid), None)
+        if thread is not None:
+            stacks.append(thread)
+    if len(stacks) < 2:
+        return None
+    with_lines = {t.signature(lines=True) for t in stacks}
+    if len(with_lines) == 1:
+        return "frozen"
+    if len({t.signature(lines=False) for t in stacks}) == 1:
+        return "looping"
+    return "moving"
+
+
+def _running(info) -> bool:
+    """On a CPU, or wanting one, most of the window: computing, even if every sample shows one line."""
+    cpu = max([v for v in (info.cpu_percent, info.cpu_demand) if v is not None], default=0.0)
+    return info.state == "R" or cpu >= BUSY_CPU
+
+
+def frames_in_gc(frames) -> bool:
+    """True when these frames show the garbage collector at work."""
+    for frame in frames:
+        if GC_FRAME.match(frame.bare_name) or (frame.native and GC_FILE.search(frame.file or "")):
+            return True
+        if not frame.native and frame.bare_name == "collect" and "gc" in (frame.file or ""):
+            return True
+    return False
+
+
+def _in_gc(series) -> bool:
+    dumps = series.dumps if series is not None else []
+    return any(frames_in_gc(thread.frames) for dump in dumps for thread in dump.threads)
+
+
+def gc_share(series) -> float:
+    """The fraction of the window's samples in which the process was collecting garbage."""
+    dumps = series.dumps if series is not None else []
+    if not dumps:
+        return 0.0
+    hits = sum(1 for dump in dumps if any(frames_in_gc(thread.frames) for thread in dump.threads))
+    return hits / len(dumps)
+
+
+@dataclass
+class LogRhythm:
+    """What a log says about the pace of the job."""
+
+    path: str
+    interval: Optional[float]  # its usual seconds per step
+    recent: Optional[float]  # over the last few steps
+    silent: Optional[float]  # seconds since it last changed
+    grew: bool = False
+
+    def stuck(self) -> bool:
+        if self.silent is None or self.grew:
+            return False
+        floor = max(STALE_FLOOR, STUCK_MULTIPLE * (self.interval or 0.0))
+        return self.interval is not None and self.silent > floor
+
+    def slow(self) -> Optional[float]:
+        """How many times slower than its rhythm the last steps came (None when not slow)."""
+        if not self.interval or not self.recent or self.interval <= 0:
+            return None
+        ratio = self.recent / self.interval
+        return ratio if ratio >= SLOW_MULTIPLE else None
+
+
+def rhythms(snap: Snapshot, tails: Sequence = ()) -> List[LogRhythm]:
+    grew = {lg.path for lg in snap.logs if lg.grew}
+    out = []
+    now = time.time()
+    for tail in tails:
+        if getattr(tail, "error", None):
+            continue
+        prog = tail.progress
+        silent = max(0.0, now - tail.mtime) if tail.mtime is not None else None
+        out.append(LogRhythm(tail.path, prog.seconds_per_step, prog.recent_seconds_per_step, silent, tail.path in grew))
+    return out
+
+
+def judge_progress(snap: Snapshot, waiting_pids: Sequence[int] = (), tails: Sequence = (), phases=None) -> Progress:
+    """`waiting_pids`: ranks found waiting in a collective; `phases(pid) -> phase or None` tells a
+    validation or checkpoint pass seen on a main thread."""
+    logs = rhythms(snap, tails)
+    grew = [lg.path for lg in snap.logs if lg.grew]
+    ranks = [p for p in snap.processes if p.role == "rank"]
+    trainers = [p for p in snap.processes if p.role in ("rank", "dataloader-worker")]
+    motion = {}
+    for info in ranks:
+        series = snap.stacks.get(info.pid)
+        thread = main_thread(series.latest(), info.pid) if series is not None else None
+        motion[info.pid] = thread_motion(series, thread.tid) if thread is not None else None
+    moving = [p for p in ranks if motion.get(p.pid) == "moving"]
+    looping = [p for p in ranks if motion.get(p.pid) == "looping"]
+    frozen = [p for p in ranks if motion.get(p.pid) == "frozen"]
+    writers = [p for p in trainers if p.io_write_bytes and p.io_write_bytes > IO_PROGRESS_BYTES]
+    waiting = [p for p in ranks if p.pid in set(waiting_pids)]
+    stuck_logs = [lg for lg in logs if lg.stuck()]
+    computing = moving + looping + [p for p in frozen if _running(p)]
+    phase = next((phases(p.pid) for p in computing if phases is not None and phases(p.pid)), None)
+
+    # The others wait in a collective for the whole window while some rank computes: stuck on it.
+    if waiting and all(motion.get(p.pid) == "frozen" for p in waiting) and not grew:
+        busy = [p for p in ranks if p not in waiting and (motion.get(p.pid) in ("moving", "looping") or _running(p))]
+        if busy and not writers:
+            who = ", ".join(p.label() for p in busy)
+            waiters = ", ".join(p.label() for p in waiting)
+            verb = "waits" if len(waiting) == 1 else "wait"
+            return Progress(
+                True,
+                [f"{waiters} {verb} in a collective for the whole window while {who} keeps computing"],
+                stuck_on=[p.pid for p in busy],
+            )
+    reasons = []
+    if grew:
+        reasons.append(f"log {grew[0]} grew during the {snap.window:.0f} s window")
+    for info in moving:
+        reasons.append(f"{info.label()} main thread moved between samples")
+    for info in writers:
+        reasons.append(f"{info.label()} wrote {info.io_write_bytes >> 20} MiB during the window")
+    if reasons and stuck_logs and not grew and not phase:
+        lg = stuck_logs[0]
+        reasons = []  # the stack moves, but the job's own log has been silent far beyond its rhythm
+        return Progress(
+            True,
+            [f"{lg.path} has been silent for {lg.silent:.0f} s, {lg.silent / lg.interval:.0f} times its step "
+             f"interval of {lg.interval:.2g} s, while the stacks only turn in place"],
+        )  # fmt: skip
+    if reasons:
+        return _progressing(snap, logs, reasons, phase, moving + looping)
+    if phase:
+        # A long evaluation (or save) pass computes with the log silent: that is its nature.
+        where = ", ".join(p.label() for p in computing)
+        silent = f"; the log has been silent for {stuck_logs[0].silent:.0f} s" if stuck_logs else ""
+        return Progress(False, [f"{where} computes in a {phase} pass{silent}"], state="progressing")
+    if looping and not frozen:
+        where = ", ".join(p.label() for p in looping)
+        if stuck_logs:
+            lg = stuck_logs[0]
+            return Progress(
+                True, [f"{where} loops in place and {lg.path} has been silent for {lg.silent:.0f} s"], stuck_on=[]
+            )
+        return Progress(None, [f"{where} loops in one place: not progress by itself; no log tells its rhythm"])
+    sampled = [snap.stacks.get(p.pid) for p in trainers]
+    if any(s is not None and s.frozen() for s in sampled) or any(p.state in "DZT" for p in trainers):
+        return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
+    return Progress(None, ["too little was sampled to tell"])
+
+
+def _progressing(snap: Snapshot, logs: List[LogRhythm], reasons: List[str], phase, busy) -> Progress:
+    """Progressing, or slow: far below the log's own rhythm, with why."""
+    if phase:
+        return Progress(False, reasons + [f"in a {phase} pass"], state="progressing")
+    slow = [(lg, lg.slow()) for lg in logs if lg.slow()]
+    if not slow:
+        ranks = [p for p in snap.processes if p.role == "rank"]
+        shares = [(gc_share(snap.stacks.get(p.pid)), p) for p in ranks]
+        share, who = max(shares, key=lambda item: item[0], default=(0.0, None))
+        if who is not None and share >= GC_MOSTLY:
+            text = f"{who.label()} was collecting garbage in {share:.0%} of the samples"
+            return Progress(False, reasons + [text], state="slow", slow_because="garbage collection")
+        return Progress(False, reasons, state="progressing")
+    lg, ratio = slow[0]
+    why = None
+    if any(_in_gc(snap.stacks.get(p.pid)) for p in busy) or any(
+        _in_gc(snap.stacks.get(p.pid)) for p in snap.processes if p.role == "rank"
+    ):
+        why = "garbage collection (the stacks are in gc.collect)"
+    else:
+        starved = [
+            p for p in snap.processes
+            if p.cpu_percent and p.cpu_demand and p.cpu_demand >= RUN_QUEUE_OVERSUBSCRIBED * p.cpu_percent
+        ]  # fmt: skip
+        if starved:
+            why = f"CPU oversubscription ({starved[0].label()} waits for a CPU more than it runs)"
+    text = (
+        f"steps come every {lg.recent:.2g} s, {ratio:.0f} times slower than the job's own rhythm of "
+        f"{lg.interval:.2g} s ({lg.path})"
+    )
+    return Progress(False, reasons + [text], state="slow", slow_because=why or "unknown: see the stacks")

@@ -1,0 +1,210 @@
+"""Hangs whose cause is at the end of a wait: the thread blocks on an object another party holds.
+
+One program, one scenario per argument (``python blocked_on.py <scenario>``); the main thread blocks,
+a helper thread (or the spawner, for what the GIL hides) checks the hang is real and writes READY.
+
+- ``fifo_read``: ``open()`` of ``<workdir>/feed.fifo`` for reading; nothing ever opens it for writing.
+- ``fifo_write``: ``open()`` of ``<workdir>/out.fifo`` for writing; nothing ever reads it.
+- ``pipe_reader``: reads the stdout pipe of a child that writes one line a second; the test then
+  SIGSTOPs the child (READY names it ``writer_pid``) and the read never returns.
+- ``connect``: ``connect()`` to a listener (a child process) whose accept queue is full and which
+  never accepts: the SYN is dropped, the socket stays in SYN_SENT.
+- ``recv``: ``recv()`` on a connection a child accepted and never answers.
+- ``recv_unaccepted``: ``recv()`` on a connection the listening child never even accepted.
+- ``http``: ``urllib.request.urlopen`` without a timeout against a child that accepts and never
+  answers (stack: ``http.client`` ``getresponse`` -> socket read).
+- ``flock``: ``fcntl.flock(LOCK_EX)`` on ``<workdir>/train.lock``, held by a child for ever.
+- ``child_stdin``: ``subprocess.Popen(stdin=PIPE).wait()`` on a child that reads its stdin: the
+  parent holds the pipe's write end and waits, the child waits for input that never comes.
+
+READY: ``{"pid", "scenario", "path"?, "peer_pid"?, "port"?}``, written once the main thread sleeps
+in the expected system call (its ``/proc/.../syscall`` or wait channel).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import platform
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import _common
+
+PEER = r"""
+import fcntl, os, socket, sys, time
+what = sys.argv[1]
+if what == "writer":
+    while True:
+        print("line", flush=True)
+        time.sleep(1.0)
+if what == "reader":
+    sys.stdin.readline()
+    sys.exit(0)
+if what == "locker":
+    f = open(sys.argv[2], "w")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    print("LOCKED", flush=True)
+    while True:
+        time.sleep(3600)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+s.listen(0)
+print(s.getsockname()[1], flush=True)
+if what == "silent":  # accepts, never answers
+    conns = []
+    while True:
+        conns.append(s.accept()[0])
+while True:  # "deaf": never accepts
+    time.sleep(3600)
+"""
+
+# Linux syscall numbers (x86_64, aarch64) of the calls the scenarios block in.
+SYSCALLS = {
+    "x86_64": {"open": (2, 257), "connect": (42,), "recv": (0, 45, 47), "flock": (73,), "wait4": (61, 247)},
+    "aarch64": {"open": (56,), "connect": (203,), "recv": (63, 207, 212), "flock": (32,), "wait4": (260, 95)},
+}
+WCHANS = {
+    "open": ("wait_for_partner", "fifo_open"),
+    "recv": ("pipe_read", "pipe_wait_readable", "sk_wait_data", "wait_woken", "tcp_recvmsg_locked"),
+    "connect": ("inet_wait_for_connect", "wait_woken"),
+    "flock": ("locks_lock_inode_wait", "flock_lock_inode_wait", "locks_wait"),
+    "wait4": ("do_wait", "kernel_wait4"),
+}
+
+
+def _peer(what: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-I", "-c", PEER, what, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def _in_syscall(tid: int, call: str) -> bool:
+    pid = os.getpid()
+    if _common.task_state(pid, tid) not in ("S", "D"):
+        return False
+    where = _common.wchan(pid, tid)
+    if where and where != "0" and where in WCHANS[call]:
+        return True
+    try:
+        with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+            number = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return number in SYSCALLS.get(platform.machine(), {}).get(call, ())
+
+
+def ready_in(call: str, **info) -> None:
+    """READY once the main thread has sat in `call` for a few consecutive samples."""
+    tid = threading.get_native_id()
+
+    def blocked() -> bool:
+        for _ in range(5):
+            if not _in_syscall(tid, call):
+                return False
+            time.sleep(0.05)
+        return True
+
+    _common.ready_when(blocked, lambda: dict(info, scenario=sys.argv[1]))
+
+
+def fifo_read() -> None:
+    path = _common.workdir() / "feed.fifo"
+    os.mkfifo(path)
+    ready_in("open", path=str(path))
+    with open(path, "rb") as feed:
+        feed.read()
+
+
+def fifo_write() -> None:
+    path = _common.workdir() / "out.fifo"
+    os.mkfifo(path)
+    ready_in("open", path=str(path))
+    with open(path, "wb") as out:
+        out.write(b"never")
+
+
+def pipe_reader() -> None:
+    child = _peer("writer")
+    child.stdout.readline()  # it is alive and writing
+    ready_in("recv", peer_pid=child.pid)
+    while True:
+        child.stdout.readline()
+
+
+def _listener(kind: str) -> tuple[subprocess.Popen, int]:
+    child = _peer(kind)
+    return child, int(child.stdout.readline())
+
+
+def connect() -> None:
+    child, port = _listener("deaf")
+    # Fill the accept queue (backlog 0 holds one connection), then a blocking connect: the kernel
+    # drops its SYN, the socket stays in SYN_SENT and connect() sleeps.
+    fillers = []
+    for _ in range(3):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        fillers.append(s)
+    time.sleep(0.2)
+    ready_in("connect", peer_pid=child.pid, port=port)
+    while True:
+        s = socket.create_connection(("127.0.0.1", port))  # no timeout: the bug
+        fillers.append(s)  # the kernel accepted a retry: connect again, the queue is fuller now
+
+
+def recv(accepting: bool = True) -> None:
+    child, port = _listener("silent" if accepting else "deaf")
+    s = socket.create_connection(("127.0.0.1", port))
+    ready_in("recv", peer_pid=child.pid, port=port)
+    s.recv(1)
+    _common.sleep_forever()
+
+
+def http() -> None:
+    import urllib.request
+
+    child, port = _listener("silent")
+    ready_in("recv", peer_pid=child.pid, port=port)
+    urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/embeddings")  # no timeout: the bug
+    _common.sleep_forever()
+
+
+def flock() -> None:
+    path = _common.workdir() / "train.lock"
+    child = _peer("locker", str(path))
+    child.stdout.readline()  # LOCKED
+    ready_in("flock", path=str(path), peer_pid=child.pid)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+    _common.sleep_forever()
+
+
+def child_stdin() -> None:
+    child = _peer("reader")
+    ready_in("wait4", peer_pid=child.pid)
+    child.wait()  # the parent holds the write end of the child's stdin and never writes
+    _common.sleep_forever()
+
+
+SCENARIOS = {
+    "fifo_read": fifo_read,
+    "fifo_write": fifo_write,
+    "pipe_reader": pipe_reader,
+    "connect": connect,
+    "recv": recv,
+    "recv_unaccepted": lambda: recv(accepting=False),
+    "http": http,
+    "flock": flock,
+    "child_stdin": child_stdin,
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in SCENARIOS:
+        sys.exit(f"usage: blocked_on.py {{{','.join(SCENARIOS)}}}")
+    SCENARIOS[sys.argv[1]]()

@@ -1,0 +1,96 @@
+"""Two gloo ranks that part ways at step 3; one scenario per argument (``gloo_ranks.py <scenario>``).
+
+Run under the launcher as the spawner does (``torch.distributed.run --nproc_per_node=2``), or with
+RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT set by hand for each rank (sibling ranks with no
+common launcher, as ``srun`` or ``pdsh`` start them).
+
+- ``busy``: rank 1 spins in a pure-Python loop (``refine_until_converged``, a condition that never
+  holds) while rank 0 waits in ``all_reduce``: its line number changes between samples, the job
+  does not move.
+- ``mismatch``: rank 0 calls ``all_reduce`` and rank 1 calls ``broadcast`` from itself (control
+  flow that differs by rank): each waits for the other in a different collective.
+- ``straggle``: rank 1 sleeps for ever inside ``__getitem__`` while rank 0 waits in ``all_reduce``.
+
+Both ranks init gloo with a 1 h timeout, so nothing errors during a test. READY
+(``{"pid", "rank0_pid", "rank1_pid", "scenario"}``) is written by rank 1 once rank 0 has announced it
+entered its collective of step 3 and its main thread has slept for 5 consecutive samples.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from datetime import timedelta
+
+import _common
+import torch
+import torch.distributed as dist
+
+STALL_STEP = 3
+
+
+def rank0_waits_then_ready(step: int) -> None:
+    def rank0_waits() -> bool:
+        entering = _common.read_marker("rank0_in_collective")
+        return (
+            bool(entering) and entering["step"] == step and _common.sleeping_steadily(entering["pid"], entering["tid"])
+        )
+
+    def watch() -> None:
+        if _common.wait_until(rank0_waits, timeout=120):
+            r0 = _common.read_marker("rank0_in_collective")
+            _common.mark_ready(rank0_pid=r0["pid"], rank1_pid=os.getpid(), scenario=sys.argv[1])
+        else:
+            _common.log("zoo: rank 0 never entered its collective; READY not written")
+
+    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
+
+
+def refine_until_converged(value: float) -> float:
+    """A convergence loop whose condition never holds: it runs for ever, in pure Python."""
+    error = 1.0
+    while error > 0.0:
+        value = (value * 1.000001 + 0.5) % 97.0
+        error = abs(value) + 1.0
+    return value
+
+
+class ShardDataset:
+    def __init__(self, rank: int):
+        self.rank = rank
+
+    def __getitem__(self, step: int) -> torch.Tensor:
+        if self.rank == 1 and step == STALL_STEP and sys.argv[1] == "straggle":
+            rank0_waits_then_ready(step)
+            _common.sleep_forever()
+        return torch.full((4,), float(step + self.rank))
+
+
+def train() -> None:
+    scenario = sys.argv[1]
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", timeout=timedelta(hours=1))
+    rank = dist.get_rank()
+    data = ShardDataset(rank)
+    step = 0
+    while True:
+        grad = data[step] * 2.0
+        if step == STALL_STEP:
+            if rank == 0:
+                _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
+            elif scenario == "busy":
+                rank0_waits_then_ready(step)
+                refine_until_converged(float(step))
+            elif scenario == "mismatch":
+                rank0_waits_then_ready(step)
+                dist.broadcast(grad, src=1)  # rank 0 is in all_reduce: they never meet
+        dist.all_reduce(grad)
+        print(f"rank {rank} step {step} grad {grad.sum().item():.1f}", flush=True)
+        step += 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in ("busy", "mismatch", "straggle"):
+        sys.exit("usage: gloo_ranks.py {busy,mismatch,straggle}")
+    train()

@@ -1,0 +1,575 @@
+"""What each blocked thread waits on, down to the object, from what Linux exposes in /proc.
+
+Two steps, because attaching a stack reader interrupts a blocked system call for a moment:
+
+1. `read_syscalls(pid)`, with the states, before any stack dump: for every thread, the system
+   call it sits in and its arguments (`/proc/P/task/T/syscall`), else its wait channel.
+2. `resolve_waits(infos)`, after: each argument followed to the object it names. A file
+   descriptor becomes a regular file (its mount, file system, network or local), a FIFO or pipe
+   (who holds the other end, from a bounded scan of every process's fds: none means "no writer"
+   or "no reader"), a socket (local and remote address and TCP state from /proc/net, and the
+   process holding the other end when it is on this machine); a path being opened is read from
+   the process's memory; `wait4` names the child, `flock`/`fcntl` the holder of the lock
+   (/proc/locks), `poll` and `epoll` the descriptors they watch.
+
+Every read is bounded in time and the whole resolution has one budget: /proc of a process in
+uninterruptible sleep can block, and a machine in trouble has many of those. What could not be
+read is said in the wait's `error`, never raised.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import stat
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.yamlio import load_yaml
+
+READ_SECONDS = 1.0
+RESOLVE_BUDGET = 3.0  # seconds for resolving every wait of a job
+SCAN_SECONDS = 1.5  # the scan of every process's fds for the other end of a pipe, FIFO or socket
+SCAN_MAX_FDS = 200_000
+MAX_THREADS = 256
+MAX_POLL_FDS = 64
+PATH_MAX = 4096
+AT_FDCWD = -100
+
+NETWORK_FS = re.compile(
+    r"^(nfs\d?|cifs|smb3?|fuse(\..*)?|lustre|gpfs|beegfs|ceph|glusterfs|9p|afs|panfs|weka(fs)?|s3fs|davfs|sshfs)$"
+)
+TCP_STATES = {
+    "01": "ESTABLISHED",
+    "02": "SYN_SENT",
+    "03": "SYN_RECV",
+    "04": "FIN_WAIT1",
+    "05": "FIN_WAIT2",
+    "06": "TIME_WAIT",
+    "07": "CLOSE",
+    "08": "CLOSE_WAIT",
+    "09": "LAST_ACK",
+    "0A": "LISTEN",
+    "0B": "CLOSING",
+}
+# Wait channels, for threads whose system call cannot be read (another user's process, say).
+WCHAN_OPS = (
+    (re.compile(r"wait_for_partner|fifo_open"), "open"),
+    (re.compile(r"pipe_read|pipe_wait_readable"), "read"),
+    (re.compile(r"pipe_write|pipe_wait_writable"), "write"),
+    (re.compile(r"unix_stream_read|unix_dgram_recv|tcp_recvmsg|sk_wait_data|skb_wait_for_more"), "recv"),
+    (re.compile(r"inet_csk_accept|unix_accept"), "accept"),
+    (re.compile(r"inet_wait_for_connect|__inet_stream_connect"), "connect"),
+    (re.compile(r"do_wait|kernel_wait4"), "wait-child"),
+    (re.compile(r"futex"), "futex"),
+    (re.compile(r"hrtimer_nanosleep|do_nanosleep"), "sleep"),
+    (re.compile(r"do_sys_poll|do_select|core_sys_select"), "poll"),
+    (re.compile(r"ep_poll"), "epoll"),
+    (re.compile(r"locks_lock_inode_wait|flock_lock_inode_wait|posix_lock_inode_wait|locks_wait"), "lock"),
+    (re.compile(r"nfs|rpc_wait|fuse_|io_schedule|folio_wait|wait_on_page|jbd2|blk_"), "io"),
+)
+
+
+@dataclass
+class Wait:
+    """What one thread waits on. `op` is the kind of wait (see syscalls.yaml), `object` the thing."""
+
+    tid: int
+    op: str  # open, read, write, connect, accept, recv, send, poll, select, epoll, wait-child, lock, futex,
+    # sleep, pause, sync, ioctl, io (a kernel wait with no system call read), running, unknown
+    syscall: Optional[str] = None
+    args: List[int] = field(default_factory=list)
+    fd: Optional[int] = None
+    object: Optional[dict] = None  # {"kind": file|fifo|pipe|socket|dir|device|tty|anon|other, ...}
+    peers: List[dict] = field(default_factory=list)  # the other holders: {"pid", "fd", "mode", "state", "name"}
+    watched: List[dict] = field(default_factory=list)  # poll/epoll: {"fd", "object"}
+    child: Optional[int] = None  # wait-child: the pid waited for (-1: any child)
+    lock_holders: List[int] = field(default_factory=list)
+    flags: Optional[int] = None  # open: O_ACCMODE (0 read, 1 write, 2 both)
+    wchan: Optional[str] = None
+    error: Optional[str] = None
+
+    def to_dict(self, with_args: bool = False) -> dict:
+        out = {"tid": self.tid, "op": self.op}
+        if with_args and self.args:
+            out["args"] = list(self.args)
+        for key in ("syscall", "fd", "object", "child", "flags", "wchan", "error"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        for key in ("peers", "watched", "lock_holders"):
+            value = getattr(self, key)
+            if value:
+                out[key] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Wait:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# -- the syscall table ------------------------------------------------------------------------------
+
+_TABLE: Optional[Tuple[Dict[int, str], Dict[str, dict]]] = None
+
+
+def syscall_table() -> Tuple[Dict[int, str], Dict[str, dict]]:
+    """(number -> name for this machine's architecture, name -> argument roles), from syscalls.yaml."""
+    global _TABLE
+    if _TABLE is None:
+        data = load_yaml(Path(__file__).with_name("syscalls.yaml").read_text(encoding="utf-8"))
+        arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine(), platform.machine())
+        numbers = {int(n): name for name, n in (data["numbers"].get(arch) or {}).items()}
+        _TABLE = (numbers, data["syscalls"])
+    return _TABLE
+
+
+# -- bounded reads ----------------------------------------------------------------------------------
+
+
+def _bounded(fn, what: str, default=None):
+    try:
+        return call_with_timeout(fn, READ_SECONDS, what)
+    except (CallTimedOut, OSError, ValueError):
+        return default
+
+
+def _read_text(path: str, limit: int = 1 << 20) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read(limit)
+
+
+def _thread_state(pid: int, tid: int) -> str:
+    text = _read_text(f"/proc/{pid}/task/{tid}/stat", 4096)
+    return text.rsplit(")", 1)[-1].split()[0]
+
+
+# -- step 1: the system calls, before the stacks ----------------------------------------------------
+
+
+def parse_syscall(text: str) -> Tuple[Optional[int], List[int]]:
+    """("running" -> None, []); ("-1 sp pc" -> -1, []); ("NR a0 .. a5 sp pc" -> NR, [a0..a5])."""
+    parts = text.split()
+    if not parts or parts[0] == "running":
+        return None, []
+    number = int(parts[0])
+    if number < 0:
+        return number, []
+    return number, [int(p, 16) for p in parts[1:7]]
+
+
+def wait_from_syscall(tid: int, text: str, wchan: Optional[str] = None) -> Wait:
+    numbers, specs = syscall_table()
+    if not text:
+        return _from_wchan(tid, wchan)
+    number, args = parse_syscall(text)
+    if number is None:
+        return Wait(tid, "running")
+    if number < 0:
+        return _from_wchan(tid, wchan)  # blocked in the kernel, not in a system call (a page fault)
+    name = numbers.get(number)
+    spec = specs.get(name or "")
+    if spec is None:
+        return Wait(tid, "unknown", syscall=name or f"syscall {number}", args=args, wchan=wchan)
+    wait = Wait(tid, spec["op"], syscall=name, args=args, wchan=wchan)
+    if "fd" in spec:
+        wait.fd = _signed32(args[spec["fd"]])
+    if "pid" in spec:
+        wait.child = _signed32(args[spec["pid"]])
+    if "flags" in spec:
+        wait.flags = args[spec["flags"]] & 3
+    return wait
+
+
+def _from_wchan(tid: int, wchan: Optional[str]) -> Wait:
+    for pattern, op in WCHAN_OPS:
+        if wchan and pattern.search(wchan):
+            return Wait(tid, op, wchan=wchan)
+    return Wait(tid, "unknown", wchan=wchan)
+
+
+def _signed32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def read_syscalls(pid: int) -> Dict[int, Wait]:
+    """tid -> Wait for every thread of pid (bounded; unreadable threads are left out)."""
+    out: Dict[int, Wait] = {}
+    tids = _bounded(lambda: sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")), f"threads of {pid}", []) or []
+    for tid in tids[:MAX_THREADS]:
+        base = f"/proc/{pid}/task/{tid}"
+        state = _bounded(lambda tid=tid: _thread_state(pid, tid), f"state of {tid}", "?")
+        if state == "R":
+            out[tid] = Wait(tid, "running")
+            continue
+        wchan = _bounded(lambda base=base: _read_text(f"{base}/wchan", 256).strip(), f"wchan of {tid}")
+        wchan = None if wchan in (None, "", "0") else wchan
+        text = _bounded(lambda base=base: _read_text(f"{base}/syscall", 512).strip(), f"syscall of {tid}")
+        out[tid] = wait_from_syscall(tid, text or "", wchan)
+        if text is None:
+            out[tid].error = "the system call could not be read (ptrace rights): from the wait channel only"
+    return out
+
+
+# -- step 2: what the arguments name ------------------------------------------------------------------
+
+
+class _Budget:
+    def __init__(self, seconds: float):
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def fd_target(pid: int, fd: int) -> Optional[str]:
+    return _bounded(lambda: os.readlink(f"/proc/{pid}/fd/{fd}"), f"fd {fd} of {pid}")
+
+
+def fd_mode(pid: int, fd: int) -> Optional[str]:
+    """ "r", "w" or "rw" from /proc/P/fdinfo/N's flags."""
+    text = _bounded(lambda: _read_text(f"/proc/{pid}/fdinfo/{fd}", 4096), f"fdinfo {fd} of {pid}") or ""
+    m = re.search(r"^flags:\s+(\d+)", text, re.M)
+    if not m:
+        return None
+    return {0: "r", 1: "w", 2: "rw"}.get(int(m.group(1), 8) & 3)
+
+
+def read_memory_string(pid: int, address: int, limit: int = PATH_MAX) -> Optional[str]:
+    """A NUL-terminated string from the process's memory (ptrace rights; None when not readable)."""
+
+    def read():
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as fh:
+            fh.seek(address)
+            data = fh.read(limit)
+        return data.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+    if address <= 0:
+        return None
+    return _bounded(read, f"memory of {pid}")
+
+
+def read_memory(pid: int, address: int, size: int) -> Optional[bytes]:
+    def read():
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as fh:
+            fh.seek(address)
+            return fh.read(size)
+
+    return _bounded(read, f"memory of {pid}") if address > 0 and size > 0 else None
+
+
+def mount_of(pid: int, path: str) -> Optional[dict]:
+    """{"mount", "fs", "source", "network"} of the mount holding path, in pid's mount namespace."""
+    text = _bounded(lambda: _read_text(f"/proc/{pid}/mountinfo"), f"mountinfo of {pid}") or ""
+    best = None
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 2:
+            continue
+        point = fields[4].replace("\\040", " ")
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and (best is None or len(point) > len(best[0])):
+            best = (point, tail[0], tail[1])
+    if best is None:
+        return None
+    return {"mount": best[0], "fs": best[1], "source": best[2], "network": bool(NETWORK_FS.match(best[1]))}
+
+
+def path_object(pid: int, path: str, where: Optional[str] = None) -> dict:
+    """What a path is (without opening it: opening a FIFO would block, or wake the job). `where`:
+    the path whose mount counts, when `path` is a /proc link to the open file."""
+    obj: dict = {"kind": "file", "path": path}
+    st = _bounded(lambda: os.stat(path), f"stat {path}")
+    if st is None:
+        obj["kind"] = "missing" if not _bounded(lambda: os.path.lexists(path), f"lstat {path}", True) else "unknown"
+    elif stat.S_ISFIFO(st.st_mode):
+        obj["kind"] = "fifo"
+    elif stat.S_ISDIR(st.st_mode):
+        obj["kind"] = "dir"
+    elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        obj["kind"] = "device"
+    elif stat.S_ISSOCK(st.st_mode):
+        obj["kind"] = "socket"
+    if st is not None:
+        obj["inode"] = st.st_ino
+        obj["dev"] = st.st_dev
+    mount = mount_of(pid, where or path)
+    if mount:
+        obj.update(mount)
+    return obj
+
+
+def target_object(pid: int, fd: int, target: Optional[str]) -> Optional[dict]:
+    if target is None:
+        return None
+    m = re.match(r"^(pipe|socket):\[(\d+)\]$", target)
+    if m:
+        return {"kind": m.group(1), "inode": int(m.group(2))}
+    if target.startswith("anon_inode:"):
+        return {"kind": "anon", "what": target.split(":", 1)[1].strip("[]")}
+    if target.startswith(("/dev/pts/", "/dev/tty", "/dev/console")):
+        return {"kind": "tty", "path": target}
+    if target.startswith("/"):
+        path = target[: -len(" (deleted)")] if target.endswith(" (deleted)") else target
+        obj = path_object(pid, f"/proc/{pid}/fd/{fd}", where=path)  # the open file itself, even if renamed
+        obj["path"] = path
+        if target.endswith(" (deleted)"):
+            obj["deleted"] = True
+        return obj
+    return {"kind": "other", "what": target}
+
+
+# -- the other end: who else holds a pipe, FIFO or socket ----------------------------------------------
+
+
+def scan_holders(wanted: Dict[str, List[Tuple[int, int]]], budget: float = SCAN_SECONDS) -> Dict[str, List[dict]]:
+    """For each wanted fd target ("pipe:[123]", "socket:[456]", a FIFO path), the processes holding it
+    (every process's fds, bounded in time and count): {"pid", "fd", "mode", "state", "name"}."""
+    found: Dict[str, List[dict]] = {key: [] for key in wanted}
+    if not wanted:
+        return found
+    deadline = time.monotonic() + budget
+    seen = 0
+
+    def scan():
+        nonlocal seen
+        for entry in os.scandir("/proc"):
+            if time.monotonic() > deadline or seen > SCAN_MAX_FDS:
+                return False
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for name in fds:
+                seen += 1
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{name}")
+                except OSError:
+                    continue
+                if target in found:
+                    found[target].append({"pid": pid, "fd": int(name)})
+        return True
+
+    complete = _bounded_long(scan, budget + 0.5)
+    for holders in found.values():
+        for holder in holders:
+            holder["mode"] = fd_mode(holder["pid"], holder["fd"])
+            holder["state"] = _bounded(lambda h=holder: _thread_state(h["pid"], h["pid"]), "state", "?")
+            holder["name"] = _bounded(lambda h=holder: _read_text(f"/proc/{h['pid']}/comm", 256).strip(), "comm")
+    if not complete:
+        found["__incomplete__"] = []
+    return found
+
+
+def _bounded_long(fn, seconds: float):
+    try:
+        return call_with_timeout(fn, seconds, "scanning open files")
+    except (CallTimedOut, OSError):
+        return False
+
+
+# -- sockets -------------------------------------------------------------------------------------------
+
+
+def _addr(hexaddr: str) -> str:
+    host, port = hexaddr.split(":")
+    raw = bytes.fromhex(host)
+    if len(raw) == 4:
+        ip = ".".join(str(b) for b in raw[::-1])
+    else:
+        words = [raw[i : i + 4][::-1] for i in range(0, 16, 4)]
+        joined = b"".join(words)
+        ip = ":".join(joined[i : i + 2].hex() for i in range(0, 16, 2))
+        if ip.startswith("0000:0000:0000:0000:0000:ffff:"):
+            v4 = joined[12:]
+            ip = ".".join(str(b) for b in v4)
+    return f"{ip}:{int(port, 16)}"
+
+
+def socket_tables(pid: int) -> Dict[int, dict]:
+    """inode -> socket entry ({"proto", "local", "remote", "state"} or {"proto": "unix", "path"}),
+    from pid's network namespace; an entry's inode 0 means no process holds it (not accepted yet)."""
+    out: Dict[int, dict] = {}
+    listening: Dict[str, int] = {}
+    unowned: List[dict] = []
+    for proto in ("tcp", "tcp6"):
+        text = _bounded(lambda p=proto: _read_text(f"/proc/{pid}/net/{p}", 4 << 20), f"/proc/net/{proto}") or ""
+        for line in text.splitlines()[1:]:
+            f = line.split()
+            if len(f) < 10:
+                continue
+            entry = {"proto": "tcp", "local": _addr(f[1]), "remote": _addr(f[2]), "state": TCP_STATES.get(f[3], f[3])}
+            inode = int(f[9])
+            if inode:
+                out[inode] = entry
+            else:
+                unowned.append(entry)
+            if entry["state"] == "LISTEN":
+                listening[entry["local"].rsplit(":", 1)[1]] = inode
+    text = _bounded(lambda: _read_text(f"/proc/{pid}/net/unix", 4 << 20), "/proc/net/unix") or ""
+    for line in text.splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 7 and f[6].isdigit():
+            out[int(f[6])] = {"proto": "unix", "path": f[7] if len(f) > 7 else None}
+    out[-1] = {"unowned": unowned, "listening": listening}  # connections nobody accepted yet
+    return out
+
+
+def locks_on(inode: int, dev_minor_major: Optional[Tuple[int, int]] = None) -> List[int]:
+    """PIDs holding a flock/POSIX lock on this inode (/proc/locks; the waiters' "->" lines left out)."""
+    text = _bounded(lambda: _read_text("/proc/locks"), "/proc/locks") or ""
+    holders = []
+    for line in text.splitlines():
+        if "->" in line:
+            continue
+        f = line.split()
+        if len(f) < 6:
+            continue
+        try:
+            pid = int(f[4])
+            ino = int(f[5].split(":")[2])
+        except (ValueError, IndexError):
+            continue
+        if ino == inode and pid > 0:
+            holders.append(pid)
+    return sorted(set(holders))
+
+
+# -- putting it together -----------------------------------------------------------------------------
+
+
+def resolve_waits(waits_by_pid: Dict[int, Dict[int, Wait]], budget: float = RESOLVE_BUDGET) -> None:
+    """Follow each wait's argument to its object, in place. Threads that run, sleep or wait on a
+    futex need nothing more; the rest are resolved until the budget is spent (then `error` says so)."""
+    clock = _Budget(budget)
+    wanted: Dict[str, List[Tuple[int, int]]] = {}
+    sockets: Dict[int, Dict[int, dict]] = {}
+    for pid, waits in waits_by_pid.items():
+        for wait in waits.values():
+            if clock.left() <= 0:
+                wait.error = wait.error or "not resolved: the time for resolving waits ran out"
+                continue
+            _resolve_one(pid, wait, wanted, sockets)
+    holders = scan_holders(wanted, min(SCAN_SECONDS, max(0.2, clock.left()))) if wanted else {}
+    incomplete = "__incomplete__" in holders
+    for pid, waits in waits_by_pid.items():
+        for wait in waits.values():
+            _attach_peers(pid, wait, holders, incomplete)
+
+
+def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[int, Dict[int, dict]]) -> None:
+    if wait.op == "open" and wait.args:
+        _, specs = syscall_table()
+        spec = specs.get(wait.syscall or "", {})
+        path = read_memory_string(pid, wait.args[spec.get("path", 0)])
+        if path is None:
+            wait.error = "the path being opened could not be read (ptrace rights)"
+            return
+        if not path.startswith("/"):
+            dirfd = _signed32(wait.args[spec["dirfd"]]) if "dirfd" in spec else AT_FDCWD
+            if dirfd != AT_FDCWD:
+                base = fd_target(pid, dirfd)
+            else:
+                base = _bounded(lambda: os.readlink(f"/proc/{pid}/cwd"), "cwd")
+            path = os.path.normpath(os.path.join(base or "", path))
+        wait.object = path_object(pid, path)
+        if wait.object["kind"] == "fifo":
+            wanted.setdefault(path, []).append((pid, wait.tid))
+        return
+    if wait.fd is not None and wait.fd >= 0:
+        target = fd_target(pid, wait.fd)
+        wait.object = target_object(pid, wait.fd, target)
+        if wait.object is None:
+            wait.error = f"fd {wait.fd} could not be read"
+            return
+        kind = wait.object["kind"]
+        if kind in ("pipe", "socket") or (kind == "fifo" and target):
+            wanted.setdefault(target if kind != "fifo" else wait.object["path"], []).append((pid, wait.tid))
+        if kind == "socket":
+            # one read of /proc/net per network namespace, not per process (73 ranks and workers
+            # of one job share one)
+            space = _bounded(lambda: os.readlink(f"/proc/{pid}/ns/net"), f"netns of {pid}") or pid
+            table = sockets.get(space)
+            if table is None:
+                table = sockets[space] = socket_tables(pid)
+            entry = table.get(wait.object["inode"])
+            if entry:
+                wait.object.update(entry)
+                _socket_peer(wait, table, wanted)
+        if kind in ("file", "fifo") and wait.op == "lock" and "inode" in wait.object:
+            wait.lock_holders = [p for p in locks_on(wait.object["inode"]) if p != pid]
+        if wait.op == "epoll":
+            wait.watched = _epoll_targets(pid, wait.fd)
+        return
+    if wait.op == "poll" and wait.args:
+        _, specs = syscall_table()
+        spec = specs.get(wait.syscall or "", {})
+        nfds = min(wait.args[spec.get("nfds", 1)], MAX_POLL_FDS)
+        data = read_memory(pid, wait.args[spec.get("fds", 0)], 8 * nfds) or b""
+        for i in range(len(data) // 8):
+            fd, _events, _revents = struct.unpack_from("ihh", data, i * 8)
+            if fd >= 0:
+                wait.watched.append({"fd": fd, "object": target_object(pid, fd, fd_target(pid, fd))})
+
+
+def _socket_peer(wait: Wait, table: Dict[int, dict], wanted: Dict[str, list]) -> None:
+    """A TCP connection to this machine: the socket at the other end, and whether anyone holds it."""
+    obj = wait.object
+    if obj.get("proto") != "tcp" or obj.get("state") not in ("ESTABLISHED", "SYN_SENT", "CLOSE_WAIT"):
+        return
+    extra = table.get(-1, {})
+    port = obj["remote"].rsplit(":", 1)[1]
+    if obj["state"] == "SYN_SENT":
+        obj["listener"] = port in extra.get("listening", {})
+        return
+    for inode, entry in table.items():
+        if inode > 0 and entry.get("local") == obj["remote"] and entry.get("remote") == obj["local"]:
+            obj["peer_inode"] = inode
+            wanted.setdefault(f"socket:[{inode}]", []).append((-1, wait.tid))
+            return
+    if any(e["local"] == obj["remote"] and e["remote"] == obj["local"] for e in extra.get("unowned", [])):
+        obj["peer_unaccepted"] = True  # the kernel accepted the connection; no process ever called accept()
+        obj["listener"] = port in extra.get("listening", {})
+
+
+def _attach_peers(pid: int, wait: Wait, holders: Dict[str, List[dict]], incomplete: bool) -> None:
+    obj = wait.object
+    if not obj:
+        return
+    key = None
+    if obj["kind"] in ("pipe", "socket"):
+        key = f"{obj['kind']}:[{obj['inode']}]"
+    elif obj["kind"] == "fifo":
+        key = obj.get("path")
+    if key is not None and key in holders:
+        wait.peers = [h for h in holders[key] if not (h["pid"] == pid and h["fd"] == wait.fd)]
+    if obj.get("peer_inode"):
+        peer = holders.get(f"socket:[{obj['peer_inode']}]", [])
+        obj["peer"] = peer[:4]
+    if incomplete:
+        obj["holders_incomplete"] = True
+
+
+def _epoll_targets(pid: int, epfd: int) -> List[dict]:
+    text = _bounded(lambda: _read_text(f"/proc/{pid}/fdinfo/{epfd}", 65536), f"fdinfo {epfd}") or ""
+    out = []
+    for m in re.finditer(r"^tfd:\s+(\d+)", text, re.M):
+        fd = int(m.group(1))
+        out.append({"fd": fd, "object": target_object(pid, fd, fd_target(pid, fd))})
+        if len(out) >= MAX_POLL_FDS:
+            break
+    return out
+
+
+def summarize(waits: Iterable[Wait]) -> List[dict]:
+    return [w.to_dict() for w in waits]
