@@ -15,6 +15,7 @@ blanking it would break a printed command and hide nothing.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from typing import Any, Dict, Iterable, List, Optional
@@ -74,6 +75,7 @@ def name_words(name: str) -> List[str]:
     return [w for w in re.split(r"[-_.\s]+", _CAMEL.sub("_", bare).lower()) if w]
 
 
+@functools.lru_cache(maxsize=4096)  # a report repeats its key names thousands of times
 def is_secret_name(name: str) -> bool:
     words = name_words(name)
     if not words:
@@ -104,6 +106,17 @@ def redact_text(text: str) -> str:
     """Free text (a log line, a note, a command string, a rendered report) with secrets replaced."""
     if not text:
         return text
+    if len(text) <= 512:
+        return _redact_short(text)
+    return _redact_text(text)
+
+
+@functools.lru_cache(maxsize=16384)  # frames and paths repeat across every rank and sample
+def _redact_short(text: str) -> str:
+    return _redact_text(text)
+
+
+def _redact_text(text: str) -> str:
     text = URL_USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{_secret_value(m.group(3))}@", text)
     text = TOKEN_SHAPES.sub(REDACTED, text)
     text = BEARER.sub(lambda m: f"{m.group(1)} {_secret_value(m.group(2))}", text)

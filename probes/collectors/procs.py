@@ -383,26 +383,23 @@ def _state(info: ProcInfo) -> None:
     info.wchan = _bounded(lambda: _read(f"/proc/{pid}/wchan").strip() or None, f"reading /proc/{pid}/wchan")
     if info.wchan == "0":
         info.wchan = None
-    tids = _bounded(lambda: os.listdir(f"/proc/{pid}/task"), f"listing threads of {pid}", []) or []
-    for tid in tids[:256]:
-        wchan = _bounded(lambda tid=tid: _read(f"/proc/{pid}/task/{tid}/wchan").strip(), f"wchan of {pid}/{tid}")
-        if wchan and wchan != "0":
-            info.thread_wchans[int(tid)] = wchan
-        stat = _bounded(lambda tid=tid: _read(f"/proc/{pid}/task/{tid}/stat"), f"state of {pid}/{tid}") or ""
-        thread_state = stat.rsplit(")", 1)[-1].split()[:1]
+    # Each thread's state, wait channel and system call, in one pass: read now, before a stack
+    # reader attaches and interrupts a blocked call (resolved to objects later, by resolve_waits).
+    from debug_stuck.probes.collectors.waits import MAX_THREADS, read_syscalls
+
+    states: Dict[int, tuple] = {}
+    raw = _bounded(lambda: read_syscalls(pid, states), f"system calls of {pid}", {}, info.errors) or {}
+    info.waits = {tid: wait.to_dict(with_args=True) for tid, wait in raw.items()}
+    for tid, (thread_state, wchan) in list(states.items())[:MAX_THREADS]:
+        if wchan:
+            info.thread_wchans[tid] = wchan
         # Kernel stacks (root only) of the main thread and of threads in uninterruptible sleep.
-        if str(tid) == str(pid) or thread_state == ["D"]:
+        if tid == pid or thread_state == "D":
             stack = _bounded(lambda tid=tid: _read(f"/proc/{pid}/task/{tid}/stack"), f"kernel stack of {pid}/{tid}")
             if stack:
                 frames = [ln.split("]", 1)[-1].strip() for ln in stack.splitlines() if ln.strip()][:24]
-                info.thread_kernel_stacks[int(tid)] = frames
+                info.thread_kernel_stacks[tid] = frames
     info.kernel_stack = info.thread_kernel_stacks.get(pid)
-    # The system call each thread sits in: read now, before a stack reader attaches and
-    # interrupts it (resolved to objects later, by waits.resolve_waits).
-    from debug_stuck.probes.collectors.waits import read_syscalls
-
-    raw = _bounded(lambda: read_syscalls(pid), f"system calls of {pid}", {}, info.errors) or {}
-    info.waits = {tid: wait.to_dict(with_args=True) for tid, wait in raw.items()}
 
 
 def read_states(procs: List[ProcInfo], max_workers: int = 16) -> None:
