@@ -22,6 +22,8 @@ CAUSE_IDS = (
     "bad-sample",
     "network",
     "optimizer-not-stepping",
+    "external-service",
+    "input-wait",
 )
 
 PATTERNS = ("A", "B", "C", "D", "E")

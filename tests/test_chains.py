@@ -48,14 +48,26 @@ def assert_said_everywhere(report, *words) -> None:
         assert set(hop["waits_on"]) == {"kind", "object", "detail"}
 
 
+EXT = "external-service"
 BLOCKED = [
     # scenario, terminal kind, words the summary must hold (formatted with READY), cause or None
     ("fifo_read", "fifo", ["open() of the FIFO {path}, with no writer", "pid {pid}"], "io-stall"),
     ("fifo_write", "fifo", ["open() of the FIFO {path}, with no reader", "pid {pid}"], "io-stall"),
-    ("connect", "socket", ["connect()", "127.0.0.1:{port} (SYN_SENT): nobody accepts the connection"], None),
-    ("recv", "socket", ["127.0.0.1:{port} (ESTABLISHED): the peer never answers (pid {peer_pid}"], None),
-    ("recv_unaccepted", "socket", ["127.0.0.1:{port}", "the listener at the other end never accepted it"], None),
-    ("http", "socket", ["127.0.0.1:{port}", "the peer never answers (pid {peer_pid}", "inside urlopen"], None),
+    (
+        "connect",
+        "socket",
+        ["connect()", "127.0.0.1:{port} (SYN_SENT): nobody accepts the connection"],
+        "external-service",
+    ),
+    ("recv", "socket", ["127.0.0.1:{port} (ESTABLISHED): the peer never answers (pid {peer_pid}"], EXT),
+    ("recv_unaccepted", "socket", ["127.0.0.1:{port}", "the other end never accepted it"], EXT),
+    (
+        "http",
+        "socket",
+        ["127.0.0.1:{port}", "the peer never answers (pid {peer_pid}", "inside urlopen"],
+        "external-service",
+    ),
+    ("prompt", "tty", ["is blocked in a read of the terminal {tty}"], "input-wait"),
     (
         "flock",
         "sleep",
@@ -75,12 +87,9 @@ def test_the_summary_names_what_the_job_waits_on(knowledge, zoo, scenario, kind,
     assert first.chain[0]["pid"] == job.proc.pid
     assert_said_everywhere(first, *[w.format(**job.info) for w in words])
     assert steady(first) == steady(second)
-    if cause is not None:
-        assert first.verdict.cause == cause, top(first)
-    else:
-        # A socket to a party that is not the job's rendezvous master: not a rendezvous or NCCL
-        # network problem; the cause for such waits (an external service) is not named yet.
-        assert first.verdict.cause not in ("rendezvous", "network", "nccl-init"), top(first)
+    # A socket to a party that is not the job's rendezvous master or peers is an external service,
+    # never a rendezvous or NCCL network problem.
+    assert first.verdict.cause == cause, top(first)
 
 
 def test_a_pipe_whose_writer_is_stopped(knowledge, zoo):  # noqa: F811

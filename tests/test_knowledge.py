@@ -10,7 +10,7 @@ from debug_stuck.paths import skills_dir
 def test_skills_check_passes(cli):
     code, out, err = cli("skills", "check")
     assert code == 0, out + err
-    assert out.startswith("ok: 19 playbooks")
+    assert out.startswith("ok: 21 playbooks")
 
 
 def test_every_cause_has_a_complete_playbook(knowledge):

@@ -32,6 +32,7 @@ def fill_report(report: Report, knowledge: Knowledge, result: Classification, ta
         for s in result.walk.steps
         if s.how in ("assumed", "default")
     ]
+    _state_the_tie(report, knowledge)
     stale = []
     for tail in tails:
         if tail.error:
@@ -53,6 +54,30 @@ def fill_report(report: Report, knowledge: Knowledge, result: Classification, ta
         for diagnosis in report.diagnoses[:1]:
             diagnosis.evidence.append(Evidence("log", note, file=tail.path))
         report.verdict.summary += f" The log {note[len(Path(tail.path).name) + 1 :]}."
+
+
+TIE = 0.01  # confidences this close are a tie
+
+
+def _state_the_tie(report: Report, knowledge: Knowledge) -> None:
+    """Two causes at the same score: say so, and name the one question (or probe) that separates them."""
+    ranked = report.diagnoses
+    if len(ranked) < 2 or ranked[0].confidence - ranked[1].confidence >= TIE:
+        return
+    first, second = ranked[0], ranked[1]
+    how = None
+    for step in knowledge.tree.separating_questions(first.cause, second.cause, report.triage_path):
+        question = knowledge.tree.questions[step]
+        if (report.answers.get(step) or {}).get("source") != "user":
+            how = f"answer {step} ({question.text}) with --answer {step}=..."
+            break
+    if how is None:
+        probes = [p for p in first.probes if p in second.probes] or list(first.probes) + list(second.probes)
+        if probes:
+            how = f"run `debug-stuck probe {probes[0]}`"
+    text = f"{first.cause} and {second.cause} are tied at {first.confidence:.0%}"
+    report.verdict.tie = {"causes": [first.cause, second.cause], "breaker": how}
+    report.verdict.summary += f" {text}: {how} to tell them apart." if how else f" {text}."
 
 
 def _duration(seconds: float) -> str:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from debug_stuck.core.answers import Answer
 from debug_stuck.core.classify import Observations, ObservedLine
+from debug_stuck.core.logstacks import extract_stacks
 from debug_stuck.core.tree import Tree
 from debug_stuck.probes.collectors.logtail import LogTail, parse_progress, read_log_tail
 
@@ -18,6 +19,8 @@ def observe_log(tree: Tree, path: str, obs: Observations, max_bytes: Optional[in
     for text, number in zip(tail.lines, tail.line_numbers):
         obs.add("log", ObservedLine(text, file=path, line=number if tail.whole_file else None))
     run = _current_run(tree, tail.lines)
+    _observe_stacks(path, run, obs)
+    _observe_rank_census(tree, path, run, obs)
     progress = parse_progress(run)
     obs.last_steps.append(progress.last_step)
     mid_run = progress.last_step is not None and progress.last_step > 0
@@ -38,6 +41,50 @@ def observe_log(tree: Tree, path: str, obs: Observations, max_bytes: Optional[in
                 for key, value in hint.implies.items():
                     obs.offer_answer(Answer(key, value, "log"), why)
     return tail
+
+
+def _observe_stacks(path: str, lines: List[str], obs: Observations) -> None:
+    """Stack dumps in the log (a Ctrl-C traceback, faulthandler, py-spy, gdb) become stack evidence,
+    matched by the same playbook signals as live stacks."""
+    name = Path(path).name
+    for thread in extract_stacks(lines):
+        who = f"{thread.kind} {thread.name!r} in {name}" if thread.name != thread.kind else f"{thread.kind} in {name}"
+        for frame in thread.frames:
+            obs.add("stack", ObservedLine(frame.text(), subject=who, file=path))
+
+
+def _observe_rank_census(tree: Tree, path: str, lines: List[str], obs: Observations) -> None:
+    """Ranks as the launcher or framework announced them at start-up. One rank announced twice
+    (two processes that think they are the same rank) or fewer ranks than the world size become a
+    `rank census:` log line, which the playbooks weigh like any other."""
+    seen: Dict[int, int] = {}
+    world: Optional[int] = None
+    for text in lines:
+        for pattern in tree.rank_lines:
+            match = pattern.search(text)
+            if not match:
+                continue
+            groups = match.groupdict()
+            if groups.get("rank") is not None:
+                rank = int(groups["rank"])
+                seen[rank] = seen.get(rank, 0) + 1
+            if groups.get("world") is not None:
+                world = int(groups["world"])
+            break
+    if not seen:
+        return
+    name = Path(path).name
+    twice = sorted(rank for rank, n in seen.items() if n > 1)
+    of = f" of world size {world}" if world else ""
+    if twice:
+        ranks = ", ".join(str(r) for r in twice)
+        text = f"rank census: duplicate global rank {ranks}{of} (announced {max(seen.values())} times in {name})"
+        obs.add("log", ObservedLine(text, file=path))
+    if world and len(seen) < world:
+        missing = sorted(set(range(world)) - set(seen))
+        shown = ", ".join(str(r) for r in missing[:8]) + (", ..." if len(missing) > 8 else "")
+        text = f"rank census: missing global rank {shown}{of} ({len(seen)} of {world} announced in {name})"
+        obs.add("log", ObservedLine(text, file=path))
 
 
 def _current_run(tree: Tree, lines: List[str]) -> List[str]:

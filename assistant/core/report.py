@@ -73,9 +73,10 @@ class Verdict:
     confidence: float = 0.0
     summary: str = ""
     state: Optional[str] = None  # hung | slow | progressing; None when not observed
+    tie: Optional[dict] = None  # {"causes": [a, b], "breaker": the question or probe that separates them}
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "hung": self.hung,
             "state": self.state,
             "cause": self.cause,
@@ -83,6 +84,9 @@ class Verdict:
             "confidence": round(self.confidence, 3),
             "summary": self.summary,
         }
+        if self.tie is not None:
+            out["tie"] = self.tie
+        return out
 
 
 @dataclass

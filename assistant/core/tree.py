@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
@@ -101,12 +101,14 @@ class Tree:
         nodes: Dict[str, Node],
         run_start: Optional[re.Pattern[str]] = None,
         last_lines: int = 6,
+        rank_lines: Sequence[re.Pattern[str]] = (),
     ):
         self.root = root
         self.questions = questions
         self.nodes = nodes
         self.run_start = run_start
         self.last_lines = last_lines
+        self.rank_lines = tuple(rank_lines)
         self._reach: Dict[str, frozenset] = {}
 
     def reachable_causes(self, node_id: str) -> frozenset:
@@ -147,6 +149,31 @@ class Tree:
         damping = ASSUMED_PRIOR_DAMPING ** sum(1 for s in steps if s.assumed)
         priors = {cause: round(w * damping, 4) for cause, w in node.causes.items()}
         return Walk(steps=steps, leaf=node.id, priors=priors, pattern=pattern)
+
+    def separating_questions(self, a: str, b: str, path: List[dict]) -> List[str]:
+        """The questions on the walked path whose answer would tell cause a from cause b: one branch
+        favours a, another favours b (by the best prior each can reach); guessed steps first."""
+        found = []
+        for step in path:
+            node = self.nodes.get(step.get("node"))
+            if node is None or node.is_leaf:
+                continue
+            leans = {
+                (self._best_prior(child, a) > self._best_prior(child, b))
+                - (self._best_prior(child, a) < self._best_prior(child, b))
+                for child in node.branches.values()
+            }
+            if 1 in leans and -1 in leans:
+                found.append((step.get("source") == "user", step["key"]))
+        return [key for _, key in sorted(found, key=lambda item: item[0])]
+
+    def _best_prior(self, node_id: str, cause: str, seen: frozenset = frozenset()) -> float:
+        node = self.nodes.get(node_id)
+        if node is None or node_id in seen:
+            return 0.0
+        if node.is_leaf:
+            return float(node.causes.get(cause, 0.0))
+        return max((self._best_prior(c, cause, seen | {node_id}) for c in node.branches.values()), default=0.0)
 
     def _widest_branch(self, node: Node) -> str:
         # Ties go to the first branch listed, so the data decides.
@@ -274,9 +301,19 @@ def load_tree(folder: Optional[Path] = None):
     last_lines = data.get("last_lines", 6)
     if not isinstance(last_lines, int) or last_lines < 1:
         problems.append(Problem(f, "last_lines", "must be a positive integer"))
+    rank_lines = []
+    for i, raw in enumerate(data.get("rank_lines") or []):
+        try:
+            pattern = re.compile(str(raw))
+        except re.error as exc:
+            problems.append(Problem(f, f"rank_lines[{i}]", f"bad regular expression: {exc}"))
+            continue
+        if not {"rank", "world"} & set(pattern.groupindex):
+            problems.append(Problem(f, f"rank_lines[{i}]", "needs a named group `rank` or `world`"))
+        rank_lines.append(pattern)
     if problems:
         return None, problems
-    return Tree(str(data["root"]), questions, nodes, run_start, last_lines), []
+    return Tree(str(data["root"]), questions, nodes, run_start, last_lines, rank_lines), []
 
 
 def _parse_question(key: str, raw) -> Tuple[Optional[Question], List[Problem]]:

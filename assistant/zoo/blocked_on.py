@@ -16,6 +16,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``flock``: ``fcntl.flock(LOCK_EX)`` on ``<workdir>/train.lock``, held by a child for ever.
 - ``child_stdin``: ``subprocess.Popen(stdin=PIPE).wait()`` on a child that reads its stdin: the
   parent holds the pipe's write end and waits, the child waits for input that never comes.
+- ``prompt``: stdin is a terminal (a pseudo-terminal whose other side nobody types into, as in a
+  tmux session left alone) and the job asks "wandb: Enter your choice:" with ``input()``.
 
 READY: ``{"pid", "scenario", "path"?, "peer_pid"?, "port"?}``, written once the main thread sleeps
 in the expected system call (its ``/proc/.../syscall`` or wait channel).
@@ -70,7 +72,7 @@ SYSCALLS = {
 }
 WCHANS = {
     "open": ("wait_for_partner", "fifo_open"),
-    "recv": ("pipe_read", "pipe_wait_readable", "sk_wait_data", "wait_woken", "tcp_recvmsg_locked"),
+    "recv": ("pipe_read", "pipe_wait_readable", "sk_wait_data", "wait_woken", "tcp_recvmsg_locked", "n_tty_read"),
     "connect": ("inet_wait_for_connect", "wait_woken"),
     "flock": ("locks_lock_inode_wait", "flock_lock_inode_wait", "locks_wait"),
     "wait4": ("do_wait", "kernel_wait4"),
@@ -192,6 +194,16 @@ def child_stdin() -> None:
     _common.sleep_forever()
 
 
+def prompt() -> None:
+    master, slave = os.openpty()  # the master stays open: a terminal nobody types into
+    os.dup2(slave, 0)
+    ready_in("recv", tty=os.ttyname(0), master_fd=master)
+    print("wandb: (1) Create a W&B account\nwandb: (2) Use an existing W&B account", flush=True)
+    print("wandb: (3) Don't visualize my results", flush=True)
+    input("wandb: Enter your choice: ")
+    _common.sleep_forever()
+
+
 SCENARIOS = {
     "fifo_read": fifo_read,
     "fifo_write": fifo_write,
@@ -202,6 +214,7 @@ SCENARIOS = {
     "http": http,
     "flock": flock,
     "child_stdin": child_stdin,
+    "prompt": prompt,
 }
 
 if __name__ == "__main__":

@@ -1,0 +1,252 @@
+"""Stack dumps pasted into or written by a log, read back as stacks.
+
+A user's best evidence is often already in the log: the traceback of the Ctrl-C they pressed
+while it hung, a `faulthandler.dump_traceback` (or `dump_traceback_later`) dump, a `py-spy dump`
+they ran, a gdb `bt`/`py-bt`. Each is turned into threads of frames, innermost first, in the same
+"function (file:line)" form as live stacks, so the playbooks' stack signals match them unchanged.
+
+Formats (each may carry a per-line prefix such as `[rank0]:`, `[default3]:`, `0: ` or a timestamp,
+which is stripped when the whole block shares it):
+- traceback:   `Traceback (most recent call last):` then `  File "p.py", line 3, in f` (outermost
+  first) and the exception line;
+- faulthandler: `Thread 0x00007f... (most recent call first):` or `Current thread 0x...` then
+  `  File "p.py", line 3 in f` (innermost first);
+- py-spy:      `Thread 1234 (idle): "MainThread"` then `    f (p.py:3)` (innermost first);
+- gdb:         `#0  0x00007f... in func (args) at file.c:12` or `#3  func (...) from lib.so`, and
+  py-bt's `  File "p.py", line 3, in f` (innermost first).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+MAX_THREADS = 64
+MAX_FRAMES = 64
+
+_PREFIX = re.compile(
+    r"^(?:\[(?:rank|default|RANK )?\d+\]:?\s?|\d+:\s|\S+:\d+:\d+ \[\d+\] |\[\d{4}-\d\d-\d\d[ T][\d:.,]+\]\s?|"
+    r"\d{4}-\d\d-\d\d[ T][\d:.,]+\s(?:\(\S+\)\s)?:?\s?)"
+)
+_TB_START = re.compile(r"Traceback \(most recent call (?P<order>last|first)\):")
+_TB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_FH_START = re.compile(
+    r"^(?:Current thread|Thread) (?P<ident>0x[0-9a-f]+)(?: \[(?P<name>[^\]]*)\])? \(most recent call first\):"
+)
+_FH_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+_PYSPY_START = re.compile(r'^Thread (?P<ident>0x[0-9A-Fa-f]+|\d+) \((?P<state>[\w+]+)\)(?:: "(?P<name>[^"]*)")?')
+_PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[^\s()][^()]*?) \((?P<file>[^():]+)(?::(?P<line>\d+))?\)\s*$")
+# "#2  0x7f.. in ns::Class::method(std::chrono::duration<...>) () from /lib/x.so": the name may hold
+# its own parameter list; the last "(...)" is the arguments.
+_GDB_FRAME = re.compile(
+    r"^#(?P<n>\d+)\s+(?:0x[0-9a-f]+ in )?(?P<func>[^\s(]+(?:\([^)]*\))?) \((?P<args>.*)\)"
+    r"(?: (?:at|from) (?P<file>\S+?)(?::(?P<line>\d+))?)?\s*$"
+)
+_FRAME_TEXT = re.compile(r"^(?P<func>[\w.<>]+) \((?P<file>[^():]+?)(?::(?P<line>\d+))?\)$")
+_CHAIN = re.compile(r"^[\w.<>]+ \([^()]+\)\s*<-")
+_IPY_FRAME = re.compile(r"^\s*File (?P<file>[^\s,]+):(?P<line>\d+), in (?P<func>[\w.<>]+)")
+_EXCEPTION = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Timeout\w*))(?::\s?(?P<msg>.*))?$"
+)
+
+
+@dataclass
+class LogFrame:
+    function: str
+    file: str
+    line: Optional[int]
+    native: bool = False
+
+    @property
+    def bare_name(self) -> str:
+        return self.function if self.native else self.function.rsplit(".", 1)[-1]
+
+    def text(self) -> str:
+        """The live-stack form: "function (file:line)", file shortened like py-spy's."""
+        where = _short(self.file)
+        if self.line is None:
+            return f"{self.bare_name} ({where})"
+        return f"{self.bare_name} ({where}:{self.line})"
+
+
+@dataclass
+class LogThread:
+    kind: str  # traceback | faulthandler | py-spy | gdb
+    name: str
+    frames: List[LogFrame] = field(default_factory=list)  # innermost first
+    exception: Optional[str] = None  # a traceback's last line ("KeyboardInterrupt")
+    line: int = 0  # index of the dump's first line in the text given
+
+
+def _short(path: str) -> str:
+    path = path.replace("\\", "/")
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in path:
+            return path.rsplit(marker, 1)[1]
+    m = re.search(r"/lib/python\d+\.\d+t?/(.+)$", path)
+    if m:
+        return m.group(1)
+    return path
+
+
+def _strip(line: str) -> str:
+    line = line.rstrip("\r\n")
+    for _ in range(2):  # "[rank0]:[2024-...] ..." carries two prefixes
+        m = _PREFIX.match(line)
+        if not m or not m.group(0):
+            break
+        line = line[m.end() :]
+    return line
+
+
+def extract_stacks(lines: List[str]) -> List[LogThread]:
+    """Every stack dump in the lines, as threads with frames innermost first (bounded in count)."""
+    text = [_strip(line) for line in lines]
+    out: List[LogThread] = []
+    i = 0
+    while i < len(text) and len(out) < MAX_THREADS:
+        line = text[i]
+        if _TB_START.search(line):
+            thread, i = _traceback(text, i)
+        elif _FH_START.match(line.strip()):
+            thread, i = _faulthandler(text, i)
+        elif _PYSPY_START.match(line.strip()):
+            thread, i = _pyspy(text, i)
+        elif re.match(r"^#0\s", line.strip()):
+            thread, i = _gdb(text, i)
+        elif _FH_FRAME.match(line):  # faulthandler frames pasted without their "Thread 0x..." header
+            thread, i = _faulthandler(text, i - 1, headerless=True)
+        elif _CHAIN.match(line.strip()):
+            thread, i = _chain(text, i)
+        elif _IPY_FRAME.match(line):
+            thread, i = _ipython(text, i)
+        else:
+            i += 1
+            continue
+        if thread is not None and thread.frames:
+            out.append(thread)
+    return out
+
+
+def _traceback(text: List[str], start: int):
+    """A Python traceback (outermost first), or gdb py-bt's "most recent call first" one."""
+    innermost_first = _TB_START.search(text[start])["order"] == "first"
+    frames: List[LogFrame] = []
+    i = start + 1
+    while i < len(text):
+        m = _TB_FRAME.match(text[i])
+        if m:
+            frames.append(LogFrame(m["func"], m["file"], int(m["line"])))
+            i += 1
+            if i < len(text) and not _TB_FRAME.match(text[i]) and text[i].startswith(("    ", "\t")):
+                i += 1  # the source line under the frame
+            while i < len(text) and re.match(r"^\s+[~^]+\s*$", text[i]):
+                i += 1  # 3.11+ carets
+            continue
+        break
+    exception = None
+    if i < len(text):
+        m = _EXCEPTION.match(text[i].strip())
+        if m:
+            exception = text[i].strip()[:200]
+            i += 1
+    if not innermost_first:
+        frames.reverse()  # tracebacks print the outermost call first
+    return LogThread("traceback", "traceback", frames[:MAX_FRAMES], exception, start), max(i, start + 1)
+
+
+def _faulthandler(text: List[str], start: int, headerless: bool = False):
+    m = None if headerless else _FH_START.match(text[start].strip())
+    name = (m["name"] or m["ident"]) if m else "thread"
+    frames: List[LogFrame] = []
+    i = start + 1
+    while i < len(text):
+        f = _FH_FRAME.match(text[i])
+        if not f:
+            break
+        frames.append(LogFrame(f["func"], f["file"], int(f["line"])))
+        i += 1
+    return LogThread("faulthandler", name, frames[:MAX_FRAMES], None, start), i
+
+
+def _ipython(text: List[str], start: int):
+    """An IPython/Jupyter traceback: "File ~/x.py:118, in Cls.method(args)" frames, outermost first,
+    each followed by numbered source lines."""
+    frames: List[LogFrame] = []
+    i = start
+    while i < len(text):
+        m = _IPY_FRAME.match(text[i])
+        if m:
+            frames.append(LogFrame(m["func"], m["file"], int(m["line"])))
+            i += 1
+            continue
+        if re.match(r"^\s*(?:-+>\s*)?\d+\s|^\s*$|^\s+\S", text[i]):  # source lines, blank lines
+            i += 1
+            continue
+        break
+    frames.reverse()
+    return LogThread("ipython", "traceback", frames[:MAX_FRAMES], None, start), i
+
+
+def _chain(text: List[str], start: int):
+    """ "wait (threading.py:355) <- result (concurrent/futures/_base.py:451)", possibly continued on
+    lines that start with "<-": a stack written on one line, innermost first."""
+    joined = text[start].strip()
+    i = start + 1
+    while i < len(text) and text[i].strip().startswith("<-"):
+        joined += " " + text[i].strip()
+        i += 1
+    frames = []
+    for part in joined.split("<-"):
+        m = _FRAME_TEXT.match(part.strip())
+        if m:
+            frames.append(LogFrame(m["func"], m["file"], int(m["line"]) if m["line"] else None))
+    return LogThread("chain", "chain", frames[:MAX_FRAMES], None, start), i
+
+
+def _pyspy(text: List[str], start: int):
+    m = _PYSPY_START.match(text[start].strip())
+    name = m["name"] or m["ident"]
+    frames: List[LogFrame] = []
+    i = start + 1
+    while i < len(text):
+        f = _PYSPY_FRAME.match(text[i])
+        if not f:
+            if text[i].strip().startswith(("Arguments:", "Locals:")) or re.match(r"^\s{6,}\S", text[i]):
+                i += 1  # py-spy --locals output under a frame
+                continue
+            break
+        native = not f["file"].endswith((".py", ".pyx")) and "<" not in f["file"]
+        frames.append(LogFrame(f["func"].strip(), f["file"], int(f["line"]) if f["line"] else None, native))
+        i += 1
+    return LogThread("py-spy", name, frames[:MAX_FRAMES], None, start), i
+
+
+def _gdb(text: List[str], start: int):
+    frames: List[LogFrame] = []
+    i = start
+    while i < len(text):
+        line = text[i].strip()
+        if line.startswith("#") and re.match(r"^#\d+\s", line):
+            # gdb wraps long argument lists onto indented lines: join them back
+            j = i + 1
+            while j < len(text) and text[j][:1] in (" ", "\t") and not text[j].strip().startswith("#"):
+                if _TB_FRAME.match(text[j]):
+                    break
+                line += " " + text[j].strip()
+                j += 1
+            m = _GDB_FRAME.match(line)
+            if m is None:
+                break
+            name = m["func"].split("(", 1)[0].strip() or m["func"]
+            frames.append(LogFrame(name, m["file"] or "?", int(m["line"]) if m["line"] else None, True))
+            i = j
+            continue
+        py = _TB_FRAME.match(text[i])
+        if py:  # py-bt lines between native frames
+            frames.append(LogFrame(py["func"], py["file"], int(py["line"])))
+            i += 1
+            continue
+        break
+    return LogThread("gdb", "gdb", frames[:MAX_FRAMES], None, start), i

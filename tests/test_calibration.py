@@ -1,0 +1,17 @@
+"""Calibration: a tie between the first two causes is stated, with the one question or probe that
+would break it; an answer that separates them breaks it."""
+
+from __future__ import annotations
+
+
+def test_a_tie_names_the_question_that_breaks_it(cli_json):
+    report = cli_json("--answer", "phase=start")
+    tie = report["verdict"]["tie"]
+    assert tie["causes"] == ["nccl-init", "rendezvous"]
+    assert tie["breaker"].startswith("answer stuck_at (What is the last thing the job printed")
+    assert "nccl-init and rendezvous are tied at 20%: answer stuck_at" in report["verdict"]["summary"]
+
+    broken = cli_json("--answer", "phase=start", "--answer", "stuck_at=process-group")
+    assert "tie" not in broken["verdict"]
+    assert [d["cause"] for d in broken["diagnoses"][:2]] == ["nccl-init", "rendezvous"]
+    assert broken["diagnoses"][0]["confidence"] > broken["diagnoses"][1]["confidence"]
