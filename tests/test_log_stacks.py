@@ -112,3 +112,35 @@ def test_tracebacks_faulthandler_pyspy_and_gdb_formats():
 
 def test_a_log_with_no_dump_gives_no_stacks():
     assert extract_stacks(case("nanochat-477")["log"].splitlines()) == []
+
+
+def test_a_traceback_fragment_pasted_without_its_header(cli, tmp_path):
+    # The middle of a Lightning traceback: a rank waiting in the checkpoint barrier.
+    [(kind, found)] = frames("lightning-19045")
+    assert kind == "traceback"
+    assert found[:3] == [
+        "barrier (torch/distributed/distributed_c10d.py:3696)",
+        "wrapper (torch/distributed/c10d_logger.py:47)",
+        "barrier (lightning/pytorch/strategies/ddp.py:290)",
+    ]
+    report, evidence = stack_evidence(cli, tmp_path, "lightning-19045")
+    assert report["diagnoses"][0]["cause"] == "collective"
+    assert ("collective", "traceback in lightning-19045.log: a rank waits in torch.distributed.barrier") in evidence
+
+
+def test_a_traceback_that_lost_its_indentation_keeps_every_frame(tmp_path):
+    # Pasted with every line at column 0: frames and source lines alternate.
+    [(kind, found)] = frames("jetson-inference-782")
+    assert found[0] == "_poll (multiprocessing/connection.py:414)"
+    assert found[-1] == "<module> (train_ssd.py:346)" and len(found) == 9
+
+
+def test_a_child_process_traceback_is_named_after_the_process(cli, tmp_path):
+    threads = extract_stacks(case("wandb-3223")["log"].splitlines())
+    assert threads[0].name == "process wandb_internal"
+    report, evidence = stack_evidence(cli, tmp_path, "wandb-3223")
+    assert report["diagnoses"][0]["cause"] == "external-service"
+    assert any(
+        cause == "external-service" and detail.startswith("traceback 'process wandb_internal'")
+        for cause, detail in evidence
+    )

@@ -71,3 +71,17 @@ def test_lock_and_fork_warnings_name_their_cause(tmp_path, cli_json):
         log.write_text(line + "\n")
         report = cli_json("--log", log)
         assert report["diagnoses"][0]["cause"] == cause, (line, report["diagnoses"][:2])
+
+
+def test_a_log_with_no_sign_of_a_distributed_job_damps_the_distributed_start_up_causes(tmp_path, cli_json):
+    case = yaml.safe_load((CASES / "pvcnn-49.yaml").read_text())
+    log = tmp_path / "train.log"
+    log.write_text(case["log"])
+    single = cli_json("--log", log, "--answer", "phase=start")
+    ranked = [d["cause"] for d in single["diagnoses"]]
+    assert ranked[0] == "compile" and ranked.index("compile") < ranked.index("rendezvous")
+    assert "probably a single-process job" in evidence_of(single, "rendezvous")
+
+    log.write_text(case["log"] + "initializing ddp: GLOBAL_RANK: 0, MEMBER: 1/2\n")
+    distributed = cli_json("--log", log, "--answer", "phase=start")
+    assert "single-process" not in str(distributed)

@@ -21,6 +21,7 @@ def observe_log(tree: Tree, path: str, obs: Observations, max_bytes: Optional[in
     run = _current_run(tree, tail.lines)
     _observe_stacks(path, run, obs)
     _observe_rank_census(tree, path, run, obs)
+    _observe_single_process(tree, path, tail.lines, obs)
     progress = parse_progress(run)
     obs.last_steps.append(progress.last_step)
     mid_run = progress.last_step is not None and progress.last_step > 0
@@ -85,6 +86,19 @@ def _observe_rank_census(tree: Tree, path: str, lines: List[str], obs: Observati
         shown = ", ".join(str(r) for r in missing[:8]) + (", ..." if len(missing) > 8 else "")
         text = f"rank census: missing global rank {shown}{of} ({len(seen)} of {world} announced in {name})"
         obs.add("log", ObservedLine(text, file=path))
+
+
+def _observe_single_process(tree: Tree, path: str, lines: List[str], obs: Observations) -> None:
+    """A log of a few lines or more with no rank, NCCL, launcher or process-group line at all is
+    most likely a single-process job: a `log census:` line lets the distributed causes weigh that."""
+    text = [line for line in lines if line.strip()]
+    if tree.distributed_lines is None or len(text) < 2:
+        return
+    if any(tree.distributed_lines.search(line) for line in text):
+        return
+    name = Path(path).name
+    message = f"log census: no sign of a distributed job in {len(text)} lines of {name}"
+    obs.add("log", ObservedLine(message, file=path))
 
 
 def _current_run(tree: Tree, lines: List[str]) -> List[str]:

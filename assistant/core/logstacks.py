@@ -45,6 +45,10 @@ _GDB_FRAME = re.compile(
 )
 _FRAME_TEXT = re.compile(r"^(?P<func>[\w.<>]+) \((?P<file>[^():]+?)(?::(?P<line>\d+))?\)$")
 _CHAIN = re.compile(r"^[\w.<>]+ \([^()]+\)\s*<-")
+_PROCESS = re.compile(r"^(?:\^C)?Process (?P<name>[\w.-]+):$")
+# IPython before 8: "~/env/lib/x.py in method(self, a)", the line number on the "-> 1611" line below
+_IPY_OLD_FRAME = re.compile(r"^(?P<file>\S+\.py) in (?P<func>[\w.<>]+)\(")
+_IPY_CURRENT = re.compile(r"^\s*-+>\s*(?P<line>\d+)\b")
 _IPY_FRAME = re.compile(r"^\s*File (?P<file>[^\s,]+):(?P<line>\d+), in (?P<func>[\w.<>]+)")
 _EXCEPTION = re.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Timeout\w*))(?::\s?(?P<msg>.*))?$"
@@ -117,9 +121,11 @@ def extract_stacks(lines: List[str]) -> List[LogThread]:
             thread, i = _gdb(text, i)
         elif _FH_FRAME.match(line):  # faulthandler frames pasted without their "Thread 0x..." header
             thread, i = _faulthandler(text, i - 1, headerless=True)
+        elif _TB_FRAME.match(line) and _more_frames(text, i):  # a traceback pasted without its header
+            thread, i = _traceback(text, i - 1, headerless=True)
         elif _CHAIN.match(line.strip()):
             thread, i = _chain(text, i)
-        elif _IPY_FRAME.match(line):
+        elif _IPY_FRAME.match(line) or _IPY_OLD_FRAME.match(line):
             thread, i = _ipython(text, i)
         else:
             i += 1
@@ -129,9 +135,19 @@ def extract_stacks(lines: List[str]) -> List[LogThread]:
     return out
 
 
-def _traceback(text: List[str], start: int):
-    """A Python traceback (outermost first), or gdb py-bt's "most recent call first" one."""
-    innermost_first = _TB_START.search(text[start])["order"] == "first"
+def _more_frames(text: List[str], i: int) -> bool:
+    """A headerless fragment counts when a second frame follows within the next two lines."""
+    return any(_TB_FRAME.match(line) for line in text[i + 1 : i + 3])
+
+
+def _traceback(text: List[str], start: int, headerless: bool = False):
+    """A Python traceback (outermost first), or gdb py-bt's "most recent call first" one. A pasted
+    fragment without its header is read outermost first, as Python prints it."""
+    innermost_first = not headerless and _TB_START.search(text[start])["order"] == "first"
+    name = "traceback"
+    process = _PROCESS.match(text[start - 1].strip()) if start >= 1 else None
+    if process:  # multiprocessing names the child whose traceback follows
+        name = f"process {process['name']}"
     frames: List[LogFrame] = []
     i = start + 1
     while i < len(text):
@@ -139,7 +155,7 @@ def _traceback(text: List[str], start: int):
         if m:
             frames.append(LogFrame(m["func"], m["file"], int(m["line"])))
             i += 1
-            if i < len(text) and not _TB_FRAME.match(text[i]) and text[i].startswith(("    ", "\t")):
+            if i < len(text) and not _TB_FRAME.match(text[i]) and _is_source_line(text, i):
                 i += 1  # the source line under the frame
             while i < len(text) and re.match(r"^\s+[~^]+\s*$", text[i]):
                 i += 1  # 3.11+ carets
@@ -153,7 +169,15 @@ def _traceback(text: List[str], start: int):
             i += 1
     if not innermost_first:
         frames.reverse()  # tracebacks print the outermost call first
-    return LogThread("traceback", "traceback", frames[:MAX_FRAMES], exception, start), max(i, start + 1)
+    return LogThread("traceback", name, frames[:MAX_FRAMES], exception, start), max(i, start + 1)
+
+
+def _is_source_line(text: List[str], i: int) -> bool:
+    """The source line under a frame: indented, or (in a paste that lost its indentation) a line
+    followed by the next frame."""
+    if text[i].startswith(("    ", "\t")):
+        return True
+    return i + 1 < len(text) and bool(_TB_FRAME.match(text[i + 1])) and not _EXCEPTION.match(text[i].strip())
 
 
 def _faulthandler(text: List[str], start: int, headerless: bool = False):
@@ -181,6 +205,14 @@ def _ipython(text: List[str], start: int):
             frames.append(LogFrame(m["func"], m["file"], int(m["line"])))
             i += 1
             continue
+        m = _IPY_OLD_FRAME.match(text[i])
+        if m:
+            frames.append(LogFrame(m["func"], m["file"], None))
+            i += 1
+            continue
+        current = _IPY_CURRENT.match(text[i])
+        if current and frames and frames[-1].line is None:
+            frames[-1] = LogFrame(frames[-1].function, frames[-1].file, int(current["line"]))
         if re.match(r"^\s*(?:-+>\s*)?\d+\s|^\s*$|^\s+\S", text[i]):  # source lines, blank lines
             i += 1
             continue

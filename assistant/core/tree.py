@@ -102,6 +102,7 @@ class Tree:
         run_start: Optional[re.Pattern[str]] = None,
         last_lines: int = 6,
         rank_lines: Sequence[re.Pattern[str]] = (),
+        distributed_lines: Optional[re.Pattern[str]] = None,
     ):
         self.root = root
         self.questions = questions
@@ -109,6 +110,7 @@ class Tree:
         self.run_start = run_start
         self.last_lines = last_lines
         self.rank_lines = tuple(rank_lines)
+        self.distributed_lines = distributed_lines
         self._reach: Dict[str, frozenset] = {}
 
     def reachable_causes(self, node_id: str) -> frozenset:
@@ -311,9 +313,15 @@ def load_tree(folder: Optional[Path] = None):
         if not {"rank", "world"} & set(pattern.groupindex):
             problems.append(Problem(f, f"rank_lines[{i}]", "needs a named group `rank` or `world`"))
         rank_lines.append(pattern)
+    distributed_lines = None
+    if data.get("distributed_lines"):
+        try:
+            distributed_lines = re.compile(str(data["distributed_lines"]))
+        except re.error as exc:
+            problems.append(Problem(f, "distributed_lines", f"bad regular expression: {exc}"))
     if problems:
         return None, problems
-    return Tree(str(data["root"]), questions, nodes, run_start, last_lines, rank_lines), []
+    return Tree(str(data["root"]), questions, nodes, run_start, last_lines, rank_lines, distributed_lines), []
 
 
 def _parse_question(key: str, raw) -> Tuple[Optional[Question], List[Problem]]:
