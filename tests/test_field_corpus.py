@@ -3,13 +3,16 @@
 Each case in tests/fixtures/field/cases/ holds the log lines exactly as the reporter pasted them,
 only the triage answers the reporter's own words support, the cause the thread confirmed (by a
 maintainer or by the fix that worked) and the thread's URL. A case's log is never edited to make it
-pass: a miss is fixed in the tool. The test prints every miss with its top three.
+pass: a miss is fixed in the tool. The test prints every miss with its top three. A case's log is what the
+hung job printed (or a dump of it: a traceback, py-spy, gdb, faulthandler); a system table such as
+`nvidia-smi topo -m` is context, not a log, and does not make a case.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -19,6 +22,9 @@ from debug_stuck.core.kb import load_knowledge
 
 CASES_DIR = Path(__file__).parent / "fixtures" / "field" / "cases"
 CASES = sorted(CASES_DIR.glob("*.yaml"))
+TOP1 = 0.85
+TOP3 = 0.95
+MIN_CASES = 55  # issue 13 asks for 60: raise this as cases are added, never lower it
 
 
 def load(path: Path) -> dict:
@@ -58,10 +64,14 @@ def test_every_case_is_well_formed():
             assert not valid or str(value) in valid, f"{path}: {key}={value} not in {sorted(valid)}"
 
 
-def test_every_case_runs_through_the_scripted_mode(cli, tmp_path):
-    """Real logs never break the tool: each case gives a report. The figures are printed; the
-    thresholds (top-1 >= 85%, top-3 >= 95% over at least 60 cases) are asserted once the corpus
-    has grown to its size (issue 13)."""
+def test_the_corpus_is_large_and_varied():
+    causes = Counter(load(path)["cause"] for path in CASES)
+    print("\n" + ", ".join(f"{cause} {n}" for cause, n in sorted(causes.items())))
+    assert len(CASES) >= MIN_CASES, len(CASES)
+    assert len(causes) >= 15, causes
+
+
+def test_the_scripted_mode_names_the_confirmed_cause(cli, tmp_path):
     top1 = top3 = 0
     misses = []
     for path in CASES:
@@ -70,8 +80,10 @@ def test_every_case_runs_through_the_scripted_mode(cli, tmp_path):
         top1 += ranked[:1] == [case["cause"]]
         top3 += case["cause"] in ranked[:3]
         if ranked[:1] != [case["cause"]]:
-            misses.append(f"{case['id']}: expected {case['cause']}, got {ranked[:3]} ({case['source']})")
+            where = "not in the top three" if case["cause"] not in ranked[:3] else "not first"
+            misses.append(f"{case['id']}: {case['cause']} {where}: {ranked[:3]} ({case['source']})")
     n = len(CASES)
-    print(f"\nfield corpus: {n} cases, top-1 {top1}/{n}, top-3 {top3}/{n}")
+    print(f"\nfield corpus: {n} cases, top-1 {top1}/{n} ({top1 / n:.0%}), top-3 {top3}/{n} ({top3 / n:.0%})")
     for miss in misses:
         print("  miss:", miss)
+    assert top1 / n >= TOP1 and top3 / n >= TOP3, "\n".join(misses)

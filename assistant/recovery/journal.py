@@ -11,6 +11,7 @@ on a wedged network mount must cost a watcher one line of warning, never its lif
 from __future__ import annotations
 
 import os
+import random
 import socket
 import sqlite3
 import time
@@ -186,6 +187,21 @@ class Journal:
                 # commands and summaries are in it: readable by its owner only (SQLite gives its
                 # -wal and -shm files the same mode)
                 os.close(open_private_append(str(self.path)))
+            deadline = time.monotonic() + SQLITE_BUSY_SECONDS
+            while True:
+                try:
+                    return attempt()
+                except sqlite3.OperationalError as exc:
+                    # SQLite answers some lock conflicts (switching to WAL while a first watcher
+                    # creates the file, a read lock upgraded to a write lock) with "locked" at
+                    # once, without its busy handler: wait a little and try the whole step again.
+                    if "locked" not in str(exc) and "busy" not in str(exc):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.02 + 0.08 * random.random())
+
+        def attempt():
             conn = sqlite3.connect(str(self.path), timeout=SQLITE_BUSY_SECONDS)
             try:
                 conn.row_factory = sqlite3.Row
