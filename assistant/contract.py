@@ -37,7 +37,7 @@ ANSWER_SOURCES = ("user", "evidence", "log")
 # The triage keys the contract names; the tree may add follow-up keys of its own.
 CONTRACT_ANSWER_KEYS = {
     "phase": ("start", "mid-run"),
-    "gpu": ("idle", "busy"),
+    "gpu": ("idle", "busy", "none"),
     "step": ("same-step", "random"),
     "platform": ("cuda", "rocm", "cpu"),
     "cpu": ("idle", "busy"),
@@ -45,3 +45,45 @@ CONTRACT_ANSWER_KEYS = {
 }
 
 UNKNOWN = "unknown"
+
+# What a check, a fix command or a probe does to the machine and the job: every one carries one.
+# Strongest first: a block that does several things carries the strongest.
+SAFETY_LABELS = {
+    "stops-job": "stops the job",
+    "changes": "changes files or system settings",
+    "runs-code": "runs your code",
+    "disturbs": "may disturb the running job",
+    "writes-temp": "writes a temporary file",
+    "config": "a setting for the next run; nothing runs now",
+    "edit": "an edit to your code; nothing runs now",
+    "reads": "reads only",
+}
+
+# Named placeholders in playbook commands, filled from the job the report looked at.
+PLACEHOLDERS = {
+    "pid": "the process to inspect (the stuck rank, or the culprit)",
+    "main_pid": "the job's main process (the launcher, or the DataLoader's parent)",
+    "rank_pids": "the rank processes, space separated",
+    "worker_pids": "the DataLoader worker processes, space separated",
+    "launch_command": "the job's launch command, as it was run",
+    "script": "the training script",
+    "cwd": "the job's working directory",
+    "output_dir": "the job's output folder",
+    "checkpoint": "the job's newest checkpoint",
+    "blocked_path": "the file the job is blocked on",
+    "log": "the job's log file",
+    "master_addr": "the rendezvous address (MASTER_ADDR)",
+    "master_port": "the rendezvous port (MASTER_PORT)",
+    "nproc": "the number of rank processes",
+    "python": "the job's Python interpreter",
+    "dataset_path": "a data file or folder the job reads",
+}
+
+# What a fix may declare it applies to (playbook frontmatter `fixes:`), and the values each takes.
+FIX_CONTEXT = {
+    "framework": ("accelerate", "hf-trainer", "kohya", "lightning", "nanochat", "pytorch", "ultralytics", "python"),
+    "launcher": ("torchrun", "accelerate", "deepspeed", "python"),
+    "platform": ("cuda", "rocm", "cpu"),
+    "backend": ("nccl", "gloo"),
+    "os": ("linux", "windows", "macos"),
+}

@@ -116,7 +116,11 @@ def test_probe_list_names_every_probe_and_consent(cli):
     assert code == 0
     for name in targeted.REGISTRY:
         assert out.count(f"{name} ") >= 1
-    assert out.count("[runs your code: --allow-exec]") == 3
+    assert out.count("[runs your code; needs --allow-exec:") == 3
+    # every probe says truthfully what it does: the storage probe writes, it does not only read
+    storage = out.split("storage", 1)[1].split("\n")[1]
+    assert "writes a temporary file" in storage and "1 MiB" in storage and "removed after" in storage
+    assert out.count("[reads only:") == 2  # env and gpu-health
 
 
 def test_exec_probe_without_consent_runs_nothing(cli, tmp_path):

@@ -24,6 +24,13 @@ def fill_report(report: Report, knowledge: Knowledge, result: Classification, ta
         if key in report.answers:
             report.answers[key]["why"] = why
     report.pattern = result.walk.pattern
+    if report.pattern is None:
+        assumed = list(dict.fromkeys(result.walk.assumed_keys))
+        report.pattern_reason = (
+            f"not named: {', '.join(assumed)} {'is' if len(assumed) == 1 else 'are'} unknown"
+            if assumed
+            else "not named: the answers lead to no pattern"
+        )
     report.diagnoses = result.diagnoses
     report.verdict = result.verdict
     report.triage_path = [s.to_dict() for s in result.walk.steps]

@@ -17,7 +17,7 @@ from debug_stuck.contract import UNKNOWN
 from debug_stuck.core.answers import Answer
 from debug_stuck.core.kb import Knowledge
 from debug_stuck.core.knowledge import Signal
-from debug_stuck.core.report import Diagnosis, Evidence, FixItem, Verdict
+from debug_stuck.core.report import CheckItem, Diagnosis, Evidence, FixItem, Verdict, safety_dict
 from debug_stuck.core.tree import Walk
 
 CAUSE_THRESHOLD = 0.25  # below this the verdict names no cause
@@ -190,6 +190,22 @@ def combine(answers: Dict[str, Answer], derived: Dict[str, Answer]) -> Dict[str,
     return out
 
 
+def settle_given(knowledge: Knowledge, answers: Dict[str, Answer], why: Dict[str, str]) -> Dict[str, Answer]:
+    """Answers another answer settles (the tree's `given`): with no GPU, the GPU question is moot."""
+    out = dict(answers)
+    for key, question in knowledge.tree.questions.items():
+        current = out.get(key)
+        if current is not None and current.value != UNKNOWN:
+            continue
+        for other, mapping in question.given.items():
+            settled = out.get(other)
+            if settled is not None and settled.value in mapping:
+                out[key] = Answer(key, mapping[settled.value], "log" if settled.source == "log" else "evidence")
+                why[key] = f"{other} is {settled.value}" + (f" ({why[other]})" if why.get(other) else "")
+                break
+    return out
+
+
 def noisy_or(weights: List[float]) -> float:
     remaining = 1.0
     for w in weights:
@@ -205,7 +221,7 @@ def noisy_or(weights: List[float]) -> float:
 def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observations) -> Classification:
     matches = match_signals(knowledge, obs) + _finding_matches(knowledge, obs)
     derive_answers(knowledge, obs, matches)
-    answers = combine(user_answers, obs.derived)
+    answers = settle_given(knowledge, combine(user_answers, obs.derived), obs.derived_why)
     notes = {k: obs.derived_why[k] for k, a in answers.items() if a.source != "user" and k in obs.derived_why}
     matches += _answer_signal_matches(knowledge, answers)
     walk = knowledge.tree.walk({k: (a.value, a.source) for k, a in answers.items()})
@@ -213,7 +229,8 @@ def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observa
     by_cause: Dict[str, List[SignalMatch]] = {}
     for m in matches:
         by_cause.setdefault(m.signal.cause, []).append(m)
-    path_text = ", ".join(f"{s.key}={s.value}" + ("?" if s.assumed else "") for s in walk.steps)
+    # an assumed step is shown as unknown: the walk's guess is not the user's answer
+    path_text = ", ".join(f"{s.key} unknown" if s.assumed else f"{s.key}={s.value}" for s in walk.steps)
     diagnoses: List[Diagnosis] = []
     for cause, book in knowledge.playbooks.items():
         prior = walk.priors.get(cause, 0.0)
@@ -233,17 +250,37 @@ def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observa
                 title=book.title,
                 confidence=round(confidence, 3),
                 evidence=evidence,
-                fixes=[FixItem(f.title, f.commands, [b.language for b in f.blocks]) for f in book.fixes],
+                fixes=[fix_item(f) for f in book.fixes],
                 playbook=book.relative_path,
                 summary=book.summary,
                 checks=[b.text for b in book.checks],
                 probes=list(book.probes),
+                check_items=[CheckItem(b.text, b.language, safety_dict(b.safety, b.note)) for b in book.checks],
+                probe_items=[probe_item(name) for name in book.probes],
             )
         )
     diagnoses.sort(key=lambda d: (-d.confidence, d.cause))
     diagnoses = diagnoses[:MAX_DIAGNOSES]
     verdict = _verdict(knowledge, answers, walk, diagnoses)
     return Classification(answers, notes, walk, diagnoses, verdict, matches)
+
+
+def fix_item(fix) -> FixItem:
+    return FixItem(
+        fix.title,
+        fix.commands,
+        [b.language for b in fix.blocks],
+        safety=[safety_dict(b.safety, b.note) for b in fix.blocks],
+        applies={k: list(v) for k, v in fix.applies.items()},
+        flag=fix.flag,
+    )
+
+
+def probe_item(name: str) -> dict:
+    from debug_stuck.probes.targeted.registry import probe_spec
+
+    spec = probe_spec(name)
+    return {"name": name, "summary": spec.summary, "safety": safety_dict(spec.safety, spec.safety_note)}
 
 
 def _verdict(knowledge: Knowledge, answers: Dict[str, Answer], walk: Walk, diagnoses: List[Diagnosis]) -> Verdict:

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 import yaml
 
-from debug_stuck.contract import CAUSE_IDS, EVIDENCE_SOURCES, PATTERNS, PHASES
+from debug_stuck.contract import CAUSE_IDS, EVIDENCE_SOURCES, FIX_CONTEXT, PATTERNS, PHASES, SAFETY_LABELS
 from debug_stuck.paths import skills_dir
 from debug_stuck.probes.targeted.registry import PROBE_NAMES
 from debug_stuck.yamlio import load_yaml
@@ -49,12 +49,17 @@ class _Missing(dict):
 class CodeBlock:
     language: str
     text: str
+    safety: str = "edit"  # a key of contract.SAFETY_LABELS, from the fence's info string
+    note: str = ""  # what exactly it writes, runs or disturbs
+    labelled: bool = False  # the label was written, not defaulted
 
 
 @dataclass
 class Fix:
     title: str
     blocks: List[CodeBlock]
+    applies: Dict[str, List[str]] = field(default_factory=dict)  # contract.FIX_CONTEXT key -> values
+    flag: Optional[str] = None  # the option of the job's command the fix sets
 
     @property
     def commands(self) -> List[str]:
@@ -76,6 +81,7 @@ class Playbook:
     sections: Dict[str, str] = field(default_factory=dict)
     fixes: List[Fix] = field(default_factory=list)
     checks: List[CodeBlock] = field(default_factory=list)
+    edits: List[dict] = field(default_factory=list)  # code edit rules (debug_stuck.recovery.advice.edits)
 
     @property
     def relative_path(self) -> str:
@@ -172,6 +178,25 @@ def parse_playbook(path: Path):
     for fix in fixes:
         if not fix.blocks:
             problems.append(Problem(name, f"### {fix.title}", "fix has no fenced command block"))
+    _apply_fix_rules(name, meta.get("fixes"), fixes, problems)
+    edits = _parse_edits(name, meta.get("edits"), problems)
+    for where, block in [("## How to confirm", b) for b in checks] + [
+        (f"### {f.title}", b) for f in fixes for b in f.blocks
+    ]:
+        if block.safety not in SAFETY_LABELS:
+            problems.append(
+                Problem(name, where, f"safety label {block.safety!r} invalid; valid: {', '.join(SAFETY_LABELS)}")
+            )
+        elif block.safety in NOTE_REQUIRED and not block.note:
+            problems.append(
+                Problem(name, where, f"{block.safety} needs a note in quotes: {NOTE_REQUIRED[block.safety]}")
+            )
+        elif block.language in SHELL_LANGUAGES and not block.labelled:
+            problems.append(
+                Problem(
+                    name, where, f"a shell block needs a safety label after the language: {', '.join(SAFETY_LABELS)}"
+                )
+            )
     if problems:
         return None, problems
     return (
@@ -189,6 +214,7 @@ def parse_playbook(path: Path):
             sections=sections,
             fixes=fixes,
             checks=checks,
+            edits=edits,
         ),
         [],
     )
@@ -236,6 +262,97 @@ def _parse_signals(name: str, cause: str, raw, problems: List[Problem]) -> List[
     return out
 
 
+SHELL_LANGUAGES = ("bash", "sh", "shell", "console", "")
+NOTE_REQUIRED = {
+    "writes-temp": "where, how big, and whether it is removed after",
+    "runs-code": "where it writes",
+    "disturbs": "how it may disturb the job",
+    "changes": "what it changes",
+}
+
+
+def _fence_info(info: str) -> CodeBlock:
+    """```bash reads  /  ```bash writes-temp "1 MiB in {output_dir}, removed after" """
+    import shlex
+
+    try:
+        words = shlex.split(info or "")
+    except ValueError:
+        words = (info or "").split()
+    language = words[0] if words else ""
+    label = words[1] if len(words) > 1 else ""
+    note = " ".join(words[2:])
+    return CodeBlock(language=language, text="", safety=label or "edit", note=note, labelled=bool(label))
+
+
+def _apply_fix_rules(name: str, raw, fixes: List[Fix], problems: List[Problem]) -> None:
+    """Frontmatter `fixes:`: {fix title: {framework: [...], platform: [...], flag: --x, ...}}."""
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        problems.append(Problem(name, "fixes", "must map a fix title to what it applies to"))
+        return
+    by_title = {f.title: f for f in fixes}
+    for title, rules in raw.items():
+        where = f"fixes.{title}"
+        fix = by_title.get(str(title))
+        if fix is None:
+            problems.append(Problem(name, where, "no '### ' fix has this title"))
+            continue
+        if not isinstance(rules, dict):
+            problems.append(Problem(name, where, f"a mapping of {', '.join(FIX_CONTEXT)} or flag"))
+            continue
+        for key, values in rules.items():
+            if key == "flag":
+                if not isinstance(values, str) or not values.startswith("-"):
+                    problems.append(Problem(name, f"{where}.flag", "an option such as --num-workers"))
+                else:
+                    fix.flag = values
+                continue
+            valid = FIX_CONTEXT.get(key)
+            values = [values] if isinstance(values, str) else values
+            if valid is None:
+                problems.append(Problem(name, f"{where}.{key}", f"unknown; valid: {', '.join(FIX_CONTEXT)}, flag"))
+            elif not isinstance(values, list) or not values or any(v not in valid for v in values):
+                problems.append(Problem(name, f"{where}.{key}", f"a list of: {', '.join(valid)}"))
+            else:
+                fix.applies[key] = [str(v) for v in values]
+
+
+EDIT_KINDS = ("keyword", "wrap", "replace")
+
+
+def _parse_edits(name: str, raw, problems: List[Problem]) -> List[dict]:
+    """Frontmatter `edits:`: [{call, keyword+value | wrap | replace, why, imports?, anywhere?}]."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        problems.append(Problem(name, "edits", "must be a list of edit rules"))
+        return []
+    out = []
+    for i, rule in enumerate(raw):
+        where = f"edits[{i}]"
+        kinds = [k for k in EDIT_KINDS if isinstance(rule, dict) and k in rule]
+        if not isinstance(rule, dict) or not isinstance(rule.get("call"), str) or len(kinds) != 1:
+            problems.append(Problem(name, where, f"needs call and exactly one of {', '.join(EDIT_KINDS)}"))
+            continue
+        if kinds == ["keyword"] and not isinstance(rule.get("value"), str):
+            problems.append(Problem(name, f"{where}.value", "the keyword's value, as Python source in quotes"))
+            continue
+        if kinds == ["wrap"] and "{call}" not in rule["wrap"]:
+            problems.append(Problem(name, f"{where}.wrap", "must contain {call}"))
+            continue
+        if not isinstance(rule.get("why"), str) or not rule["why"]:
+            problems.append(Problem(name, f"{where}.why", "required: what the change does"))
+            continue
+        imports = rule.get("imports") or []
+        if not isinstance(imports, list) or not all(isinstance(m, str) and m.isidentifier() for m in imports):
+            problems.append(Problem(name, f"{where}.imports", "a list of module names"))
+            continue
+        out.append(dict(rule))
+    return out
+
+
 def _parse_body(body: str):
     """Split the prose by `## ` sections; collect fixes (### + fences) and the confirm checks."""
     from markdown_it import MarkdownIt
@@ -263,7 +380,8 @@ def _parse_body(body: str):
                 fixes.append(Fix(title=title, blocks=[]))
             pending = None
         elif tok.type == "fence":
-            block = CodeBlock(language=(tok.info or "").strip().split(" ")[0], text=tok.content.rstrip("\n"))
+            block = _fence_info((tok.info or "").strip())
+            block.text = tok.content.rstrip("\n")
             if h2 == "Fixes" and fixes:
                 fixes[-1].blocks.append(block)
             elif h2 == "How to confirm":

@@ -29,14 +29,52 @@ class Evidence:
         return out
 
 
+def safety_dict(label: str, note: str = "") -> dict:
+    """{"label": ..., "text": what it means, "note": what exactly} (contract.SAFETY_LABELS)."""
+    from debug_stuck.contract import SAFETY_LABELS
+
+    out = {"label": label, "text": SAFETY_LABELS.get(label, label)}
+    if note:
+        out["note"] = note
+    return out
+
+
 @dataclass
 class FixItem:
     title: str
     commands: List[str]
     languages: List[str] = field(default_factory=list)
+    safety: List[dict] = field(default_factory=list)  # one safety_dict per command
+    unfilled: List[str] = field(default_factory=list)  # placeholders the report could not fill
+    applies: Dict[str, List[str]] = field(default_factory=dict)  # what the fix is for (framework, platform...)
+    flag: Optional[str] = None  # the option of the job's command it sets
+    condition: Optional[str] = None  # "if you use kohya": shown when the job's context is not known
 
     def to_dict(self) -> dict:
-        return {"title": self.title, "commands": list(self.commands), "languages": list(self.languages)}
+        out = {"title": self.title, "commands": list(self.commands), "languages": list(self.languages)}
+        out["safety"] = list(self.safety)
+        out["unfilled"] = list(self.unfilled)
+        out["applies"] = {k: list(v) for k, v in self.applies.items()}
+        out["condition"] = self.condition
+        return out
+
+
+@dataclass
+class CheckItem:
+    command: str
+    language: str
+    safety: dict
+    unfilled: List[str] = field(default_factory=list)
+    withheld: Optional[str] = None  # why it should not be run now (it would disturb the stuck job)
+
+    def to_dict(self) -> dict:
+        return {
+            "command": self.command,
+            "language": self.language,
+            "safety": dict(self.safety),
+            "unfilled": list(self.unfilled),
+            "withheld": self.withheld,
+        }
 
 
 @dataclass
@@ -50,6 +88,9 @@ class Diagnosis:
     summary: str = ""
     checks: List[str] = field(default_factory=list)
     probes: List[str] = field(default_factory=list)
+    check_items: List[CheckItem] = field(default_factory=list)  # `checks` with their safety labels
+    probe_items: List[dict] = field(default_factory=list)  # `probes` with summary and safety label
+    fixes_left_out: List[dict] = field(default_factory=list)  # {title, why}: for another framework...
 
     def to_dict(self) -> dict:
         return {
@@ -60,7 +101,10 @@ class Diagnosis:
             "evidence": [e.to_dict() for e in self.evidence],
             "fixes": [f.to_dict() for f in self.fixes],
             "checks": list(self.checks),
+            "check_items": [c.to_dict() for c in self.check_items],
             "probes": list(self.probes),
+            "probe_items": [dict(p) for p in self.probe_items],
+            "fixes_left_out": [dict(f) for f in self.fixes_left_out],
             "playbook": self.playbook,
         }
 
@@ -93,6 +137,7 @@ class Verdict:
 class Report:
     answers: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     pattern: Optional[str] = None
+    pattern_reason: Optional[str] = None  # why `pattern` is null
     verdict: Verdict = field(default_factory=Verdict)
     diagnoses: List[Diagnosis] = field(default_factory=list)
     culprit: Optional[dict] = None
@@ -110,6 +155,8 @@ class Report:
     kernel: List[str] = field(default_factory=list)
     gpu_note: Optional[str] = None
     notes: List[str] = field(default_factory=list)
+    job: dict = field(default_factory=dict)  # what the advice was filled from: placeholder values, context
+    edits: List[dict] = field(default_factory=list)  # suggested changes to the user's own code, as diffs
     created: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict:
@@ -120,7 +167,8 @@ class Report:
         """Replace every secret in place, so that whatever shows this report (the text and Markdown
         renderers, the TUI, the clipboard) shows none. Returns the report."""
         for field_name in (
-            "answers", "culprit", "processes", "gpus", "probes", "resume", "logs", "stack_groups", "chain", "chains"
+            "answers", "culprit", "processes", "gpus", "probes", "resume", "logs", "stack_groups", "chain", "chains",
+            "job", "edits",
         ):  # fmt: skip
             setattr(self, field_name, redact_obj(getattr(self, field_name)))
         for field_name in ("errors", "kernel", "notes"):
@@ -141,6 +189,7 @@ class Report:
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.created)),
             "answers": self.answers,
             "pattern": self.pattern,
+            "pattern_reason": self.pattern_reason,
             "verdict": self.verdict.to_dict(),
             "diagnoses": [d.to_dict() for d in self.diagnoses],
             "culprit": self.culprit,
@@ -158,4 +207,6 @@ class Report:
             "kernel": self.kernel,
             "gpu_note": self.gpu_note,
             "notes": self.notes,
+            "job": self.job,
+            "edits": self.edits,
         }

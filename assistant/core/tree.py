@@ -41,6 +41,8 @@ class Question:
     from_causes: Dict[str, List[str]] = field(default_factory=dict)
     verdict_phase: Dict[str, str] = field(default_factory=dict)
     probes: List[str] = field(default_factory=list)  # targeted probes whose result answers it
+    # answers another answer settles: {other key: {its value: this value}} (no GPU: gpu is none)
+    given: Dict[str, Dict[str, str]] = field(default_factory=dict)
 
     def valid_values(self) -> List[str]:
         return list(self.values) + [UNKNOWN] if self.kind == "choice" else ["a positive integer", UNKNOWN]
@@ -361,6 +363,10 @@ def _parse_question(key: str, raw) -> Tuple[Optional[Question], List[Problem]]:
             problems.append(
                 Problem(f, f"{where}.verdict_phase.{value}", f"needs a value and a phase ({', '.join(PHASES)})")
             )
+    given = {str(k): {str(a): str(b) for a, b in (v or {}).items()} for k, v in (raw.get("given") or {}).items()}
+    for other, mapping in given.items():
+        if any(value not in values for value in mapping.values()):
+            problems.append(Problem(f, f"{where}.given.{other}", f"maps to values of {key!r}: {', '.join(values)}"))
     if problems:
         return None, problems
     return (
@@ -375,6 +381,7 @@ def _parse_question(key: str, raw) -> Tuple[Optional[Question], List[Problem]]:
             from_causes=from_causes,
             verdict_phase=verdict_phase,
             probes=probes,
+            given=given,
         ),
         [],
     )

@@ -18,7 +18,7 @@ from debug_stuck.frontends.commands import interactive
 from debug_stuck.frontends.commands.common import EXIT_CODES, Parser
 
 # In the order `--help` lists them.
-COMMANDS = ("diagnose", "demo", "probe", "resume", "stop", "watch", "history", "snapshot", "skills")
+COMMANDS = ("diagnose", "fix", "demo", "probe", "resume", "stop", "watch", "history", "snapshot", "skills")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -82,12 +82,29 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     culprit = find_culprit(knowledge, groups)
     mismatch = find_mismatch(knowledge, groups) if culprit is None else None
     waiting = [pid for g in groups if waits_in_collective(knowledge, g) for pid in g.pids]
+    _offer_stack_event(knowledge, snap, groups, obs)
     chains = build_chains(snap, groups, culprit)
     for chain in chains:
         for hop in chain.hops:
             obs.add("chain", ObservedLine(hop.fact_line(), subject=hop.who, pid=hop.pid))
     progress = judge_progress(snap, waiting, tails, phases=lambda pid: stack_phase(snap, knowledge, pid))
     return LiveAnalysis(groups, culprit, mismatch, chains, progress, waiting)
+
+
+def _offer_stack_event(knowledge: Knowledge, snap: Snapshot, groups: List[StackGroup], obs: Observations) -> None:
+    """A main thread inside a save or a validation pass answers the `event` question: the report
+    does not ask what the stack already shows."""
+    question = knowledge.tree.questions.get("event")
+    if question is None:
+        return
+    for group in groups:
+        for pid in group.pids[:1]:
+            phase = stack_phase(snap, knowledge, pid)
+            if phase in question.values:
+                obs.offer_answer(
+                    Answer("event", phase, "evidence"), f"the main thread of pid {pid} is in a {phase} pass"
+                )
+                return
 
 
 def fill_live(report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observations, live: LiveAnalysis) -> None:

@@ -293,7 +293,7 @@ def write_stop_report(
     from debug_stuck.core.request import DiagnoseRequest
     from debug_stuck.errors import DebugStuckError
     from debug_stuck.live.diagnose import run_diagnosis
-    from debug_stuck.recovery.plan import add_resume
+    from debug_stuck.recovery.advice import complete_report
     from debug_stuck.render.files import write_report_files
 
     directory = os.path.abspath(report_dir or os.getcwd())
@@ -311,7 +311,7 @@ def write_stop_report(
         _fill_processes(report, pid)  # the process table at least: evidence of what was stopped
         if errors is not None:
             errors.append(failure)
-    add_resume(report, pid)
+    complete_report(report, pid)
     report.notes.append(f"written by `debug-stuck stop` before stopping the job (pid {pid})")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(report.created))
     base = os.path.join(directory, f"debug-stuck-{pid}-{stamp}")

@@ -8,6 +8,7 @@ from typing import List
 
 from debug_stuck import __version__
 from debug_stuck.core.report import Report
+from debug_stuck.render.advice import check_heading, first_runnable_check, fix_heading, needs_line, safety_phrase
 
 
 def _fence(text: str, language: str = "") -> List[str]:
@@ -24,7 +25,7 @@ def render_markdown(report: Report) -> str:
         hung = "no, but it progresses far below its own rhythm"
     out += [
         f"- **Hung:** {hung}",
-        f"- **Pattern:** {report.pattern or 'unknown'}",
+        f"- **Pattern:** {report.pattern or 'unknown (' + (report.pattern_reason or 'not named') + ')'}",
         f"- **Phase:** {v.phase}",
         f"- **Cause:** {v.cause or 'not determined'}" + (f" ({v.confidence:.0%} confidence)" if v.cause else ""),
         "",
@@ -58,16 +59,40 @@ def render_markdown(report: Report) -> str:
                 out.append(f"  > `{e.text.strip()[:200]}`")
         out += ["", "### Fix", ""]
         for i, fix in enumerate(top.fixes, 1):
-            out += [f"{i}. **{fix.title}**", ""]
+            out += [f"{i}. **{fix_heading(fix)}**", ""]
             for cmd, lang in zip(fix.commands, fix.languages or [""] * len(fix.commands)):
                 out += ["   " + line if line else "" for line in _fence(cmd, lang)]
                 out.append("")
+            if needs_line(fix.unfilled):
+                out += [f"   _{needs_line(fix.unfilled)}_", ""]
+        if top.fixes_left_out:
+            out.append(
+                "Left out, not for this job: " + "; ".join(f"{f['title']} ({f['why']})" for f in top.fixes_left_out)
+            )
+            out.append("")
         out += ["### Next command", ""]
-        if top.checks:
-            out += _fence(top.checks[0], "bash")
-        if top.probes:
-            out += ["", f"Targeted probes that settle it: {', '.join(f'`{p}`' for p in top.probes)}."]
+        check = first_runnable_check(top)
+        if check is not None:
+            out += [f"_{check_heading(check)}_", ""] + _fence(check.command, check.language or "bash")
+            if check.withheld:
+                out += ["", f"_Not now: {check.withheld}_"]
+        if top.probe_items:
+            out += ["", "Targeted probes that settle it:", ""]
+            out += [
+                f"- `{p.get('command') or 'debug-stuck probe ' + p['name']}`: {safety_phrase(p.get('safety'))}"
+                for p in top.probe_items
+            ]
         out += ["", f"Full playbook: `{top.playbook}`", ""]
+    if report.edits:
+        out += [
+            "## Edit in your code",
+            "",
+            "Nothing is written; `debug-stuck fix --report FILE --apply` once the job has stopped.",
+            "",
+        ]
+        for edit in report.edits:
+            out += [f"`{edit['file']}` line {edit['line']} ({edit['found']}): {edit['why']}", ""]
+            out += _fence(edit["diff"].rstrip("\n"), "diff") + [""]
     others = report.diagnoses[1:] if top else report.diagnoses
     if others:
         out += ["## Other candidates", "", "| cause | confidence | why |", "| --- | --- | --- |"]

@@ -6,6 +6,14 @@ import textwrap
 from typing import List
 
 from debug_stuck.core.report import Report
+from debug_stuck.render.advice import (
+    check_heading,
+    edit_heading,
+    first_runnable_check,
+    fix_heading,
+    needs_line,
+    probe_line,
+)
 
 MAX_FIXES = 3
 MAX_EVIDENCE = 6
@@ -74,7 +82,7 @@ def render_text(report: Report) -> str:
     v = report.verdict
     out: List[str] = []
     head = f"Verdict: {_state_word(v)}"
-    head += f" | pattern {report.pattern or '?'} | phase {v.phase}"
+    head += f" | pattern {report.pattern or '? (' + (report.pattern_reason or 'not named') + ')'} | phase {v.phase}"
     out.append(head)
     out.append(textwrap.fill(v.summary, width=100, break_on_hyphens=False, break_long_words=False))
     if report.culprit:
@@ -110,17 +118,34 @@ def render_text(report: Report) -> str:
             out.append(f"  ... {len(top.evidence) - MAX_EVIDENCE} more in the JSON report")
         out.append("Fix:")
         for i, fix in enumerate(top.fixes[:MAX_FIXES], 1):
-            out.append(f"  {i}. {fix.title}")
+            out.append(f"  {i}. {fix_heading(fix)}")
             for cmd in fix.commands:
                 out.append(_indent(cmd, "       "))
+            if needs_line(fix.unfilled):
+                out.append(f"       ({needs_line(fix.unfilled)})")
         if len(top.fixes) > MAX_FIXES:
             out.append(f"  ... {len(top.fixes) - MAX_FIXES} more fixes in {top.playbook}")
-        if top.checks:
-            out.append("Confirm with:")
-            out.append(_indent(top.checks[0], "    "))
-        if top.probes:
-            out.append("Settle it with: " + "; ".join(f"debug-stuck probe {p}" for p in top.probes))
+        if top.fixes_left_out:
+            left = "; ".join(f"{f['title']} ({f['why']})" for f in top.fixes_left_out[:3])
+            out.append(f"  Left out, not for this job: {left}")
+        check = first_runnable_check(top)
+        if check is not None:
+            out.append(f"Confirm with: {check_heading(check)}")
+            out.append(_indent(check.command, "    "))
+            if needs_line(check.unfilled):
+                out.append(f"    ({needs_line(check.unfilled)})")
+            if check.withheld:
+                out.append(f"    (not now: {check.withheld})")
+        if top.probe_items:
+            out.append("Settle it with:")
+            out.extend(f"    {probe_line(p)}" for p in top.probe_items)
         out.append(f"Playbook: {top.playbook}")
+    if report.edits:
+        out.append("")
+        out.append("Edit in your code (nothing is written; debug-stuck fix --apply after the job stopped):")
+        for edit in report.edits:
+            out.append(f"  {edit_heading(edit)}")
+            out.append(_indent(edit["diff"].rstrip("\n"), "    "))
     others = report.diagnoses[1:] if top else report.diagnoses
     if others:
         out.append("")

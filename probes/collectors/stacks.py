@@ -50,6 +50,7 @@ class Frame:
     file: str
     line: Optional[int]
     native: bool = False
+    path: Optional[str] = None  # the full file name, where `file` is shortened (py-spy's short_filename)
 
     @property
     def bare_name(self) -> str:
@@ -62,6 +63,8 @@ class Frame:
         out: dict = {"function": self.function, "file": self.file, "line": self.line}
         if self.native:
             out["native"] = True
+        if self.path and self.path != self.file:
+            out["path"] = self.path
         return out
 
     def text(self) -> str:
@@ -326,6 +329,7 @@ def _parse_pyspy_json(text: str) -> list:
                     file=str(raw.get("short_filename") or raw.get("filename") or "?"),
                     line=line if isinstance(line, int) and line > 0 else None,
                     native=native,
+                    path=str(raw["filename"]) if raw.get("filename") else None,
                 )
             )
         tid = item.get("os_thread_id")
@@ -510,6 +514,7 @@ def _pystack_threads(pid: int, native: bool, deadline: float, budget: float, not
                     file=os.path.basename(path) if is_native else _short_path(path),
                     line=raw.get("line") if isinstance(raw.get("line"), int) and raw.get("line") > 0 else None,
                     native=is_native,
+                    path=None if is_native else path,
                 )
             )
         # pystack has no "active" flag; the kernel's run state stands in for it.

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.contract import SAFETY_LABELS
 from debug_stuck.probes.targeted.base import STATUSES, ConsentRequired, ProbeContext, ProbeResult, ProbeUsageError
 from debug_stuck.yamlio import load_yaml
 
@@ -32,6 +33,8 @@ class ProbeSpec:
     runs_user_code: bool
     inputs: Tuple[str, ...] = ()
     ask: Optional[Tuple[str, str]] = None  # (input, prompt) the interactive session asks for
+    safety: str = "reads"  # a key of contract.SAFETY_LABELS
+    safety_note: str = ""
 
     def load(self):
         return importlib.import_module(self.module)
@@ -43,6 +46,7 @@ class ProbeSpec:
             "timeout": self.timeout,
             "runs_user_code": self.runs_user_code,
             "inputs": list(self.inputs),
+            "safety": {"label": self.safety, "text": SAFETY_LABELS[self.safety], "note": self.safety_note},
         }
 
 
@@ -58,6 +62,9 @@ def load_declarations(path: Path = DECLARATIONS) -> Dict[str, ProbeSpec]:
             unknown = [i for i in inputs if i not in INPUTS]
             if unknown:
                 raise ValueError(f"{where}.inputs: unknown {unknown}; valid: {', '.join(INPUTS)}")
+            safety = entry.get("safety")
+            if safety not in SAFETY_LABELS or not entry.get("safety_note"):
+                raise ValueError(f"{where}.safety: one of {', '.join(SAFETY_LABELS)}, with a safety_note")
             ask = entry.get("ask")
             if ask is not None and ask.get("input") not in inputs:
                 raise ValueError(f"{where}.ask: asks for an input the probe does not declare")
@@ -69,6 +76,8 @@ def load_declarations(path: Path = DECLARATIONS) -> Dict[str, ProbeSpec]:
                 runs_user_code=bool(entry["runs_user_code"]),
                 inputs=inputs,
                 ask=(ask["input"], str(ask["prompt"])) if ask else None,
+                safety=safety,
+                safety_note=str(entry["safety_note"]),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{where}: missing or malformed {exc}") from None

@@ -60,7 +60,7 @@ def run_demo(name: Optional[str], render: Callable, say: Callable[[str], None], 
     """Start the scenario, diagnose it, always stop it; return the rendered report."""
     from debug_stuck.core.request import DiagnoseRequest
     from debug_stuck.live.diagnose import run_diagnosis
-    from debug_stuck.recovery.plan import add_resume
+    from debug_stuck.recovery.advice import complete_report
     from debug_stuck.zoo import spawn
 
     name = name or default_scenario()
@@ -78,7 +78,7 @@ def run_demo(name: Optional[str], render: Callable, say: Callable[[str], None], 
         job = spawn.start(scenario.program, workdir, on_spawn=jobs.append, **scenario.options)
         say(f"job running (pid {job.proc.pid}); diagnosing it live")
         report = run_diagnosis(DiagnoseRequest(pids=[job.proc.pid], window=window, progress=say))
-        add_resume(report, job.proc.pid)
+        complete_report(report, job.proc.pid)
         return render(report)
     finally:
         for job in jobs:

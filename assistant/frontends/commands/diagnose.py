@@ -126,12 +126,11 @@ def run(args) -> int:
 
 def _this_machine(request):
     from debug_stuck.live.diagnose import run_diagnosis
-    from debug_stuck.recovery.plan import add_resume
+    from debug_stuck.recovery.advice import complete_report
 
     report = run_diagnosis(request)
-    if request.live and report.processes:
-        add_resume(report, report.processes[0]["pid"])
-    return report
+    pid = report.processes[0]["pid"] if request.live and report.processes else None
+    return complete_report(report, pid)
 
 
 def run_multinode(args, knowledge, answers):
@@ -170,4 +169,6 @@ def run_multinode(args, knowledge, answers):
         merged = collect_slurm(args.slurm_job, timeout, window=args.window, native=args.native, progress=progress)
     if progress:
         progress("classifying")
-    return diagnose_merged(merged, knowledge, answers, logs=list(args.log))
+    from debug_stuck.recovery.advice import complete_report
+
+    return complete_report(diagnose_merged(merged, knowledge, answers, logs=list(args.log)), knowledge=knowledge)

@@ -37,8 +37,9 @@ def run(args) -> int:
     try:
         if args.list:
             for p in list_probes():
-                consent = "  [runs your code: --allow-exec]" if p["runs_user_code"] else ""
-                print(f"{p['name']:15} {p['summary']}{consent}")
+                consent = "; needs --allow-exec" if p["runs_user_code"] else ""
+                print(f"{p['name']:15} {p['summary']}")
+                print(f"{'':15} [{p['safety']['text']}{consent}: {p['safety']['note']}]")
             return 0
         if not args.name:
             raise BadInput("which probe?", "give a NAME; 'debug-stuck probe --list' shows them")

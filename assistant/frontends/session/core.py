@@ -336,6 +336,9 @@ class Session:
             probes=rerun,
         )
         report = run_diagnosis(request, self.knowledge)
+        from debug_stuck.recovery.advice import complete_report
+
+        complete_report(report, report.processes[0]["pid"] if live and report.processes else None, self.knowledge)
         ran = {p.get("name") for p in report.probes}
         for name, outcome in self.probe_results.items():
             if name not in ran and outcome.result is not None:

@@ -7,6 +7,7 @@ first; the folders the job wrote to decide only when the source says nothing.
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List
 
 from debug_stuck.recovery.candidates import newest_first
@@ -14,6 +15,10 @@ from debug_stuck.recovery.frameworks import accelerate, hf_trainer, kohya, light
 from debug_stuck.recovery.job import TrainingJob
 from debug_stuck.recovery.model import Checkpoint
 from debug_stuck.recovery.scan import walk
+
+# A script that never imports torch: resumed by running its command again, no PyTorch conventions.
+PLAIN_PYTHON = "python"
+TORCH_IMPORT = re.compile(r"^\s*(import|from)\s+(torch|lightning|pytorch_lightning|transformers|accelerate)\b", re.M)
 
 MODULES = (ultralytics, hf_trainer, lightning, accelerate, kohya, nanochat, pytorch)
 BY_NAME: Dict[str, object] = {m.NAME: m for m in MODULES}
@@ -47,6 +52,8 @@ def detect(job: TrainingJob) -> str:
             for module in frameworks:
                 if module.files_say(entry):
                     return module.NAME
+    if job.source and not TORCH_IMPORT.search(job.source):
+        return PLAIN_PYTHON  # its source is readable and never imports torch: not a PyTorch job
     return pytorch.NAME
 
 

@@ -512,6 +512,12 @@ class Watcher:
             plan = self._resume_plan()
             if plan is not None:
                 report.resume = plan.to_dict()
+        from debug_stuck.recovery.advice import personalize
+
+        try:
+            personalize(report, self.knowledge)
+        except Exception as exc:  # the incident report stands with the playbooks' generic commands
+            report.errors.append(f"advice: could not fill the fixes for this job: {type(exc).__name__}: {exc}")
         return report
 
     def _answers(self, last_step: Optional[int]) -> dict:

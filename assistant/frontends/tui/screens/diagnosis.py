@@ -23,6 +23,14 @@ from textual.widgets.option_list import Option
 from debug_stuck.frontends.tui.screens.dialogs import WIDE_COLUMNS
 from debug_stuck.frontends.tui.screens.probe import ProbeScreen
 from debug_stuck.frontends.tui.widgets import EvidencePane
+from debug_stuck.render.advice import (
+    check_heading,
+    edit_heading,
+    first_runnable_check,
+    fix_heading,
+    needs_line,
+    probe_line,
+)
 
 
 class DiagnosisScreen(Screen):
@@ -104,7 +112,9 @@ class DiagnosisScreen(Screen):
         hung = {True: "HUNG", False: "PROGRESSING", None: "not observed live"}[v.hung]
         head = Text()
         head.append(hung, style="bold red" if v.hung else "bold green" if v.hung is False else "bold")
-        head.append(f"  pattern {report.pattern or '?'}  phase {v.phase}")
+        head.append(
+            f"  pattern {report.pattern or '? (' + (report.pattern_reason or 'not named') + ')'}  phase {v.phase}"
+        )
         if v.cause:
             head.append(f"  cause: {v.cause} ({v.confidence:.0%})", style="bold")
         head.append("\n" + v.summary)
@@ -154,21 +164,32 @@ class DiagnosisScreen(Screen):
                 where = f" ({os.path.basename(e.file)}{':' + str(e.line) if e.line else ''})"
             ev.append(f"[{e.source}] ", style="cyan")
             ev.append(f"{e.detail}{where}\n")
-        if d.checks:
-            ev.append("\nConfirm with\n", style="bold underline")
-            ev.append(d.checks[0] + "\n")
-        if d.probes:
-            ev.append(f"\n[p] settle it with a probe: {', '.join(d.probes)}\n", style="dim")
+        check = first_runnable_check(d)
+        if check is not None:
+            ev.append("\nConfirm with ", style="bold underline")
+            ev.append(f"{check_heading(check)}\n", style="yellow")
+            ev.append(check.command + "\n")
+            if needs_line(check.unfilled):
+                ev.append(f"({needs_line(check.unfilled)})\n", style="dim")
+        if d.probe_items:
+            ev.append("\n[p] settle it with a probe:\n", style="dim")
+            for probe in d.probe_items:
+                ev.append(f"  {probe_line(probe)}\n", style="dim")
         self.query_one("#cause-evidence", Static).update(ev)
         fix = Text()
         if not d.fixes:
             fix.append("The playbook gives no commands for this cause.")
         for i, item in enumerate(d.fixes, 1):
-            fix.append(f"{i}. {item.title}\n", style="bold")
+            fix.append(f"{i}. {fix_heading(item)}\n", style="bold")
+            if needs_line(item.unfilled):
+                fix.append(f"    ({needs_line(item.unfilled)})\n", style="dim")
             for command in item.commands:
                 for line in command.splitlines():
                     fix.append(f"    {line}\n", style="green")
                 fix.append("\n")
+        for edit in report.edits if report is not None else []:
+            fix.append(f"Edit in your code: {edit_heading(edit)}\n", style="bold")
+            fix.append(edit["diff"].rstrip("\n") + "\n\n", style="green")
         fix.append("[c] copy these commands", style="dim")
         self.query_one("#cause-fix", Static).update(fix)
         book = self.app.session.knowledge.playbooks.get(cause)

@@ -1,0 +1,129 @@
+"""A fix for this job: the playbooks' commands filled with its PIDs, paths and command, only the
+fixes that apply to its framework and command, checks that would disturb it held back, and the
+edit in the user's own code where the stack shows it (``debug_stuck.recovery.advice.edits``).
+
+``personalize(report)`` runs last on every report (after the resume plan, which it reads), on
+whatever the report holds: a live job fills nearly everything, a log alone fills little and says
+what is missing.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Optional
+
+from debug_stuck.contract import SAFETY_LABELS
+from debug_stuck.recovery.advice.applies import APPLIES, NOT_HERE, job_flag_spelling, judge, order
+from debug_stuck.recovery.advice.facts import JobFacts, gather_facts
+from debug_stuck.recovery.advice.fill import fill
+from debug_stuck.recovery.commandline import set_option
+
+SAFETY_ORDER = list(SAFETY_LABELS)  # strongest first
+
+
+def personalize(report, knowledge=None) -> JobFacts:
+    facts = gather_facts(report)
+    report.job = facts.to_dict()
+    for diagnosis in report.diagnoses:
+        _personalize_fixes(diagnosis, facts)
+        _personalize_checks(diagnosis, facts, report)
+    from debug_stuck.recovery.advice.edits import propose_edits
+
+    report.edits = [e.to_dict() for e in propose_edits(report, facts, knowledge)]
+    return facts
+
+
+def complete_report(report, pid: Optional[int] = None, knowledge=None):
+    """The resume plan (for a live job) and the personal advice: what every front end adds last."""
+    if pid is not None:
+        from debug_stuck.recovery.plan import add_resume
+
+        add_resume(report, pid)
+    try:
+        personalize(report, knowledge)
+    except Exception as exc:  # the diagnosis stands with the playbooks' generic commands
+        report.errors.append(f"advice: could not fill the fixes for this job: {type(exc).__name__}: {exc}")
+    return report
+
+
+def _personalize_fixes(diagnosis, facts: JobFacts) -> None:
+    judged = []
+    left_out = []
+    for fix in diagnosis.fixes:
+        verdict, why = judge(fix.applies, fix.flag, facts.context, facts.argv)
+        if verdict == NOT_HERE:
+            left_out.append({"title": fix.title, "why": why})
+            continue
+        judged.append((fix, verdict, why))
+    fixes = []
+    for fix, verdict, why in order(judged):
+        fix.condition = None if verdict == APPLIES else why
+        commands, unfilled = [], []
+        for text, language in zip(fix.commands, fix.languages or [""] * len(fix.commands)):
+            text = _with_flag(text, fix.flag, facts) if fix.flag else text
+            filled, missing = fill(text, facts.values, language)
+            commands.append(filled)
+            unfilled += [m for m in missing if m not in unfilled]
+        fix.commands, fix.unfilled = commands, unfilled
+        fix.safety = [_filled_note(s, facts) for s in fix.safety]
+        fixes.append(fix)
+    diagnosis.fixes = fixes
+    diagnosis.fixes_left_out = left_out
+
+
+def _with_flag(text: str, flag: str, facts: JobFacts) -> str:
+    """`{launch_command} --num-workers 0` -> the job's own command with that option set (its own
+    spelling, its old value replaced), instead of the option appended a second time."""
+    spelled = job_flag_spelling(facts.argv, flag) if facts.argv else None
+    if spelled is None:
+        return text
+    names = {flag, flag.replace("-", "_"), flag.replace("_", "-")}
+    alternatives = "|".join(re.escape(n) for n in names)
+    pattern = re.compile(r"\{launch_command\}\s+(" + alternatives + r")(?:[ =](\S+))?")
+    match = pattern.search(text)
+    if match is None:
+        return text
+    argv = set_option(list(facts.argv), spelled, match.group(2), aliases=names)
+    return text[: match.start()] + shlex.join(argv) + text[match.end() :]
+
+
+def _personalize_checks(diagnosis, facts: JobFacts, report) -> None:
+    blocked = facts.values.get("blocked_path")
+    items = []
+    for item in diagnosis.check_items:
+        item.command, item.unfilled = fill(item.command, facts.values, item.language)
+        item.safety = _filled_note(item.safety, facts)
+        if blocked and blocked in item.command and item.safety.get("label") != "reads":
+            item.withheld = (
+                f"the job is blocked on {blocked}: opening it may unblock or kill the job; "
+                "run this only after the job is stopped"
+            )
+        items.append(item)
+    # runnable first: not withheld, nothing left to fill; the playbook's order otherwise
+    items.sort(key=lambda c: (c.withheld is not None, bool(c.unfilled)))
+    diagnosis.check_items = items
+    diagnosis.checks = [c.command for c in items]
+    for probe in diagnosis.probe_items:
+        probe["command"] = _probe_command(probe["name"], facts)
+
+
+def _filled_note(safety: dict, facts: JobFacts) -> dict:
+    if not safety or not safety.get("note"):
+        return safety
+    return dict(safety, note=fill(safety["note"], facts.values, "text")[0])
+
+
+def _probe_command(name: str, facts: JobFacts) -> str:
+    from debug_stuck.probes.targeted.registry import probe_spec
+
+    spec = probe_spec(name)
+    parts = ["debug-stuck", "probe", name]
+    if "pid" in spec.inputs and facts.values.get("pid"):
+        parts += ["--pid", facts.values["pid"]]
+    if spec.runs_user_code:
+        parts.append("--allow-exec")
+    return " ".join(parts)
+
+
+__all__ = ["JobFacts", "complete_report", "gather_facts", "personalize"]

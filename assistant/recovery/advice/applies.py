@@ -1,0 +1,55 @@
+"""Which fixes apply to this job: each fix declares its framework, launcher, platform, backend, OS
+or the option of the job's command it sets (playbook frontmatter `fixes:`); the job's context says
+which hold. A fix for another framework is left out; one whose context is not known is kept last
+with its condition ("if you use kohya"); a flag is suggested only for a command that has it."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from debug_stuck.recovery.commandline import has_option
+
+FRAMEWORK_NAMES = {"kohya": "sd-scripts (kohya)", "hf-trainer": "the Hugging Face Trainer", "python": "plain Python"}
+
+APPLIES, CONDITIONAL, NOT_HERE = "applies", "conditional", "not-here"
+
+
+def judge(applies: Dict[str, List[str]], flag: Optional[str], context: Dict[str, str], argv: List[str]):
+    """(APPLIES | CONDITIONAL | NOT_HERE, the condition or the reason)."""
+    conditions = []
+    for key, wanted in applies.items():
+        have = context.get(key)
+        names = " or ".join(FRAMEWORK_NAMES.get(v, v) for v in wanted)
+        if have is None:
+            conditions.append(f"if you use {names}" if key in ("framework", "launcher") else f"on {names}")
+        elif have not in wanted:
+            return NOT_HERE, f"for {names}; this job: {FRAMEWORK_NAMES.get(have, have)}"
+    if flag:
+        if not argv:
+            conditions.append(f"if your command takes {flag}")
+        elif not _has_flag(argv, flag):
+            return NOT_HERE, f"sets {flag}, which this job's command does not take"
+    if conditions:
+        return CONDITIONAL, "; ".join(conditions)
+    return APPLIES, None
+
+
+def _has_flag(argv: List[str], flag: str) -> bool:
+    return (
+        has_option(argv, flag) or has_option(argv, flag.replace("-", "_")) or has_option(argv, flag.replace("_", "-"))
+    )
+
+
+def job_flag_spelling(argv: List[str], flag: str) -> Optional[str]:
+    """How the job's own command spells the flag (--num_workers for --num-workers), if it has it."""
+    variants = {flag.lstrip("-"), flag.lstrip("-").replace("-", "_"), flag.lstrip("-").replace("_", "-")}
+    for token in argv:
+        key = token.partition("=")[0]
+        if token.startswith("-") and key.lstrip("-") in variants:
+            return key
+    return None
+
+
+def order(judged: List[Tuple[object, str, Optional[str]]]) -> List[Tuple[object, str, Optional[str]]]:
+    """Applying fixes in the playbook's order, then the conditional ones; the rest are dropped."""
+    return [j for j in judged if j[1] == APPLIES] + [j for j in judged if j[1] == CONDITIONAL]

@@ -1,0 +1,230 @@
+"""What the report knows about this job, as the values of the playbooks' placeholders and the context
+its fixes are chosen by (framework, launcher, platform, backend, OS).
+
+Everything comes from the report itself (processes, chain, logs, resume plan), already redacted;
+the script's source is read only to tell the framework, bounded like every other read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from debug_stuck.recovery.commandline import option_value, parse_launch
+from debug_stuck.recovery.job import TrainingJob
+
+PATH_KINDS = ("fifo", "file", "dir", "device")
+RENDEZVOUS_OPTIONS = {
+    "master_addr": ("--master_addr", "--master-addr"),
+    "master_port": ("--master_port", "--master-port"),
+}
+
+
+@dataclass
+class JobFacts:
+    values: Dict[str, str] = field(default_factory=dict)  # placeholder name -> value
+    context: Dict[str, str] = field(default_factory=dict)  # contract.FIX_CONTEXT key -> detected value
+    argv: List[str] = field(default_factory=list)  # the launch command, split
+    cwd: Optional[str] = None
+    source_files: List[str] = field(default_factory=list)  # the job's own Python files seen on its stacks
+    running: bool = False  # the report looked at a live job
+
+    def to_dict(self) -> dict:
+        return {"values": dict(self.values), "context": dict(self.context)}
+
+
+def gather_facts(report) -> JobFacts:
+    facts = JobFacts()
+    processes = list(report.processes or [])
+    facts.running = bool(processes)
+    by_pid = {p["pid"]: p for p in processes}
+    values = facts.values
+
+    focus = _focus_pid(report, processes)
+    if focus is not None:
+        values["pid"] = str(focus)
+    root = _root(processes)
+    if root is not None:
+        values["main_pid"] = str(root["pid"])
+    ranks = [p["pid"] for p in processes if p.get("role") == "rank"]
+    workers = [p["pid"] for p in processes if p.get("role") == "dataloader-worker"]
+    if ranks:
+        values["rank_pids"] = " ".join(map(str, ranks))
+        values["nproc"] = str(len(ranks))
+    if workers:
+        values["worker_pids"] = " ".join(map(str, workers))
+
+    resume = report.resume or {}
+    command = resume.get("command") if resume.get("command") else None
+    if root is not None and root.get("cmdline"):
+        command = root["cmdline"]
+    if command:
+        try:
+            facts.argv = shlex.split(command)
+        except ValueError:
+            facts.argv = command.split()
+        values["launch_command"] = command
+    facts.cwd = resume.get("cwd") or (root or {}).get("cwd")
+    if facts.cwd:
+        values["cwd"] = facts.cwd
+
+    job = TrainingJob(facts.argv, facts.cwd or os.getcwd(), _env(processes)) if facts.argv else None
+    if job is not None:
+        if job.script_file:
+            values["script"] = job.script_file
+        outputs = job.output_dirs() if facts.cwd else []
+        if outputs:
+            values["output_dir"] = outputs[0]
+        facts.context["launcher"] = job.launch.launcher
+        if _python(job.launch.argv):
+            values["python"] = _python(job.launch.argv)
+    if resume.get("framework"):
+        facts.context["framework"] = resume["framework"]
+    elif job is not None:
+        from debug_stuck.recovery import frameworks
+
+        facts.context["framework"] = frameworks.detect(job)
+
+    checkpoint = resume.get("checkpoint")
+    if not checkpoint and resume.get("skipped"):
+        checkpoint = resume["skipped"][0].get("path")
+    if checkpoint:
+        values["checkpoint"] = checkpoint
+    blocked = _blocked_path(report.chain)
+    if blocked:
+        values["blocked_path"] = blocked
+    log = _log(report, processes)
+    if log:
+        values["log"] = log
+    _rendezvous(values, facts.argv, processes)
+
+    platform = (report.answers.get("platform") or {}).get("value")
+    if platform in ("cuda", "rocm", "cpu"):
+        facts.context["platform"] = platform
+    backend = _backend(processes)
+    if backend:
+        facts.context["backend"] = backend
+    if facts.running:
+        facts.context["os"] = {"win32": "windows", "darwin": "macos"}.get(sys.platform, "linux")
+    facts.source_files = _user_files(processes, by_pid)
+    return facts
+
+
+def _focus_pid(report, processes) -> Optional[int]:
+    if report.culprit and report.culprit.get("pid"):
+        return report.culprit["pid"]
+    for hop in report.chain or []:
+        if hop.get("pid"):
+            return hop["pid"]
+    ranks = [p for p in processes if p.get("role") == "rank"]
+    if ranks:
+        return ranks[0]["pid"]
+    return processes[0]["pid"] if processes else None
+
+
+def _root(processes) -> Optional[dict]:
+    pids = {p["pid"] for p in processes}
+    tops = [p for p in processes if p.get("ppid") not in pids]
+    launchers = [p for p in tops if p.get("role") == "launcher"]
+    return (launchers or tops or [None])[0]
+
+
+def _env(processes) -> Dict[str, str]:
+    env: Dict[str, str] = {}
+    for p in processes:
+        for key, value in (p.get("env") or {}).items():
+            env.setdefault(key, value)
+    return env
+
+
+def _python(argv: List[str]) -> Optional[str]:
+    if argv and "python" in os.path.basename(argv[0]).lower():
+        return argv[0]
+    return None
+
+
+def _blocked_path(chain) -> Optional[str]:
+    for hop in chain or []:
+        waits = hop.get("waits_on") or {}
+        if hop.get("terminal") and waits.get("kind") in PATH_KINDS and str(waits.get("object", "")).startswith("/"):
+            return waits["object"]
+    return None
+
+
+def _log(report, processes) -> Optional[str]:
+    for entry in report.logs or []:
+        if entry.get("path"):
+            return entry["path"]
+    for p in processes:
+        for fd in ("fd1", "fd2"):
+            target = p.get(f"{fd}_target")
+            if p.get(fd) == "file" and target and target.startswith("/"):
+                return target
+    return None
+
+
+def _rendezvous(values: Dict[str, str], argv: List[str], processes) -> None:
+    env = _env(processes)
+    for name, options in RENDEZVOUS_OPTIONS.items():
+        value = option_value(argv, *options) if argv else None
+        value = value or env.get(name.upper())
+        if value:
+            values[name] = value
+    endpoint = option_value(argv, "--rdzv_endpoint", "--rdzv-endpoint") if argv else None
+    if endpoint and ":" in endpoint:
+        host, _, port = endpoint.rpartition(":")
+        values.setdefault("master_addr", host)
+        values.setdefault("master_port", port)
+
+
+def _backend(processes) -> Optional[str]:
+    for p in processes:
+        env = p.get("env") or {}
+        for thread in p.get("threads") or []:
+            for frame in thread.get("frames") or []:
+                text = f"{frame.get('function', '')} {frame.get('file', '')}".lower()
+                if "gloo" in text:
+                    return "gloo"
+                if "nccl" in text:
+                    return "nccl"
+        if any(k.startswith("NCCL_") for k in env):
+            return "nccl"
+    return None
+
+
+def _user_files(processes, by_pid) -> List[str]:
+    """The job's own Python files on its stacks: not the standard library, not site-packages."""
+    out: List[str] = []
+    for p in processes:
+        for thread in p.get("threads") or []:
+            for frame in thread.get("frames") or []:
+                path = frame.get("path") or frame.get("file") or ""
+                if frame.get("native") or not path.endswith(".py") or not os.path.isabs(path):
+                    continue
+                if is_library_file(path) or path in out:
+                    continue
+                out.append(path)
+    return out
+
+
+LIBRARY_PATH = re.compile(r"/(site-packages|dist-packages)/|/lib/python\d+\.\d+/|^<frozen ")
+
+
+def is_library_file(path: str) -> bool:
+    if LIBRARY_PATH.search(path.replace("\\", "/")):
+        return True
+    return any(path.startswith(prefix + os.sep) for prefix in _stdlib_prefixes())
+
+
+def _stdlib_prefixes() -> List[str]:
+    import sysconfig
+
+    paths = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")}
+    return [p for p in paths if p]
+
+
+__all__ = ["JobFacts", "gather_facts", "is_library_file", "parse_launch"]

@@ -1,0 +1,49 @@
+"""Fill a playbook command's named placeholders ({pid}, {log}, ...) with this job's values.
+
+Only the names of contract.PLACEHOLDERS are placeholders: Python f-strings and shell `${VAR}`
+stay as written. `{{pid}}` is a literal `{pid}`. In shell blocks a value is quoted when it needs
+it, unless the placeholder already sits inside quotes; lists (rank pids) and the launch command
+are inserted as they are, to be split by the shell.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Dict, List, Tuple
+
+from debug_stuck.contract import PLACEHOLDERS
+
+_NAMES = "|".join(sorted(PLACEHOLDERS, key=len, reverse=True))
+PLACEHOLDER = re.compile(r"\{\{(" + _NAMES + r")\}\}|\{(" + _NAMES + r")\}")
+SHELL = ("bash", "sh", "shell", "console", "")
+UNQUOTED = ("launch_command", "rank_pids", "worker_pids")
+
+
+def placeholders_in(text: str) -> List[str]:
+    return list(dict.fromkeys(m.group(2) for m in PLACEHOLDER.finditer(text) if m.group(2)))
+
+
+def fill(text: str, values: Dict[str, str], language: str = "bash") -> Tuple[str, List[str]]:
+    """(the text with every known placeholder filled, the names left unfilled)."""
+    unfilled: List[str] = []
+
+    def replace(match: re.Match) -> str:
+        if match.group(1):
+            return "{" + match.group(1) + "}"
+        name = match.group(2)
+        value = values.get(name)
+        if value is None or value == "":
+            if name not in unfilled:
+                unfilled.append(name)
+            return match.group(0)
+        if language in SHELL and name not in UNQUOTED and not _inside_quotes(text, match.start()):
+            return shlex.quote(value)
+        return value
+
+    return PLACEHOLDER.sub(replace, text), unfilled
+
+
+def _inside_quotes(text: str, at: int) -> bool:
+    line = text[text.rfind("\n", 0, at) + 1 : at]
+    return line.count('"') % 2 == 1 or line.count("'") % 2 == 1

@@ -1,0 +1,51 @@
+"""How a fix, a check, a probe and a code edit read in every front end: the command as it will
+run, its safety label, what it still needs, and why a check is held back."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+
+def safety_phrase(safety: Optional[dict]) -> str:
+    if not safety:
+        return ""
+    note = safety.get("note")
+    return f"{safety.get('text', safety.get('label', ''))}: {note}" if note else safety.get("text", "")
+
+
+def fix_heading(fix) -> str:
+    """`Title (if you use kohya) [reads only]`: the strongest label of its commands."""
+    labels = list(dict.fromkeys(s.get("text", "") for s in fix.safety if s))
+    condition = f" ({fix.condition})" if fix.condition else ""
+    return f"{fix.title}{condition}" + (f" [{'; '.join(labels)}]" if labels else "")
+
+
+def needs_line(unfilled: List[str]) -> Optional[str]:
+    if not unfilled:
+        return None
+    from debug_stuck.contract import PLACEHOLDERS
+
+    what = "; ".join(f"{{{n}}} = {PLACEHOLDERS.get(n, n)}" for n in unfilled)
+    return f"needs a value the report could not know: {what}"
+
+
+def check_heading(check) -> str:
+    text = safety_phrase(check.safety)
+    return f"[{text}]" if text else ""
+
+
+def first_runnable_check(diagnosis):
+    """The check to show first: one that can run now, as printed; else the first."""
+    for item in diagnosis.check_items:
+        if item.withheld is None:
+            return item
+    return diagnosis.check_items[0] if diagnosis.check_items else None
+
+
+def probe_line(probe: dict) -> str:
+    command = probe.get("command") or f"debug-stuck probe {probe['name']}"
+    return f"{command}   [{safety_phrase(probe.get('safety'))}]"
+
+
+def edit_heading(edit: dict) -> str:
+    return f"{edit['file']}:{edit['line']} ({edit['found']}): {edit['why']}"
