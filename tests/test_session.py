@@ -103,7 +103,7 @@ def test_confirmed_suggestion_keeps_its_source_an_override_is_the_users(session)
     assert session.answer("gpu", "busy").source == "user"
     with pytest.raises(BadInput) as err:
         session.answer("gpu", "sideways")
-    assert "valid: idle, busy, unknown" in err.value.one_line()
+    assert "valid: idle, busy, none, unknown" in err.value.one_line()
 
 
 def test_gpu_history_says_how_long_the_gpus_have_been_idle():

@@ -18,7 +18,10 @@ from debug_stuck.recovery.scan import walk
 
 # A script that never imports torch: resumed by running its command again, no PyTorch conventions.
 PLAIN_PYTHON = "python"
-TORCH_IMPORT = re.compile(r"^\s*(import|from)\s+(torch|lightning|pytorch_lightning|transformers|accelerate)\b", re.M)
+_TORCH_PACKAGES = r"(torch|lightning|pytorch_lightning|transformers|accelerate|deepspeed)"
+TORCH_IMPORT = re.compile(
+    r"^\s*(import\s+[\w., ]*\b" + _TORCH_PACKAGES + r"\b|from\s+" + _TORCH_PACKAGES + r"\b)", re.M
+)
 
 MODULES = (ultralytics, hf_trainer, lightning, accelerate, kohya, nanochat, pytorch)
 BY_NAME: Dict[str, object] = {m.NAME: m for m in MODULES}
@@ -52,7 +55,7 @@ def detect(job: TrainingJob) -> str:
             for module in frameworks:
                 if module.files_say(entry):
                     return module.NAME
-    if job.source and not TORCH_IMPORT.search(job.source):
+    if job.launch.launcher == "python" and job.source and not TORCH_IMPORT.search(job.source):
         return PLAIN_PYTHON  # its source is readable and never imports torch: not a PyTorch job
     return pytorch.NAME
 
