@@ -157,7 +157,12 @@ def test_threads_frames_names_and_idle_state(spawn):
     assert main_functions[-2:] == ["main", "<module>"] and "Event.wait" in main_functions
     shape = dump.threads[0].to_dict()
     assert set(shape) == {"tid", "name", "state", "frames"}
-    assert set(shape["frames"][0]) == {"function", "file", "line"}
+    first = shape["frames"][0]
+    assert {"function", "file", "line"} <= set(first) <= {"function", "file", "line", "path"}
+    assert first.get("path", first["file"]).endswith(first["file"])
+    # the fix command opens the user's file by this path, so it must be the real one
+    assert Path(sleeper.frames[0].path or sleeper.frames[0].file).resolve().name == "stacks_threads.py"
+    assert Path(sleeper.frames[0].path or sleeper.frames[0].file).is_file()
 
 
 @needs_py_spy

@@ -74,7 +74,7 @@ def test_pattern_follows_the_contract(knowledge, answers, pattern):
 def test_contract_triage_questions_are_in_the_tree(knowledge):
     q = knowledge.tree.questions
     assert set(q["phase"].values) == {"start", "mid-run"}
-    assert set(q["gpu"].values) == {"idle", "busy"}
+    assert set(q["gpu"].values) == {"idle", "busy", "none"}
     assert set(q["step"].values) == {"same-step", "random"}
     for key in ("phase", "gpu", "step"):
         assert q[key].why and q[key].text

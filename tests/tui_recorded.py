@@ -24,6 +24,7 @@ from debug_stuck.frontends.session.recorded import RecordedSession
 from debug_stuck.live.diagnose import run_diagnosis
 from debug_stuck.probes.collectors.gpu.backends import RecordedBackend
 from debug_stuck.probes.collectors.gpu.collect import collect_gpus
+from debug_stuck.recovery.advice import complete_report
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE = "nanochat-collective"
@@ -55,7 +56,7 @@ def recorded_report(knowledge, tmp_path: Path):
     report.culprit = {k: v for k, v in live["culprit"].items() if k != "cause"}
     gpus = collect_gpus(backend=RecordedBackend(FIXTURES / "gpu" / "nvml-v100-nccl-spin.json"), samples=1)
     report.gpus = [d.to_dict() for d in gpus.devices if d.index in (0, 1)]
-    return report
+    return complete_report(report, knowledge=knowledge)  # as the session does after every diagnosis
 
 
 def recorded_gpus() -> GpuHistory:

@@ -72,11 +72,15 @@ def _stacks_to_wire(stacks: dict) -> Tuple[list, list, list]:
             for thread in dump.threads:
                 ids = []
                 for frame in thread.frames:
-                    key = (frame.function, frame.file, frame.line, bool(frame.native))
+                    path = frame.path if frame.path and frame.path != frame.file else None
+                    key = (frame.function, frame.file, frame.line, bool(frame.native), path)
                     idx = frame_index.get(key)
                     if idx is None:
                         idx = frame_index[key] = len(frames)
-                        frames.append([frame.function, frame.file, frame.line, 1 if frame.native else 0])
+                        row = [frame.function, frame.file, frame.line, 1 if frame.native else 0]
+                        if path:
+                            row.append(path)  # a fifth element, so readers of four-element rows still work
+                        frames.append(row)
                     ids.append(idx)
                 skey = tuple(ids)
                 sidx = stack_index.get(skey)
@@ -102,7 +106,10 @@ def _stacks_to_wire(stacks: dict) -> Tuple[list, list, list]:
 def _stacks_from_wire(frames_in: list, table: list, series_in: list) -> dict:
     from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
 
-    frames = [Frame(function=f[0], file=f[1], line=f[2], native=bool(f[3])) for f in frames_in]
+    frames = [
+        Frame(function=f[0], file=f[1], line=f[2], native=bool(f[3]), path=f[4] if len(f) > 4 else None)
+        for f in frames_in
+    ]
     stacks = [[frames[i] for i in ids] for ids in table]
     out = {}
     for item in series_in:

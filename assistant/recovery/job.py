@@ -20,13 +20,15 @@ NOT_OUTPUT_OPTION = re.compile(r"data|cache|pretrained|model_name|tokenizer|voca
 class TrainingJob:
     """Everything read about one job once: command line, script source, folders."""
 
-    def __init__(self, cmdline: List[str], cwd: str, env: Dict[str, str]):
+    def __init__(self, cmdline: List[str], cwd: Optional[str], env: Dict[str, str]):
+        """`cwd` None: the job's folder is unknown (a log or a saved report), so only absolute
+        paths are read; a relative one would resolve against this tool's own folder."""
         self.cmdline = [str(a) for a in cmdline]
-        self.cwd = os.path.abspath(cwd)
+        self.cwd = os.path.abspath(cwd) if cwd else None
         self.env = env
         self.launch = parse_launch(self.cmdline)
         self.args = self.launch.program_args
-        self.script_file = script_path(self.launch, self.cwd, env)
+        self.script_file = script_path(self.launch, self.cwd, env) if self.cwd else self._absolute(self.launch.script)
         self.source = read_source(self.script_file)
         self.config = _config_values(self.args, self.cwd)
         self._scan: Optional[Scan] = None
@@ -51,9 +53,16 @@ class TrainingJob:
                 return True
         return False
 
-    def path(self, value: str) -> str:
+    @staticmethod
+    def _absolute(path: Optional[str]) -> Optional[str]:
+        return path if path and os.path.isabs(path) else None
+
+    def path(self, value: str) -> Optional[str]:
+        """The absolute path of an option's value; None when it is relative and the folder unknown."""
         value = os.path.expanduser(value)
-        return value if os.path.isabs(value) else os.path.normpath(os.path.join(self.cwd, value))
+        if os.path.isabs(value):
+            return value
+        return os.path.normpath(os.path.join(self.cwd, value)) if self.cwd else None
 
     def output_dirs(self) -> List[str]:
         """Existing directories named by the job's options (where it writes), then its cwd."""
@@ -71,13 +80,16 @@ class TrainingJob:
             if not value or NOT_OUTPUT_OPTION.search(key):
                 continue
             full = self.path(value)
+            if full is None:
+                continue
             if bounded_read(lambda f=full: os.path.isdir(f), f"stat {full}", False):
                 out.append(full)
             elif re.search(r"\.(pt|pth|ckpt|safetensors)$", value) and re.search(r"save|out|ckpt|checkpoint", key):
                 parent = os.path.dirname(full)
                 if bounded_read(lambda p=parent: os.path.isdir(p), f"stat {parent}", False):
                     out.append(parent)
-        out.append(self.cwd)
+        if self.cwd:
+            out.append(self.cwd)
         return list(dict.fromkeys(out))
 
     def scan(self) -> Scan:
@@ -87,7 +99,7 @@ class TrainingJob:
         return self._scan
 
 
-def _config_values(args: List[str], cwd: str) -> Dict[str, object]:
+def _config_values(args: List[str], cwd: Optional[str]) -> Dict[str, object]:
     """Options from a config file the command names (kohya --config_file x.toml, HF `train.py args.json`)."""
     path = option_value(args, "--config_file", "--config-file")
     if path is None:
@@ -95,6 +107,8 @@ def _config_values(args: List[str], cwd: str) -> Dict[str, object]:
         if len(positional) == 1 and (len(args) == 1 or args[0] == positional[0]):
             path = positional[0]
     if not path:
+        return {}
+    if not os.path.isabs(path) and not cwd:
         return {}
     full = path if os.path.isabs(path) else os.path.join(cwd, path)
     text = read_source(full)

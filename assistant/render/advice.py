@@ -15,7 +15,12 @@ def safety_phrase(safety: Optional[dict]) -> str:
 
 def fix_heading(fix) -> str:
     """`Title (if you use kohya) [reads only]`: the strongest label of its commands."""
-    labels = list(dict.fromkeys(s.get("text", "") for s in fix.safety if s))
+    texts = [s.get("text", "") for s in fix.safety if s]
+    quiet = "; nothing runs now"
+    labels = list(dict.fromkeys(t.removesuffix(quiet) for t in texts))
+    # "an edit to your code; a setting for the next run; nothing runs now", said once
+    if labels and all(t.endswith(quiet) for t in texts):
+        labels[-1] += quiet
     condition = f" ({fix.condition})" if fix.condition else ""
     return f"{fix.title}{condition}" + (f" [{'; '.join(labels)}]" if labels else "")
 

@@ -72,10 +72,11 @@ def gather_facts(report) -> JobFacts:
     if facts.cwd:
         values["cwd"] = facts.cwd
 
-    job = TrainingJob(facts.argv, facts.cwd or os.getcwd(), _env(processes)) if facts.argv else None
+    # cwd None: the job's folder is unknown, so only absolute paths are read
+    job = TrainingJob(facts.argv, facts.cwd, _env(processes)) if facts.argv else None
     if job is not None:
-        if job.script_file:
-            values["script"] = job.script_file
+        if job.script_file or job.launch.script:
+            values["script"] = job.script_file or job.launch.script
         outputs = job.output_dirs() if facts.cwd else []
         if outputs:
             values["output_dir"] = outputs[0]

@@ -29,7 +29,7 @@ def claims(job: TrainingJob) -> bool:
     module = job.launch.module or ""
     return (
         imports(job.source, "nanochat")
-        or (module.startswith("scripts.") and os.path.isdir(os.path.join(job.cwd, "nanochat")))
+        or (module.startswith("scripts.") and job.cwd is not None and os.path.isdir(os.path.join(job.cwd, "nanochat")))
         or (module.startswith("scripts.") and module.rsplit(".", 1)[-1] in NANOCHAT_CHECKPOINT_DIRS)
     )
 
