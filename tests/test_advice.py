@@ -229,3 +229,28 @@ def test_the_report_does_not_ask_what_the_answers_already_settle(cli_json):
     assert report["pattern"] is None and report["pattern_reason"] == "not named: step, cpu are unknown"
     triage = next(e["detail"] for d in report["diagnoses"] for e in d["evidence"] if e["source"] == "answer")
     assert "step unknown" in triage and "step=random" not in triage
+
+
+def test_a_relative_script_stays_as_typed_when_the_jobs_folder_is_unknown(tmp_path, monkeypatch):
+    # a report from a log or another machine: the tool's own folder holds a file of the same name,
+    # which must neither be named as the job's script nor read to tell its framework
+    (tmp_path / "train.py").write_text("import lightning\n")
+    monkeypatch.chdir(tmp_path)
+    fixes = [FixItem("Run it again", ["{python} {script}"], ["bash"], [safety_dict("runs-code")])]
+    report = _report_for(fixes, [])
+    report.resume = {}
+    report.processes[0]["cmdline"] = "python train.py"
+    report.processes = report.processes[:1]
+    personalize(report)
+    assert report.job["values"]["script"] == "train.py"
+    assert report.job["context"].get("framework") != "lightning"
+    assert report.diagnoses[0].fixes[0].commands == ["python train.py"]
+
+
+def test_a_fix_heading_says_nothing_runs_now_once():
+    from debug_stuck.render.advice import fix_heading
+
+    fix = FixItem("Bound the wait", ["x", "y"], ["python", "bash"], [safety_dict("edit"), safety_dict("config")])
+    assert fix_heading(fix) == "Bound the wait [an edit to your code; a setting for the next run; nothing runs now]"
+    mixed = FixItem("Rerun", ["x", "y"], ["python", "bash"], [safety_dict("edit"), safety_dict("runs-code")])
+    assert fix_heading(mixed) == "Rerun [an edit to your code; runs your code]"

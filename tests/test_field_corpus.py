@@ -24,7 +24,7 @@ CASES_DIR = Path(__file__).parent / "fixtures" / "field" / "cases"
 CASES = sorted(CASES_DIR.glob("*.yaml"))
 TOP1 = 0.85
 TOP3 = 0.95
-MIN_CASES = 55  # issue 13 asks for 60: raise this as cases are added, never lower it
+MIN_CASES = 60  # issue 13 asks for 60: raise this as cases are added, never lower it
 
 
 def load(path: Path) -> dict:

@@ -85,3 +85,31 @@ def test_a_log_with_no_sign_of_a_distributed_job_damps_the_distributed_start_up_
     log.write_text(case["log"] + "initializing ddp: GLOBAL_RANK: 0, MEMBER: 1/2\n")
     distributed = cli_json("--log", log, "--answer", "phase=start")
     assert "single-process" not in str(distributed)
+
+
+def test_ranks_stopped_at_different_batches_are_collective_evidence(tmp_path, cli_json):
+    case = yaml.safe_load((CASES / "torchtitan-1618.yaml").read_text())
+    log = tmp_path / "train.log"
+    log.write_text(case["log"])
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    assert report["verdict"]["cause"] == "collective"
+    assert "rank 0 at batch 87, rank 1 at batch 89" in evidence_of(report, "collective")
+
+
+def test_ranks_one_line_apart_are_not_a_skew(tmp_path, cli_json):
+    # rank 1's line for step 41 is buffered behind rank 0's: interleaving, not a hang of one rank
+    log = tmp_path / "train.log"
+    log.write_text(
+        "".join(f"[rank{r}]: step {s} loss 2.0\n" for s in range(35, 42) for r in (0, 1)) + "[rank0]: step 42\n"
+    )
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    assert "rank progress" not in str(report) and "stopped at different points" not in str(report)
+
+
+def test_a_wrapped_watchdog_line_is_still_a_collective_timeout(tmp_path, cli_json):
+    case = yaml.safe_load((CASES / "autocast-381.yaml").read_text())
+    log = tmp_path / "slurm.out"
+    log.write_text(case["log"])
+    report = cli_json("--log", log)
+    assert "NCCL watchdog on rank 0: a collective timed out" in evidence_of(report, "collective")
+    assert "Lightning's training loop ended (max_epochs reached)" in evidence_of(report, "checkpoint-save")

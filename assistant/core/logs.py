@@ -21,6 +21,7 @@ def observe_log(tree: Tree, path: str, obs: Observations, max_bytes: Optional[in
     run = _current_run(tree, tail.lines)
     _observe_stacks(path, run, obs)
     _observe_rank_census(tree, path, run, obs)
+    _observe_rank_progress(tree, path, run, obs)
     _observe_single_process(tree, path, tail.lines, obs)
     progress = parse_progress(run)
     obs.last_steps.append(progress.last_step)
@@ -86,6 +87,33 @@ def _observe_rank_census(tree: Tree, path: str, lines: List[str], obs: Observati
         shown = ", ".join(str(r) for r in missing[:8]) + (", ..." if len(missing) > 8 else "")
         text = f"rank census: missing global rank {shown}{of} ({len(seen)} of {world} announced in {name})"
         obs.add("log", ObservedLine(text, file=path))
+
+
+# Log lines interleave and buffer per rank, so a gap of one is noise; two or more is a rank that
+# went on (or fell behind) while the others stopped.
+RANK_PROGRESS_GAP = 2
+
+
+def _observe_rank_progress(tree: Tree, path: str, lines: List[str], obs: Observations) -> None:
+    """Where each rank's own progress lines stopped (`[rank1]: ... batch 89`). Ranks that stopped at
+    different counts of the same loop become a `rank progress:` log line: the ones ahead wait in a
+    collective the ones behind never reach (uneven data per rank, a rank-dependent path)."""
+    last: Dict[int, tuple] = {}
+    for text in lines:
+        for pattern in tree.rank_progress_lines:
+            match = pattern.search(text)
+            if match:
+                what = (match.groupdict().get("what") or "step").lower()
+                last[int(match.group("rank"))] = (int(match.group("count")), what)
+                break
+    if len(last) < 2:
+        return
+    counts = {rank: count for rank, (count, _) in last.items()}
+    if max(counts.values()) - min(counts.values()) < RANK_PROGRESS_GAP:
+        return
+    shown = ", ".join(f"rank {rank} at {last[rank][1]} {count}" for rank, count in sorted(counts.items())[:8])
+    text = f"rank progress: ranks stopped at different points of the same loop: {shown} (in {Path(path).name})"
+    obs.add("log", ObservedLine(text, file=path))
 
 
 def _observe_single_process(tree: Tree, path: str, lines: List[str], obs: Observations) -> None:

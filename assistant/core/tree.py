@@ -105,6 +105,7 @@ class Tree:
         last_lines: int = 6,
         rank_lines: Sequence[re.Pattern[str]] = (),
         distributed_lines: Optional[re.Pattern[str]] = None,
+        rank_progress_lines: Sequence[re.Pattern[str]] = (),
     ):
         self.root = root
         self.questions = questions
@@ -113,6 +114,7 @@ class Tree:
         self.last_lines = last_lines
         self.rank_lines = tuple(rank_lines)
         self.distributed_lines = distributed_lines
+        self.rank_progress_lines = tuple(rank_progress_lines)
         self._reach: Dict[str, frozenset] = {}
 
     def reachable_causes(self, node_id: str) -> frozenset:
@@ -315,6 +317,16 @@ def load_tree(folder: Optional[Path] = None):
         if not {"rank", "world"} & set(pattern.groupindex):
             problems.append(Problem(f, f"rank_lines[{i}]", "needs a named group `rank` or `world`"))
         rank_lines.append(pattern)
+    rank_progress_lines = []
+    for i, raw in enumerate(data.get("rank_progress_lines") or []):
+        try:
+            pattern = re.compile(str(raw))
+        except re.error as exc:
+            problems.append(Problem(f, f"rank_progress_lines[{i}]", f"bad regular expression: {exc}"))
+            continue
+        if not {"rank", "count"} <= set(pattern.groupindex):
+            problems.append(Problem(f, f"rank_progress_lines[{i}]", "needs named groups `rank` and `count`"))
+        rank_progress_lines.append(pattern)
     distributed_lines = None
     if data.get("distributed_lines"):
         try:
@@ -323,7 +335,10 @@ def load_tree(folder: Optional[Path] = None):
             problems.append(Problem(f, "distributed_lines", f"bad regular expression: {exc}"))
     if problems:
         return None, problems
-    return Tree(str(data["root"]), questions, nodes, run_start, last_lines, rank_lines, distributed_lines), []
+    tree = Tree(
+        str(data["root"]), questions, nodes, run_start, last_lines, rank_lines, distributed_lines, rank_progress_lines
+    )
+    return tree, []
 
 
 def _parse_question(key: str, raw) -> Tuple[Optional[Question], List[Problem]]:
