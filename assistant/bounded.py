@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, TypeVar
@@ -95,17 +97,31 @@ def run_command(
         text=True,
         errors="replace",
     )
+    known = {}
     try:
-        out, err = proc.communicate(input=input_text, timeout=timeout)
-        return CommandResult(argv, proc.returncode, out, err, False)
-    except subprocess.TimeoutExpired:
-        kill_process_group(proc.pid)
+        known[proc.pid] = _proc_create_time(proc.pid)
+    except OSError:
+        pass
+    with _OWNED_LOCK:
+        _OWNED_TREES[proc.pid] = known  # so end_everything_started() ends it if we are cut short
+    try:
         try:
-            # A child in uninterruptible sleep may not die at once; do not wait on it forever.
-            out, err = proc.communicate(timeout=2)
+            out, err = proc.communicate(input=input_text, timeout=timeout)
+            return CommandResult(argv, proc.returncode, out, err, False)
         except subprocess.TimeoutExpired:
-            out, err = "", ""
-        return CommandResult(argv, None, out or "", err or "", True)
+            kill_process_group(proc.pid)
+            try:
+                # A child in uninterruptible sleep may not die at once; do not wait on it forever.
+                out, err = proc.communicate(timeout=2)
+            except subprocess.TimeoutExpired:
+                out, err = "", ""
+            return CommandResult(argv, None, out or "", err or "", True)
+        except BaseException:
+            kill_process_group(proc.pid)  # Ctrl-C or a signal turned into an exception: it ends with us
+            raise
+    finally:
+        with _OWNED_LOCK:
+            _OWNED_TREES.pop(proc.pid, None)
 
 
 # --- whole process trees ------------------------------------------------------------------------
@@ -131,6 +147,63 @@ class TreeResult:
     @property
     def ok(self) -> bool:
         return not self.timed_out and self.returncode == 0
+
+
+# --- what this process started, ended on every way out -----------------------------------------
+
+_OWNED_LOCK = threading.Lock()
+_OWNED_TREES: dict = {}  # root pid -> its members seen so far ({pid: create_time}), while run_tree runs
+_OWNED_DIRS: set = set()  # scratch folders not yet removed
+
+
+def scratch_dir(prefix: str) -> str:
+    """A private temporary folder that `end_everything_started()` removes if we are cut short."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    with _OWNED_LOCK:
+        _OWNED_DIRS.add(path)
+    return path
+
+
+def remove_scratch(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    with _OWNED_LOCK:
+        _OWNED_DIRS.discard(path)
+
+
+def keep_scratch(path: str) -> None:
+    """The folder holds a result the report points at: it outlives us."""
+    with _OWNED_LOCK:
+        _OWNED_DIRS.discard(path)
+
+
+def end_everything_started() -> tuple:
+    """On the way out after a signal or Ctrl-C: kill every process tree a run_tree call still runs
+    (the user's code in a probe, its workers, a launcher and its ranks) and remove every scratch
+    folder. Returns (processes signalled, folders removed). Safe to call from the main thread while
+    a worker thread is inside run_tree: that call sees its command die and returns."""
+    with _OWNED_LOCK:
+        trees = list(_OWNED_TREES.items())
+        dirs = list(_OWNED_DIRS)
+        _OWNED_DIRS.clear()
+    ended = 0
+    for root, known in trees:
+        members = dict(known)
+        _tree_members(root, members)
+        ended += sum(1 for pid, created in members.items() if _same_process(pid, created) is not None)
+        kill_tree(root, members)
+    for path in dirs:
+        shutil.rmtree(path, ignore_errors=True)
+    return ended, len(dirs)
+
+
+def members_of(root_pid: int, known: dict) -> dict:
+    """root_pid and its live descendants, added to known ({pid: create_time}), which is returned."""
+    try:
+        known.setdefault(root_pid, _proc_create_time(root_pid))
+    except OSError:
+        pass
+    _tree_members(root_pid, known)
+    return known
 
 
 def _tree_members(root_pid: int, known: dict) -> None:
@@ -267,9 +340,10 @@ def run_tree(
     `before_kill(root_pid)` runs when the run is cut short, before anything is killed (to take
     stack dumps); keep it bounded. Whatever the command leaves behind when it exits (daemonized
     children, ranks of a launcher that died) is killed too, so nothing it started outlives the
-    call. Raises FileNotFoundError when the program does not exist.
+    call, and so it is when the call is left by an exception (Ctrl-C, a signal handler's) or
+    `end_everything_started()` runs from another thread. Raises FileNotFoundError when the program
+    does not exist.
     """
-    import select
     import time
 
     started = time.monotonic()
@@ -287,6 +361,28 @@ def run_tree(
         known[proc.pid] = _proc_create_time(proc.pid)
     except OSError:
         pass
+    with _OWNED_LOCK:
+        _OWNED_TREES[proc.pid] = known
+    try:
+        return _watch_tree(proc, known, argv, started, timeout, on_line, before_kill, stop_when)
+    except BaseException:
+        # Ctrl-C, a signal turned into an exception, or a bug: the tree ends with us all the same
+        _tree_members(proc.pid, known)
+        kill_tree(proc.pid, known)
+        try:
+            proc.stdout.close()
+        except OSError:
+            pass
+        raise
+    finally:
+        with _OWNED_LOCK:
+            _OWNED_TREES.pop(proc.pid, None)
+
+
+def _watch_tree(proc, known, argv, started, timeout, on_line, before_kill, stop_when) -> TreeResult:
+    import select
+    import time
+
     tail = bytearray()
     state = {"dropped": 0, "stop": False, "eof": False}
     partial = bytearray()

@@ -36,3 +36,11 @@ class NotInspectable(DebugStuckError):
     """The target process is gone, or we may not look at it."""
 
     exit_code = EXIT_NOT_INSPECTABLE
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: unwound like Ctrl-C, so every `finally` runs and what we started ends."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum

@@ -192,6 +192,8 @@ def _hung(n: int, io: bool) -> Setting:
         "user_frames": ["__getitem__ (data.py:12)"],
         "python_frames": ["read (gzip.py:300)" if io else "decode (codec.py:9)"],
         "io_wait": "kernel wait channel rpc_wait_bit_killable" if io else None,
+        "state": "idle",
+        "frames": ["futex_wait (libc.so.6)", "decode (codec.py:9)"],
     }
     return Setting(n, status="hang", batches=0, seconds=30.0, stuck={"processes": [], "thread": thread})
 
@@ -204,3 +206,67 @@ def test_both_settings_hang_verdict(io, cause):
     assert "num_workers=2 and num_workers=0" in summary
     assert findings[0].cause == cause
     assert "in the main (pid 10) at __getitem__ (data.py:12)" in findings[0].message
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "state, frames, stuck",
+    [
+        ("idle", ["clock_nanosleep (libc.so.6)", "time_sleep (libpython3.11.so)", "__getitem__ (data.py:12)"], False),
+        ("active", ["decode (codec.py:9)", "__getitem__ (data.py:12)"], False),
+        ("idle", ["futex_wait (libc.so.6)", "wait (threading.py:320)", "__getitem__ (data.py:12)"], True),
+    ],
+    ids=["timed-sleep", "computing", "waiting-on-an-event"],
+)
+def test_only_a_wait_that_never_ends_by_itself_is_a_hang(state, frames, stuck):
+    setting_ = _hung(2, False)
+    setting_.stuck["thread"].update(state=state, frames=frames)
+    status, summary, findings = judge([setting_], 5)
+    if stuck:
+        assert status == "fail" and findings[0].cause == "dataloader"
+    else:
+        assert status == "timeout", summary
+        assert summary.startswith("out of time before a verdict: num_workers=2")
+        assert all(f.cause is None for f in findings)
+
+
+@pytest.mark.timeout(30)
+def test_a_setting_with_no_stuck_thread_found_is_out_of_time_not_hung():
+    status, summary, findings = judge([Setting(2, status="hang", seconds=3.0, stuck=None)], 5)
+    assert status == "timeout" and "still starting" in findings[0].message
+
+
+@pytest.mark.timeout(90)
+def test_a_slow_dataset_at_a_short_limit_is_a_timeout_not_a_cause():
+    # 2 s a sample against a limit of a few seconds: slow, never hung (issue 15, item 2)
+    result = probe("very_slow", timeout=10)
+    assert result.status == "timeout", result.to_dict()
+    assert result.summary.startswith("out of time before a verdict"), result.summary
+    assert all(f.cause is None for f in result.findings), result.to_dict()
+    assert any("sleeping a set time" in f.message for f in result.findings), result.to_dict()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    "factory, said",
+    [("exits_3_in_worker", "exited with code 3"), ("killed_in_worker", "was killed by SIGKILL")],
+)
+def test_a_dead_worker_says_how_it_ended(factory, said):
+    # exit code 3 and SIGKILL used to give the same "exited unexpectedly" (issue 15, item 4)
+    result = probe(factory, timeout=40, num_workers=2)
+    assert result.status == "fail", result.to_dict()
+    assert result.summary.startswith("worker crashed (num_workers=2): worker "), result.summary
+    assert said in result.summary and said in result.findings[0].message
+    assert ("OOM killer" in result.summary) == (factory == "killed_in_worker")
+
+
+@pytest.mark.timeout(60)
+def test_workers_blocked_in_io_say_so(tmp_path, monkeypatch):
+    fifo = tmp_path / "samples.fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("PROBE_DATASETS_FIFO", str(fifo))
+    result = probe("fifo_in_worker", timeout=20)
+    assert result.status == "fail", result.to_dict()
+    assert result.summary.startswith("workers hang in an I/O wait ("), result.summary
+    assert result.summary.endswith("(num_workers=2), num_workers=0 works")
+    assert "blocked in I/O:" in result.findings[0].message

@@ -94,8 +94,8 @@ def test_not_python_is_skipped_and_usage():
         run_probe("gc", ProbeContext(timeout=5, allow_exec=True))
     with pytest.raises(ProbeUsageError):
         run_probe("gc", ProbeContext(timeout=5, allow_exec=True, script="/nonexistent/train.py"))
-    with pytest.raises(ConsentRequired):  # --pid mode reads only, but consent is asked per probe
-        run_probe("gc", ProbeContext(timeout=5, pids=[os.getpid()]))
+    with pytest.raises(ConsentRequired):  # script mode runs the user's code (--pid alone only reads)
+        run_probe("gc", ProbeContext(timeout=5, script=str(LIGHT)))
 
 
 @pytest.mark.timeout(30)

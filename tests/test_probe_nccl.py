@@ -299,6 +299,57 @@ def test_healthy_run_finishes(gloo_env):
     assert result.data["socket_ifname"] == {"GLOO_SOCKET_IFNAME": "lo"}
     assert result.data["flight_recorder_dumps"] == []
     assert all_gone(result.data["pids"]) == []
+    # gloo: say that NCCL was not in use, and set no variable this torch calls deprecated
+    assert result.data["nccl_in_use"] is False
+    assert any(f.message.startswith("NCCL was not in use") for f in result.findings)
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in result.data["env_added"]
+    assert "TORCH_FR_BUFFER_SIZE" in result.data["env_added"]
+    assert "is deprecated" not in " ".join(result.data.get("tail") or []) + result.summary
+
+
+@needs_torch
+@pytest.mark.timeout(60)
+def test_a_healthy_job_cut_at_a_short_limit_is_a_timeout_not_a_cause(gloo_env):
+    ctx = ProbeContext(timeout=1, allow_exec=True, command=torchrun("healthy", free_port()))
+    result = run_probe("nccl-debug-run", ctx)
+    assert result.status == "timeout", result.to_dict()
+    assert result.summary.startswith("out of time at stage")
+    assert all(f.cause is None for f in result.findings), result.to_dict()
+    assert all_gone(result.data["pids"]) == []
+
+
+@needs_torch
+@pytest.mark.timeout(120)
+def test_a_rank_that_never_enters_the_next_collective_is_a_collective_hang(gloo_env):
+    # rank 1 waits on an Event instead of the second all_reduce; rank 0 waits in it (issue 15, item 3)
+    ctx = ProbeContext(timeout=40, allow_exec=True, command=torchrun("skip", free_port()))
+    result = run_probe("nccl-debug-run", ctx)
+    assert result.status == "fail", result.to_dict()
+    assert result.summary == "collective hang: rank(s) 1 never entered collective #1 (ALLREDUCE)"
+    assert result.findings[0].cause == "collective"
+    assert result.data["rank_sequence"] == {"0": {"seq": 1, "op": "ALLREDUCE"}, "1": {"seq": 0, "op": "ALLREDUCE"}}
+    assert all_gone(result.data["pids"]) == []
+
+
+@needs_torch
+@pytest.mark.timeout(90)
+def test_a_rank_killed_by_sigkill_is_the_cause_not_its_peers_timeouts(gloo_env):
+    ctx = ProbeContext(timeout=45, allow_exec=True, command=torchrun("killed", free_port()))
+    result = run_probe("nccl-debug-run", ctx)
+    assert result.status == "fail", result.to_dict()
+    assert result.summary.startswith("rank 1 was killed by SIGKILL"), result.summary
+    first = result.findings[0]
+    assert first.cause == "memory-pressure" and "OOM killer" in first.message
+    assert all_gone(result.data["pids"]) == []
+
+
+@pytest.mark.timeout(10)
+def test_a_run_still_printing_at_its_limit_is_not_judged_a_stall():
+    log = parse_lines(["[I1125 c10d] TCPStore server has started on port 29500"])
+    status, summary, findings = judge(log, None, True, 30.0, silent_for=2.0)
+    assert status == "timeout" and all(f.cause is None for f in findings)
+    status, _, findings = judge(log, None, True, 30.0, silent_for=25.0)
+    assert status == "warn" and findings[-1].cause is not None
 
 
 @needs_torch

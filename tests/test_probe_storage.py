@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from debug_stuck.probes.targeted import storage as cs
-from debug_stuck.probes.targeted.base import ProbeContext
+from debug_stuck.probes.targeted.base import ProbeContext, TargetNotInspectable
 from debug_stuck.probes.targeted.registry import probe_spec, run_probe
 
 pytestmark = pytest.mark.timeout(60)
@@ -334,12 +334,12 @@ def test_live_job_directories_from_cwd_open_files_and_arguments(job):
     assert proc.poll() is None
 
 
-def test_a_pid_that_does_not_exist_is_skipped():
+def test_a_pid_that_does_not_exist_cannot_be_inspected():
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait(timeout=10)
-    result = cs.probe(10, pids=[proc.pid])
-    assert result.status == "skipped"
-    assert result.summary == f"process {proc.pid} does not exist (it may have exited)"
+    with pytest.raises(TargetNotInspectable) as raised:  # exit 3, not a SKIPPED result (issue 15)
+        cs.probe(10, pids=[proc.pid])
+    assert raised.value.message == f"process {proc.pid} does not exist (it may have exited)"
 
 
 def test_through_the_framework(tmp_path):

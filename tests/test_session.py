@@ -178,7 +178,8 @@ def test_recovery_actions_need_a_live_job(session):
 
 @pytest.mark.timeout(120)
 def test_probe_runs_in_a_child_process_and_its_findings_reach_the_ranking(session, zoo):  # noqa: F811
-    job = zoo("future_result")
+    # a warning, not only info notes: info notes are no evidence (issue 15)
+    job = zoo("future_result", env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"})
     session.attach_pid(str(job.proc.pid))
     outcome = session.run_probe("env")
     assert outcome.completed and outcome.result["name"] == "env", outcome

@@ -179,6 +179,6 @@ def test_stop_on_a_terminal_asks_and_no_means_no(zoo):  # noqa: F811
     finally:
         os.close(master)
         os.close(slave)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 1, err  # "not stopped" is not a stop (issue 15, item 12)
     assert "Stop them? [y/N]" in out and "not stopped" in err and str(job.proc.pid) in err
     assert all(is_alive(p) for p in job.processes()) and len(job.processes()) == 2

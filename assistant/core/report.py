@@ -157,6 +157,8 @@ class Report:
     notes: List[str] = field(default_factory=list)
     job: dict = field(default_factory=dict)  # what the advice was filled from: placeholder values, context
     edits: List[dict] = field(default_factory=list)  # suggested changes to the user's own code, as diffs
+    # evidence that could not be read: `what`, `why`, and `get_it` (the command or setting that would)
+    missing: List[dict] = field(default_factory=list)
     created: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict:
@@ -168,7 +170,7 @@ class Report:
         renderers, the TUI, the clipboard) shows none. Returns the report."""
         for field_name in (
             "answers", "culprit", "processes", "gpus", "probes", "resume", "logs", "stack_groups", "chain", "chains",
-            "job", "edits",
+            "job", "edits", "missing",
         ):  # fmt: skip
             setattr(self, field_name, redact_obj(getattr(self, field_name)))
         for field_name in ("errors", "kernel", "notes"):
@@ -209,4 +211,5 @@ class Report:
             "notes": self.notes,
             "job": self.job,
             "edits": self.edits,
+            "missing": self.missing,
         }

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from typing import List, Optional
 
 from debug_stuck import __version__
@@ -46,8 +48,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         argv, launch = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
     args.launch = launch
-    from debug_stuck.errors import DebugStuckError
+    from debug_stuck.errors import DebugStuckError, Terminated
 
+    previous = _unwind_on_termination()
     try:
         if args.command is None:
             return interactive.run(args)
@@ -55,9 +58,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except DebugStuckError as exc:
         print(f"debug-stuck: error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("debug-stuck: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"debug-stuck: {what}{_end_what_we_started()}", file=sys.stderr)
+        return 128 + int(signum)
     except BrokenPipeError:
         # The reader went away (e.g. `| head`); nothing more to say.
         try:
@@ -65,6 +70,45 @@ def main(argv: Optional[List[str]] = None) -> int:
         except OSError:
             pass
         return 0
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _unwind_on_termination() -> dict:
+    """SIGTERM and SIGHUP unwind the stack like Ctrl-C (the default would end us on the spot and
+    leave a probe's child, its workers or ranks running, and its scratch folders behind)."""
+    from debug_stuck.errors import Terminated
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def unwind(signum, frame):
+        raise Terminated(signum)
+
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[signum] = signal.signal(signum, unwind)
+        except (OSError, ValueError):
+            pass
+    return previous
+
+
+def _end_what_we_started() -> str:
+    """Whatever a probe still runs (it may be in a worker thread) and its scratch folders."""
+    from debug_stuck.bounded import end_everything_started
+
+    try:
+        processes, folders = end_everything_started()
+    except Exception as exc:  # the way out must not fail
+        return f"; could not end what it started: {type(exc).__name__}: {exc}"
+    done = []
+    if processes:
+        done.append(f"stopped {processes} process{'es' if processes != 1 else ''} it started")
+    if folders:
+        done.append(f"removed {folders} scratch folder{'s' if folders != 1 else ''}")
+    return f": {', '.join(done)}" if done else ""
 
 
 if __name__ == "__main__":

@@ -60,6 +60,9 @@ class Snapshot:
     logs: List[LogGrowth] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)  # things worth telling that are not failures
+    # evidence that could not be read, why, and the one command or setting that would get it
+    missing: List[dict] = field(default_factory=list)
+    heartbeats: Dict[int, dict] = field(default_factory=dict)  # pid -> {"at", "step"} from debug_stuck.hook
 
     def process(self, pid: int) -> Optional[ProcInfo]:
         return next((p for p in self.processes if p.pid == pid), None)
@@ -84,6 +87,8 @@ class Snapshot:
             "logs": [lg.__dict__ for lg in self.logs],
             "errors": self.errors,
             "notes": self.notes,
+            "missing": self.missing,
+            "heartbeats": {str(pid): beat for pid, beat in self.heartbeats.items()},
         }
 
 
@@ -188,6 +193,7 @@ def collect(
         gpus = pool.submit(collect_gpus)
         kernel = pool.submit(read_kernel_log)
         snap.stacks = _result(stacks, snap.errors, "stacks", {})
+        _stacks_through_hook(snap, samples, window)
         _result(window_job, snap.errors, "process sampling", None)
         snap.gpus = _result(gpus, snap.errors, "GPU state", None)
         snap.kernel = _result(kernel, snap.errors, "kernel log", None)
@@ -206,6 +212,7 @@ def collect(
         for note in getattr(latest, "notes", None) or []:
             snap.notes.append(f"{label}: {note}")
     _refuse_when_nothing_readable(snap)
+    _say_what_is_missing(snap)
     if snap.gpus is not None:
         snap.errors.extend(snap.gpus.errors)
     if snap.kernel is not None and snap.kernel.error:
@@ -257,13 +264,60 @@ def _resolve_waits(snap: Snapshot) -> None:
 
 
 def _refuse_when_nothing_readable(snap: Snapshot) -> None:
-    """Exit 3 when no Python process of the job could be read at all because of permissions."""
+    """Exit 3 only when there is nothing left to read: every process exited while we looked.
+    Stacks we may not read leave the rest (/proc, logs, GPUs, kernel log): a partial report."""
     series = list(snap.stacks.values())
-    if series and all(not s.dumps for s in series):
-        kinds = {s.error_kind for s in series}
-        if kinds <= {"permission"}:
-            raise NotInspectable(
-                f"cannot read the stacks of process(es) {', '.join(map(str, snap.stacks))}", PTRACE_HINT
-            )
-        if kinds <= {"gone"}:
-            raise NotInspectable("the process(es) exited while being inspected", "nothing left to diagnose")
+    if series and all(not s.dumps for s in series) and {s.error_kind for s in series} <= {"gone"}:
+        raise NotInspectable("the process(es) exited while being inspected", "nothing left to diagnose")
+
+
+def _stacks_through_hook(snap: Snapshot, samples: int, window: float) -> None:
+    """Where ptrace is denied, a job that installed debug_stuck.hook still gives its stacks: the
+    signal its marker names makes it dump every thread (faulthandler), twice a window apart."""
+    from debug_stuck.probes.collectors.hook_dump import dump_by_hook, find_marker, read_heartbeat
+
+    for pid, series in list(snap.stacks.items()):
+        if series.dumps or series.error_kind != "permission":
+            continue
+        marker, _why = find_marker(pid)
+        info = snap.process(pid)
+        label = info.label() if info else str(pid)
+        if marker is None:
+            continue
+        through = dump_by_hook(marker, samples=min(max(samples, 1), 2), interval=window)
+        if not through.dumps:
+            snap.errors.append(f"{label}: stacks through its debug_stuck.hook: {through.error}")
+            continue
+        snap.stacks[pid] = through
+        snap.notes.append(
+            f"{label}: stacks read through its debug_stuck.hook ({marker.signal_name} -> faulthandler), "
+            "since ptrace is not allowed here"
+        )
+        beat = read_heartbeat(marker)
+        if beat is not None:
+            at, step = beat
+            snap.heartbeats[pid] = {"at": at, "step": step}
+            step_text = f" at step {step}" if step is not None else ""
+            ago = max(0.0, time.time() - at)
+            snap.notes.append(f"{label}: last heartbeat{step_text}, {ago:.0f} s ago (debug_stuck.hook)")
+
+
+def _say_what_is_missing(snap: Snapshot) -> None:
+    denied = [pid for pid, s in snap.stacks.items() if not s.dumps and s.error_kind == "permission"]
+    if not denied:
+        return
+    series = snap.stacks[denied[0]]
+    snap.missing.append(
+        {
+            "what": f"Python stacks of process(es) {', '.join(map(str, denied))}",
+            "why": series.error or "ptrace is not allowed",
+            "get_it": ptrace_remedy(denied[0]),
+        }
+    )
+
+
+def ptrace_remedy(pid: int) -> str:
+    """The one command or setting that would let us read the stacks, for where we run."""
+    from debug_stuck.probes.collectors.permissions import ptrace_remedy as remedy
+
+    return remedy(pid)

@@ -69,7 +69,8 @@ def run_requested_probes(request: DiagnoseRequest, obs: Observations):
             spec = probe_spec(name)
         except ProbeUsageError as exc:
             raise BadInput(str(exc)) from None
-        if spec.runs_user_code and not request.allow_exec:
+        given = ["pid"] if request.pids else []
+        if spec.runs_user_code_with(given) and not request.allow_exec:
             raise BadInput(f"probe {name!r} runs your code", "add --allow-exec to consent, or leave that probe out")
         specs.append(spec)
     results = []

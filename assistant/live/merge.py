@@ -252,5 +252,8 @@ def diagnose_merged(
     if merged_groups:
         head += f"; stack groups: {groups_line(merged_groups)}"
     report.notes = [head] + _capped(notes, "notes")
+    report.missing = [
+        dict(item, what=f"{node.node}: {item.get('what')}") for node in answered for item in node.snapshot.missing
+    ][:MAX_LISTED]
     report.errors = list(merged.errors) + _capped(errors, "errors") + report.errors
     return report.redact()

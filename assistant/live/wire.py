@@ -242,6 +242,8 @@ def snapshot_to_wire(snap: Snapshot, **extra: Any) -> dict:
         "logs": [[lg.path, lg.size_before, lg.size_after] for lg in snap.logs],
         "errors": list(snap.errors),
         "notes": list(snap.notes),
+        "missing": [dict(m) for m in snap.missing],
+        "heartbeats": {str(pid): dict(beat) for pid, beat in snap.heartbeats.items()},
     }
     for key, value in extra.items():
         if value is not None:
@@ -283,6 +285,8 @@ def snapshot_from_wire(data: dict) -> Snapshot:
             logs=[LogGrowth(*entry[:3]) for entry in data.get("logs") or []],
             errors=list(data.get("errors") or []),
             notes=list(data.get("notes") or []),
+            missing=[dict(m) for m in data.get("missing") or [] if isinstance(m, dict)],
+            heartbeats={int(k): dict(v) for k, v in (data.get("heartbeats") or {}).items() if isinstance(v, dict)},
         )
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise WireError(f"malformed snapshot: {type(exc).__name__}: {exc}") from None

@@ -26,7 +26,7 @@ JOURNAL_FILE = "journal.sqlite3"
 STATE_DIR_ENV = "DEBUG_STUCK_STATE_DIR"
 SQLITE_BUSY_SECONDS = 5.0  # how long one statement waits for another watcher's write lock
 OPERATION_SECONDS = 10.0  # the whole operation, busy wait included
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ended, end_code (how the watched job ended after the incident)
 PATTERN_SCAN = 2000  # patterns are looked for among this many of the newest incidents
 
 _SCHEMA = """
@@ -50,10 +50,13 @@ CREATE TABLE IF NOT EXISTS incidents (
     action TEXT,
     outcome TEXT,
     watch_id TEXT,
-    attempt INTEGER
+    attempt INTEGER,
+    ended TEXT,
+    end_code INTEGER
 );
 CREATE INDEX IF NOT EXISTS incidents_time ON incidents(time);
 """
+ADDED_COLUMNS = (("ended", "TEXT"), ("end_code", "INTEGER"))  # after schema version 1
 
 
 class JournalError(Exception):
@@ -98,6 +101,8 @@ class Incident:
     outcome: Optional[str] = None
     watch_id: Optional[str] = None
     attempt: Optional[int] = None
+    ended: Optional[str] = None  # how the watched job ended later (a restarted job that finished says so)
+    end_code: Optional[int] = None  # its exit code then
     id: Optional[int] = None
 
     def to_dict(self) -> dict:
@@ -229,12 +234,24 @@ class Journal:
         # WAL lets readers (history) and several writers (watchers) share the file without blocking.
         conn.execute("PRAGMA journal_mode = WAL")
         conn.executescript(_SCHEMA)
+        have = {row[1] for row in conn.execute("PRAGMA table_info(incidents)")}
+        for name, kind in ADDED_COLUMNS:  # a journal written by an earlier version
+            if name not in have:
+                try:
+                    conn.execute(f"ALTER TABLE incidents ADD COLUMN {name} {kind}")
+                except sqlite3.OperationalError as exc:
+                    if "duplicate column" not in str(exc):  # another watcher added it meanwhile
+                        raise
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # -- writes -----------------------------------------------------------------------------------
 
     def record(self, incident: Incident) -> int:
         """Insert an incident; returns its id (also set on the incident)."""
+        for name in ("report_markdown", "report_json", "cwd"):
+            value = getattr(incident, name)
+            if value and not os.path.isabs(value):  # relative to where watch ran: unopenable from elsewhere
+                setattr(incident, name, os.path.abspath(value))
         data = asdict(incident)
         data.pop("id")
         columns = ", ".join(data)
@@ -255,6 +272,9 @@ class Journal:
             raise ValueError(f"unknown incident fields: {', '.join(sorted(unknown))}")
         if not fields:
             return
+        for name in ("report_markdown", "report_json", "cwd"):
+            if fields.get(name) and not os.path.isabs(fields[name]):
+                fields[name] = os.path.abspath(fields[name])
         assignments = ", ".join(f"{name} = ?" for name in fields)
         self._run(
             "update",

@@ -55,7 +55,7 @@ def plan_resume(cmdline: List[str], cwd: str, env: Optional[Dict[str, str]] = No
     framework = frameworks.detect(job)
     found = frameworks.find(job, framework)
     chosen = next((c for c in found if c.valid), None)
-    skipped = [c for c in found if not c.valid and (chosen is None or c.mtime >= chosen.mtime)][:SKIPPED_SHOWN]
+    skipped = _skipped(found, chosen)
     plan = ResumePlan(
         framework=framework,
         launcher=job.launch.launcher,
@@ -74,6 +74,16 @@ def plan_resume(cmdline: List[str], cwd: str, env: Optional[Dict[str, str]] = No
         plan.notes.append(f"a secret in the command line was replaced by {REDACTED}: put it back before running")
     plan.notes.extend(n for n in job.notes if n not in plan.notes)
     return plan
+
+
+def _skipped(found: List[Checkpoint], chosen: Optional[Checkpoint]) -> List[Checkpoint]:
+    """The broken checkpoints a resume would have wanted: those ranked above the chosen one (a
+    higher step), and those written after it (a truncated newest file whose step cannot be read is
+    just what a hang during a save leaves), in rank order."""
+    if chosen is None:
+        return [c for c in found if not c.valid][:SKIPPED_SHOWN]
+    above = found[: found.index(chosen)]
+    return [c for c in found if not c.valid and (c in above or c.mtime >= chosen.mtime)][:SKIPPED_SHOWN]
 
 
 def _command_text(argv: List[str], env: Dict[str, str]) -> str:

@@ -219,6 +219,7 @@ def stop_job(
         everyone |= set(tree.members)
         if not alive:
             break
+        _continue_stopped(alive, protected, result)
         sent = _send(alive, sig, protected, result)
         if result.first_signal_at is None and sent:
             result.first_signal_at = time.time()
@@ -264,6 +265,25 @@ def _send(
             result.signals.append(SIGNAL_NAMES[sig])
         result.steps.append(f"{SIGNAL_NAMES[sig]} to {len(sent)} process(es): {' '.join(map(str, sent))}")
     return sent
+
+
+def _continue_stopped(members: List[_Tracked], protected: set, result: StopResult) -> List[int]:
+    """SIGCONT to the members stopped by SIGSTOP or Ctrl-Z: a stopped process cannot act on SIGINT or
+    SIGTERM (they stay pending), so without it a clean shutdown is impossible and SIGKILL ends it."""
+    stopped = []
+    for tracked in members:
+        try:
+            status = tracked.proc.status()
+        except psutil.Error:
+            continue
+        if status == psutil.STATUS_STOPPED and signal_if_same(tracked, signal.SIGCONT, protected) is None:
+            stopped.append(tracked.proc.pid)
+    if stopped:
+        result.steps.append(
+            f"SIGCONT to {len(stopped)} stopped process(es) first, so they can shut down cleanly: "
+            + " ".join(map(str, stopped))
+        )
+    return stopped
 
 
 def _freeze(tree: _Tree, protected: set) -> List[int]:

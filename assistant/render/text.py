@@ -179,6 +179,9 @@ def render_text(report: Report) -> str:
             out.append(f"    {r['command']}")
     for probe in report.probes:
         out.append(f"Probe {probe['name']}: {probe['status'].upper()}: {probe['summary']}")
+    for item in report.missing:
+        out.append(f"Missing: {item['what']}: {item['why']}")
+        out.append(f"  To get it: {item['get_it']}")
     if report.notes:
         out.append("")
         out.extend(f"Note: {n}" for n in report.notes)

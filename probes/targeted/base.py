@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
+from debug_stuck.errors import NotInspectable
+
 STATUSES = ("ok", "warn", "fail", "skipped", "timeout")
 
 
@@ -14,11 +16,14 @@ class Finding:
     severity: str  # info | warn | fail
     message: str
     cause: Optional[str] = None  # the playbook (cause id) this finding belongs to
+    see: Optional[str] = None  # a playbook to read, where the finding is no evidence for it (an info note)
 
     def to_dict(self) -> dict:
         out = {"severity": self.severity, "message": self.message}
         if self.cause:
             out["cause"] = self.cause
+        if self.see:
+            out["see"] = self.see
         return out
 
 
@@ -79,3 +84,8 @@ class ProbeUsageError(Exception):
 
 class ConsentRequired(ProbeUsageError):
     """The probe runs the user's code and consent (--allow-exec) was not given."""
+
+
+class TargetNotInspectable(NotInspectable):
+    """A process the probe was given (--pid) is gone, or may not be read: exit 3, as for every
+    command whose target could not be inspected. The message names the PID; the hint says what to do."""

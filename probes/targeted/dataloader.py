@@ -131,7 +131,9 @@ for n in plan:
         del it  # shuts the workers down before the next setting starts its own
         emit(event="done", num_workers=n, seconds=time.perf_counter() - started)
     except BaseException as exc:
-        failed("error", exc, num_workers=n, seconds=time.perf_counter() - started)
+        # how each worker ended (multiprocessing's exitcode: negative for a signal), for the report
+        ends = [[w.pid, w.exitcode] for w in getattr(locals().get("it"), "_workers", []) if w.exitcode is not None]
+        failed("error", exc, num_workers=n, seconds=time.perf_counter() - started, worker_ends=ends)
 """.replace("%(default)d", str(DEFAULT_WORKERS))
 
 _CRASH = re.compile(
@@ -166,7 +168,7 @@ _STDLIB = set(getattr(sys, "stdlib_module_names", ())) or {
 @dataclass
 class Setting:
     num_workers: int
-    status: str = "not-run"  # ok | hang | crash | error | not-run
+    status: str = "not-run"  # ok | hang | slow (out of time, no sign of a hang) | crash | error | not-run
     batches: int = 0
     batch_times: List[float] = field(default_factory=list)  # seconds since the setting started
     seconds: Optional[float] = None
@@ -301,8 +303,12 @@ class _Run:
                     setting.status = "hang"
                 elif _CRASH.search(message):
                     setting.status = "crash"
+                    ends = [_exit_of(pid, code) for pid, code in event.get("worker_ends") or []]
                     said = [line for line in self.output if _WORKER_SAID.search(line)]
-                    setting.context = said[-1].strip()[:200] if said else None
+                    context = "; ".join(e for e in ends if e) or (said[-1].strip() if said else "")
+                    if any(e.endswith("SIGKILL") for e in ends):
+                        context += OOM_HINT
+                    setting.context = context[:300] or None
                 else:
                     setting.status = "error"
                 self.current = None
@@ -484,6 +490,24 @@ def _main_thread(processes: List[dict]) -> Optional[dict]:
     return None
 
 
+OOM_HINT = ": the kernel's OOM killer sends SIGKILL; see `dmesg -T | grep -i -E 'killed process|out of memory'`"
+
+
+def _exit_of(pid, code) -> str:
+    """multiprocessing's exitcode of a worker in words; SIGKILL points at the OOM killer."""
+    import signal
+
+    if not isinstance(code, int) or code == 0:
+        return ""
+    if code > 0:
+        return f"worker {pid} exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"worker {pid} was killed by {name}"
+
+
 def worker_end(pid: int) -> Optional[dict]:
     """How a worker ended, read from /proc (its exit status stays readable while it is a zombie
     nobody reaped): None while it runs."""
@@ -506,7 +530,7 @@ def worker_end(pid: int) -> Optional[dict]:
             name = signal.Signals(number).name
         except ValueError:
             name = f"signal {number}"
-        hint = " (the OOM killer? see dmesg)" if name == "SIGKILL" else ""
+        hint = OOM_HINT if name == "SIGKILL" else ""
         return {"pid": pid, "signal": name, "text": f"DataLoader worker (pid {pid}) is killed by signal {name}{hint}"}
     code = (status >> 8) & 0xFF
     return {"pid": pid, "code": code, "text": f"DataLoader worker (pid {pid}) exited unexpectedly with code {code}"}
@@ -627,8 +651,33 @@ def _hang_cause(setting: Setting) -> tuple:
     return ("io-stall", f" ({io})") if io else ("bad-sample", "")
 
 
+# Native frames of a timed sleep (time.sleep): a thread there wakes up by itself, so a setting
+# stopped at the limit while in one is slow, not provably hung.
+_TIMED_SLEEP = re.compile(r"^(time_sleep|pysleep|clock_nanosleep|__clock_nanosleep\w*|nanosleep) \(")
+
+
+def provably_stuck(setting: Setting) -> bool:
+    """A setting that gave no batch within the limit is hung, not merely slow, only when its
+    stuck thread shows a wait that does not end by itself: blocked in I/O, or idle in a Python
+    wait (a lock, an Event, a queue) other than a timed sleep. A thread that computes, sleeps a set
+    time or was never found (workers still starting) is only out of time."""
+    thread = (setting.stuck or {}).get("thread") or {}
+    if not thread:
+        return False
+    if thread.get("io_wait"):
+        return True
+    if thread.get("state") != "idle":
+        return False
+    if any(_TIMED_SLEEP.match(frame) for frame in thread.get("frames") or []):
+        return False
+    return bool(thread.get("python_frames"))
+
+
 def judge(settings: List[Setting], batches: int):
     """(status, summary, findings) from the settings that ran, workers first."""
+    for setting in settings:
+        if setting.status == "hang" and not provably_stuck(setting):
+            setting.status = "slow"  # out of time without a sign of a hang: not a verdict
     workers = next((s for s in settings if s.num_workers > 0), None)
     zero = next((s for s in settings if s.num_workers == 0), None)
     findings: List[Finding] = []
@@ -644,16 +693,21 @@ def judge(settings: List[Setting], batches: int):
             )
         elif zero and zero.status == "ok":
             findings.append(Finding("info", f"num_workers=0 works ({zero.describe()})", "dataloader"))
-        return "fail", f"worker crashed (num_workers={workers.num_workers}): {_short(workers.error)}", findings
+        why = workers.context if workers.context and workers.context.startswith("worker ") else workers.error
+        return "fail", f"worker crashed (num_workers={workers.num_workers}): {_short(why)}", findings
 
     if workers and workers.status == "hang" and zero and zero.status == "ok":
         msg = (
-            f"workers hang (num_workers={workers.num_workers}: {workers.describe()}{_where(workers)}), "
+            f"workers hang (num_workers={workers.num_workers}: {workers.describe()}{_where(workers)}{_io(workers)}), "
             f"num_workers=0 works ({zero.describe()}): try num_workers=0 to triage, DataLoader(timeout=60) to get "
             f"an error instead of a hang, multiprocessing_context='spawn'"
         )
         findings.append(Finding("fail", msg, "dataloader"))
-        return "fail", f"workers hang (num_workers={workers.num_workers}), num_workers=0 works", findings
+        return (
+            "fail",
+            f"workers hang{_io(workers, ' in')} (num_workers={workers.num_workers}), num_workers=0 works",
+            findings,
+        )
 
     hung = [s for s in (zero, workers) if s is not None and s.status == "hang"]
     if zero is not None and zero.status == "hang":
@@ -687,10 +741,17 @@ def judge(settings: List[Setting], batches: int):
         return "fail", f"a sample raised {_short(s.error)}", findings
 
     if workers and workers.status == "hang":  # workers hang; num_workers=0 did not run
-        msg = f"workers hang (num_workers={workers.num_workers}: {workers.describe()}{_where(workers)})"
+        msg = f"workers hang (num_workers={workers.num_workers}: {workers.describe()}{_where(workers)}{_io(workers)})"
         findings.append(Finding("fail", msg, "dataloader"))
-        return "fail", f"workers hang (num_workers={workers.num_workers}); num_workers=0 not tried (time)", findings
+        return (
+            "fail",
+            f"workers hang{_io(workers, ' in')} (num_workers={workers.num_workers}); num_workers=0 not tried (time)",
+            findings,
+        )
 
+    slow = [s for s in settings if s.status == "slow"]
+    if slow:
+        return _out_of_time(settings, slow)
     ok = [s for s in settings if s.status == "ok"]
     if not ok:
         return "fail", "no setting delivered batches", findings
@@ -708,6 +769,44 @@ def judge(settings: List[Setting], batches: int):
     if findings:
         return "warn", "slow first batch; " + "; ".join(parts), findings
     return "ok", f"{batches} batch(es) fetched; " + "; ".join(parts), findings
+
+
+def _io(setting: Setting, joint: str = ";") -> str:
+    """`; blocked in I/O: kernel wait channel pipe_read`, when the stuck thread shows an I/O wait."""
+    io = ((setting.stuck or {}).get("thread") or {}).get("io_wait")
+    if not io:
+        return ""
+    return f" in an I/O wait ({io})" if joint == " in" else f"; blocked in I/O: {io}"
+
+
+def _out_of_time(settings: List[Setting], slow: List[Setting]):
+    """The limit came first and nothing showed a hang: the `timeout` status, with what was seen."""
+    seen = []
+    for s in settings:
+        if s.status == "ok":
+            seen.append(f"num_workers={s.num_workers}: {s.describe()}")
+    findings = []
+    for s in slow:
+        where = _where(s) or " (no thread of it was found fetching: still starting?)"
+        doing = "sleeping a set time" if _sleeping(s) else "running, not blocked"
+        findings.append(
+            Finding(
+                "info",
+                f"num_workers={s.num_workers}: {s.batches} batch(es), then none within "
+                f"{s.hang_after or 0:.0f} s{where}; {doing}: slow, not shown to hang "
+                "(rerun with a longer --timeout)",
+            )
+        )
+    which = ", ".join(f"num_workers={s.num_workers}" for s in slow)
+    summary = f"out of time before a verdict: {which} gave no batch within the limit, with no sign of a hang"
+    if seen:
+        summary += "; " + "; ".join(seen)
+    return "timeout", summary, findings
+
+
+def _sleeping(setting: Setting) -> bool:
+    frames = ((setting.stuck or {}).get("thread") or {}).get("frames") or []
+    return any(_TIMED_SLEEP.match(frame) for frame in frames)
 
 
 def _short(text: Optional[str]) -> str:

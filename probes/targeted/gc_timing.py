@@ -11,8 +11,9 @@ when the program is killed is not counted (the writer needs the GIL).
 
 PID mode (`--pid P`, no script or command): nothing is run. The live process's native stacks are
 sampled (py-spy --native) and the share of samples inside the collector (gc_collect_main, collect
-in gcmodule.c, _PyGC_Collect...) is reported. The probe is marked as running user code, so the
-framework asks for --allow-exec in both modes.
+in gcmodule.c, _PyGC_Collect...) is reported. Only script mode runs the user's code: probes.yaml
+declares the pid mode as reads-only, so --allow-exec is asked only with --script or a command. A
+PID that is gone is exit 3 (TargetNotInspectable), not a result.
 
 Findings (cause gc-pause): GC above WARN_SHARE of wall time or a pause above WARN_PAUSE_S -> warn;
 above FAIL_SHARE or FAIL_PAUSE_S -> fail.
@@ -23,14 +24,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from typing import List
 
-from debug_stuck.bounded import run_tree
-from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, ProbeUsageError
+from debug_stuck.bounded import remove_scratch, run_tree, scratch_dir
+from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, ProbeUsageError, TargetNotInspectable
 
 NAME = "gc"
 
@@ -265,7 +264,7 @@ def judge_share(worst: dict) -> tuple:
 
 
 def _run_script(ctx: ProbeContext, argv: List[str]) -> ProbeResult:
-    tmp = tempfile.mkdtemp(prefix="debug-stuck-gc-")
+    tmp = scratch_dir("debug-stuck-gc-")
     try:
         site = os.path.join(tmp, "site")
         out = os.path.join(tmp, "out")
@@ -292,7 +291,7 @@ def _run_script(ctx: ProbeContext, argv: List[str]) -> ProbeResult:
             raise ProbeUsageError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
         records = _read_records(out)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_scratch(tmp)
 
     stats = summarize(records)
     data = {
@@ -348,7 +347,12 @@ def _sample_pid(ctx: ProbeContext, pid: int) -> ProbeResult:
         try:
             dump = dump_stacks(pid, native=True, timeout=min(5.0, left))
         except StackError as exc:
-            if exc.kind in ("gone", "permission", "not-python", "missing-tool") or samples == 0 and i >= 2:
+            if exc.kind == "gone" and samples:
+                notes.append(f"process {pid} exited after {samples} sample(s)")
+                break
+            if exc.kind == "gone" and "zombie" not in exc.message:
+                raise TargetNotInspectable(exc.message, "give the PID of a running process of the job") from None
+            if exc.kind in ("permission", "not-python", "missing-tool") or samples == 0 and i >= 2:
                 return ProbeResult(NAME, "skipped", f"cannot sample process {pid}: {exc.message}", data={"mode": "pid"})
             errors.append(exc.message)
             continue

@@ -18,14 +18,13 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import psutil
 
-from debug_stuck.bounded import CommandResult, run_command, run_tree
+from debug_stuck.bounded import CommandResult, remove_scratch, run_command, run_tree, scratch_dir
 from debug_stuck.probes.collectors.gpu.parse import parse_json_text
 from debug_stuck.probes.collectors.procs import InspectError, read_process_environ
 from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult
@@ -518,7 +517,7 @@ def probe(
     left = timeout - (time.monotonic() - started)
     limit = max(2.0, (left - min(15.0, 0.15 * timeout)) / len(VARIANTS))
     argv = list(conv_argv) if conv_argv is not None else [interpreter, "-c", CONV_SCRIPT]
-    scratch = tempfile.mkdtemp(prefix="debug-stuck-miopen-")
+    scratch = scratch_dir("debug-stuck-miopen-")
     variants: Dict[str, Dict[str, Optional[str]]] = {}
     for name, changes in VARIANTS.items():
         db = os.path.join(scratch, name, "db")
@@ -543,7 +542,7 @@ def probe(
             on_start=lambda name: progress(f"tiny convolution, {name} MIOpen settings (up to {limit:.0f} s)"),
         )
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
 
     marks = {name: child_marks(r.output_tail) for name, r in results.items()}
     if arch is None:

@@ -23,13 +23,21 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
-import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
-from debug_stuck.bounded import CallTimedOut, call_with_timeout, run_tree
+from debug_stuck.bounded import (
+    CallTimedOut,
+    call_with_timeout,
+    keep_scratch,
+    remove_scratch,
+    run_command,
+    run_tree,
+    scratch_dir,
+)
 from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, ProbeUsageError
 from debug_stuck.probes.targeted.nccl_log import STAGES, TRACE_NOISE, NcclLog
 
@@ -40,7 +48,7 @@ DEBUG_ENV = {
     "NCCL_DEBUG_SUBSYS": "INIT,COLL",
     "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
     "TORCH_CPP_LOG_LEVEL": "INFO",
-    "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+    "TORCH_FR_BUFFER_SIZE": "2000",
     "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
     "PYTHONUNBUFFERED": "1",
 }
@@ -56,10 +64,57 @@ _STALL_CAUSE = {
 }
 
 
-def judge(log: NcclLog, exit_code: Optional[int], timed_out: bool, seconds: float) -> Tuple[str, str, List[Finding]]:
-    """(status, summary, findings) from a parsed run."""
+# A run cut at its limit is judged only when its output had stopped for this long (a job still
+# printing is starting up or working, not hung), or when the output itself shows the hang.
+STALL_SILENCE_S = 15.0
+
+
+def _signal_death(log: NcclLog) -> Optional[Finding]:
+    """The launcher's root cause when a rank was killed by a signal: the real cause, whatever the
+    surviving ranks report about their lost peer afterwards."""
+    code = log.root_cause.get("exitcode")
+    if code is None or code >= 0:
+        return None
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    rank = log.root_cause.get("rank", "?")
+    if name == "SIGKILL":
+        return Finding(
+            "fail",
+            f"rank {rank} was killed by SIGKILL (exit code {code}), most likely the kernel's OOM killer: see "
+            "`dmesg -T | grep -i -E 'killed process|out of memory'`; the other ranks' errors follow from it",
+            "memory-pressure",
+        )
+    return Finding(
+        "fail", f"rank {rank} was killed by {name} (exit code {code}); the other ranks' errors follow from it"
+    )
+
+
+def judge(
+    log: NcclLog, exit_code: Optional[int], timed_out: bool, seconds: float, silent_for: Optional[float] = None
+) -> Tuple[str, str, List[Finding]]:
+    """(status, summary, findings) from a parsed run. `silent_for`: how long the output had been
+    quiet when the run ended (None: as long as it ran)."""
     stage = log.stage(exit_code)
     findings: List[Finding] = []
+    silent = seconds if silent_for is None else silent_for
+    death = _signal_death(log)
+    if death is not None:
+        findings = [death] + list(log.errors)
+        return "fail", death.message.split(" (exit code")[0] + f" (reached {stage})", findings
+    gap = log.sequence_gap()
+    if gap is not None and timed_out and not log.errors and silent >= STALL_SILENCE_S:
+        behind, number, op, ahead = gap
+        names = ", ".join(str(r) for r in behind)
+        waiting = ", ".join(str(r) for r in ahead)
+        msg = (
+            f"collective hang: rank(s) {names} never entered collective #{number} ({op}) that rank(s) {waiting} "
+            f"wait in (collective fingerprints, TORCH_DISTRIBUTED_DEBUG=DETAIL); no output for {silent:.0f} s"
+        )
+        findings.append(Finding("fail", msg, "collective"))
+        return "fail", f"collective hang: rank(s) {names} never entered collective #{number} ({op})", findings
     missing = log.missing_ranks()
     if log.store_barrier and log.store_barrier[1] < log.store_barrier[0]:
         findings.append(
@@ -121,6 +176,16 @@ def judge(log: NcclLog, exit_code: Optional[int], timed_out: bool, seconds: floa
         cause = "collective"
     else:
         cause = _STALL_CAUSE.get(stage, "rendezvous")
+    if not missing and silent < STALL_SILENCE_S:
+        # still printing when the limit came: starting up or working, not shown to hang
+        findings.append(
+            Finding(
+                "info",
+                f"at stage {stage} when the {seconds:.0f} s limit came, with output {silent:.0f} s before it: "
+                "rerun with a longer --timeout",
+            )
+        )
+        return "timeout", f"out of time at stage {stage} with no sign of a hang (after {seconds:.0f} s)", findings
     where = {
         "launched": "before the rendezvous (no c10d store activity: imports, data or model setup, "
         "or init_process_group never called)",
@@ -165,6 +230,32 @@ def _primary(errors: List[Finding]) -> Finding:
 
 
 # --- the command --------------------------------------------------------------------------------
+
+
+def job_torch_version(exe: str, env: Dict[str, str]) -> Optional[Tuple[int, int]]:
+    """The torch version the job's interpreter has (a launcher script's shebang names it), read
+    from the package metadata without importing torch; None when it cannot be told."""
+    python = exe
+    if "python" not in os.path.basename(exe):
+        try:
+            with open(exe, "rb") as fh:
+                first = fh.readline(300).decode("utf-8", "replace")
+        except OSError:
+            return None
+        if not first.startswith("#!") or "python" not in first:
+            return None
+        python = first[2:].split()[0]
+        if python.endswith("/env"):
+            python = shutil.which(first[2:].split()[1], path=env.get("PATH")) or ""
+    if not python:
+        return None
+    code = "import importlib.metadata as m; print(m.version('torch'))"
+    try:
+        result = run_command([python, "-c", code], 10.0, env=env)
+    except OSError:
+        return None
+    m = re.match(r"(\d+)\.(\d+)", result.stdout.strip()) if result.ok else None
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def free_port() -> int:
@@ -300,10 +391,14 @@ def run(ctx: ProbeContext) -> ProbeResult:
     if exe is None or not os.path.exists(exe):
         raise ProbeUsageError(f"cannot run {argv[0]!r}: not found on PATH")
 
-    tmp = tempfile.mkdtemp(prefix="debug-stuck-nccl-")
+    tmp = scratch_dir("debug-stuck-nccl-")
     added = dict(DEBUG_ENV)
     added["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(tmp, FR_PREFIX)
-    added["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = os.path.join(tmp, FR_PREFIX)  # its name before torch 2.5
+    version = job_torch_version(exe, env)
+    if version is None or version < (2, 5):
+        # the names before torch 2.5; newer torch warns that they are deprecated
+        added["TORCH_NCCL_TRACE_BUFFER_SIZE"] = added["TORCH_FR_BUFFER_SIZE"]
+        added["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = os.path.join(tmp, FR_PREFIX)
     env.update(added)
     log = NcclLog()
     limit = max(1.0, ctx.timeout - min(2.0, ctx.timeout * 0.05))
@@ -319,13 +414,24 @@ def run(ctx: ProbeContext) -> ProbeResult:
     try:
         result = run_tree(argv, limit, env=env, cwd=cwd, on_line=on_line)
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_scratch(tmp)
         raise ProbeUsageError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
     dumps = sorted(os.path.join(tmp, n) for n in os.listdir(tmp) if n.startswith(FR_PREFIX))
-    if not dumps:
-        shutil.rmtree(tmp, ignore_errors=True)
+    if dumps:
+        keep_scratch(tmp)  # the report points at the Flight Recorder dumps in it
+    else:
+        remove_scratch(tmp)
 
-    status, summary, findings = judge(log, result.returncode, result.timed_out, result.seconds)
+    silent = started + result.seconds - last_output[0]
+    status, summary, findings = judge(log, result.returncode, result.timed_out, result.seconds, silent)
+    if log.collectives and not log.nccl_lines:
+        findings.append(
+            Finding(
+                "info",
+                "NCCL was not in use: collectives ran with no NCCL line in the output (a gloo or other "
+                "process group), so NCCL_DEBUG says nothing here; the c10d and gloo lines were read instead",
+            )
+        )
     if dumps:
         findings.append(
             Finding(
@@ -335,7 +441,6 @@ def run(ctx: ProbeContext) -> ProbeResult:
                 "collective",
             )
         )
-    silent = started + result.seconds - last_output[0]
     if result.timed_out and status == "ok" and silent > max(10.0, 0.3 * result.seconds):
         # Past the first collective, a job that stops printing may be hung in a later one.
         findings.append(

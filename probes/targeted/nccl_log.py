@@ -34,6 +34,8 @@ _COMM_DONE = re.compile(r"Init COMPLETE|ProcessGroupNCCL created ncclComm|pg_wra
 _NCCL_COLL = re.compile(
     r"NCCL INFO (AllReduce|Broadcast|AllGather|ReduceScatter|Reduce|Send|Recv|AllToAll|Gather|Scatter): opCount"
 )
+_RANK_WORD = re.compile(r"\[Rank (\d+)\] Running collective")
+_NCCL_SAID = re.compile(r"\bNCCL (INFO|WARN)\b|NCCL version \d")
 _FINGERPRINT = re.compile(r"Running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)")
 _COMM_RANKS = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) n[Rr]anks (\d+)")
 _COLL_NRANKS = re.compile(r"\[nranks=(\d+)\]")
@@ -118,6 +120,8 @@ class NcclLog:
     collectives: int = 0
     first_collective: Optional[str] = None
     fingerprints: Dict[str, int] = field(default_factory=dict)
+    rank_sequence: Dict[int, Tuple[int, str]] = field(default_factory=dict)  # rank -> (last SequenceNumber, op)
+    nccl_lines: int = 0  # lines NCCL itself printed: none means NCCL was not in use
     nccl_version: Optional[str] = None
     nranks: Optional[int] = None
     ranks_seen: set = field(default_factory=set)
@@ -188,8 +192,14 @@ class NcclLog:
         if m:
             self.first_collective = self.first_collective or m.group(1) or m.group(2)
             self.rendezvous = self.comm_init = self.comm_init_complete = True
+        if _NCCL_SAID.search(line):
+            self.nccl_lines += 1
         coll = _NCCL_COLL.search(line)
         fp = _FINGERPRINT.search(line)
+        if fp and fp.group(1) is not None:
+            tag = _RANK_TAG.match(line) or _RANK_WORD.search(line)
+            if tag:
+                self.rank_sequence[int(tag.group(1))] = (int(fp.group(1)), fp.group(2))
         if coll or fp:
             self.collectives += 1
             op = coll.group(1) if coll else fp.group(2)
@@ -316,6 +326,19 @@ class NcclLog:
 
     # -- results -----------------------------------------------------------------------------
 
+    def sequence_gap(self) -> Optional[Tuple[List[int], int, str, List[int]]]:
+        """(ranks behind, the collective number they never entered, its op, ranks waiting in it) when
+        the ranks' last collective fingerprints differ; None when they agree or one rank is seen."""
+        if len(self.rank_sequence) < 2:
+            return None
+        top = max(seq for seq, _ in self.rank_sequence.values())
+        behind = sorted(r for r, (seq, _) in self.rank_sequence.items() if seq < top)
+        if not behind:
+            return None
+        ahead = sorted(r for r, (seq, _) in self.rank_sequence.items() if seq == top)
+        op = self.rank_sequence[ahead[0]][1]
+        return behind, top, op, ahead
+
     def stage(self, exit_code: Optional[int]) -> str:
         if exit_code == 0 and not self.errors:
             return "finished"
@@ -348,6 +371,8 @@ class NcclLog:
             "collectives_seen": self.collectives,
             "first_collective": self.first_collective,
             "collective_fingerprints": dict(self.fingerprints),
+            "rank_sequence": {str(r): {"seq": seq, "op": op} for r, (seq, op) in sorted(self.rank_sequence.items())},
+            "nccl_in_use": self.nccl_lines > 0,
             "nccl_version": self.nccl_version,
             "nranks": self.nranks,
             "ranks_seen": sorted(self.ranks_seen),

@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import psutil
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
-from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, worst_status
+from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, TargetNotInspectable, worst_status
 
 # the generic bounded child runner (kills the whole tree at the limit) and its marker reader
 from debug_stuck.probes.targeted.miopen import child_marks, run_bounded
@@ -510,6 +510,9 @@ def probe(
     note = None
     if not candidates:
         if pids:
+            gone = [e for e in errors if e.endswith("does not exist (it may have exited)")]
+            if gone and len(gone) == len(errors):  # every process exited since the probe checked them
+                raise TargetNotInspectable("; ".join(gone), "give the PID of a running process of the job")
             return ProbeResult(NAME, "skipped", "; ".join(errors) or "no path found", data={"errors": errors})
         here = cwd or os.getcwd()
         candidates = [Candidate(here, "current directory")]

@@ -47,6 +47,31 @@ class CrashesInWorker(Squares):
         return super().__getitem__(i)
 
 
+class ExitsInWorker(Squares):
+    """A worker ends on its first sample: exit code 3, or SIGKILL (as the OOM killer does)."""
+
+    def __init__(self, how: str):
+        super().__init__()
+        self.how = how
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if get_worker_info() is not None:
+            if self.how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(3)
+        return super().__getitem__(i)
+
+
+class FifoInWorker(Squares):
+    """Fine in the main process; a worker's open() of a FIFO nobody writes blocks in the kernel."""
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if get_worker_info() is not None:
+            with open(os.environ["PROBE_DATASETS_FIFO"], "rb") as fh:
+                fh.read()
+        return super().__getitem__(i)
+
+
 class StuckSample(Squares):
     """Sample 1 never comes back, in a worker or not: a decoder in an endless wait."""
 
@@ -74,12 +99,29 @@ def slow() -> Dataset:
     return Squares(delay=0.4)
 
 
+def very_slow() -> Dataset:
+    """2 s a sample: slower than a short probe limit, but it never hangs."""
+    return Squares(delay=2.0)
+
+
 def hangs_in_worker() -> Dataset:
     return HangsInWorker()
 
 
 def crashes_in_worker() -> Dataset:
     return CrashesInWorker()
+
+
+def exits_3_in_worker() -> Dataset:
+    return ExitsInWorker("exit")
+
+
+def killed_in_worker() -> Dataset:
+    return ExitsInWorker("kill")
+
+
+def fifo_in_worker() -> Dataset:
+    return FifoInWorker()
 
 
 def stuck_sample() -> Dataset:

@@ -6,13 +6,18 @@ missing   both ranks claim WORLD_SIZE=3: they publish their addresses in the c10
 mismatch  rank 0 calls all_reduce while rank 1 calls broadcast; TORCH_DISTRIBUTED_DEBUG=DETAIL
           detects the mismatch and both ranks raise.
 crash     rank 1 raises ValueError after the first all_reduce; rank 0 waits for it in the next one.
+skip      rank 1 never enters the second all_reduce (it waits on an Event for ever); rank 0 does,
+          and waits there: a real collective hang.
+killed    rank 1 is SIGKILLed (as by the OOM killer) after the first all_reduce.
 The process-group timeout is an hour, so nothing gives up on its own during a test.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from datetime import timedelta
 
 import torch
@@ -30,6 +35,10 @@ def main() -> None:
     for step in range(3):
         if mode == "crash" and rank == 1 and step == 1:
             raise ValueError("bad batch at step 1")
+        if mode == "skip" and rank == 1 and step == 1:
+            threading.Event().wait()
+        if mode == "killed" and rank == 1 and step == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
         if mode == "mismatch" and rank == 1:
             dist.broadcast(tensor, src=0)
         else:

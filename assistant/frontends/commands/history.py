@@ -63,6 +63,10 @@ def run(args) -> int:
         print(f"      {i.command}")
         if i.report_markdown:
             print(f"      report: {i.report_markdown}")
+        if i.outcome:
+            print(f"      outcome: {i.outcome}")
+        if i.ended:
+            print(f"      later: {i.ended}")
     if recurring:
         print("recurring (the same command stalling at the same step, or for the same cause):")
         for p in recurring:

@@ -212,8 +212,11 @@ def describe_event(e: dict) -> Optional[str]:
     if kind == "stall":
         step = f" after step {e['last_step']}" if e.get("last_step") is not None else ""
         cause = f"; likely cause: {e['cause']}" if e.get("cause") else ""
-        stack = e.get("evidence", {}).get("stack")
-        where = f"; main thread in {stack}" if stack else ""
+        evidence = e.get("evidence") or {}
+        stack = evidence.get("stack")
+        other = evidence.get("stack_pid") not in (None, e.get("pid"))
+        whose = f"main thread of pid {evidence['stack_pid']}" if other else "main thread"
+        where = f"; {whose} in {stack}" if stack else ""
         return (
             f"STALL: pid {e.get('pid')} made no progress for {seconds_text(e.get('seconds'))}{step} "
             f"(threshold {seconds_text(e.get('threshold'))}){cause}{where}"
@@ -245,5 +248,7 @@ def describe_event(e: dict) -> Optional[str]:
     if kind == "exited":
         code = e.get("code")
         how = f"exit code {code}" if code is not None else "exit code unknown (attached)"
+        if e.get("forwarded"):
+            return f"pid {e.get('pid')} was stopped by the {e['forwarded']} watch passed on: {how}"
         return f"pid {e.get('pid')} ended by itself: {how}"
     return None

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence
 
-from debug_stuck.bounded import kill_tree
+from debug_stuck.bounded import kill_tree, members_of
 
 # A probe gets its own limit, the probe framework's clean-up grace, and this much for the
 # interpreter to start, before it is killed.
@@ -132,10 +133,20 @@ def run_probe_child(
     )
 
 
+# How long the probe's child gets to end what it started and remove its scratch folders itself.
+PROBE_TERM_GRACE = 5.0
+
+
 def _end(proc: subprocess.Popen) -> None:
-    """The probe's child and everything under it, by PID (its commands run in sessions of their own)."""
-    kill_tree(proc.pid)
-    try:
-        proc.communicate(timeout=5)
-    except (subprocess.TimeoutExpired, OSError, ValueError):
-        pass
+    """The probe's child and everything under it, by PID (its commands run in sessions of their own).
+    SIGTERM first, so the child ends its own tree and removes its scratch folders; then SIGKILL to
+    whatever is left, found before the child could exit (create times guard against reused PIDs)."""
+    known: dict = {}
+    if proc.poll() is None:
+        members_of(proc.pid, known)
+        try:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=PROBE_TERM_GRACE)
+        except (subprocess.TimeoutExpired, OSError):
+            members_of(proc.pid, known)
+    kill_tree(proc.pid, known)

@@ -119,9 +119,12 @@ def _probe_command(name: str, facts: JobFacts) -> str:
 
     spec = probe_spec(name)
     parts = ["debug-stuck", "probe", name]
-    if "pid" in spec.inputs and facts.values.get("pid"):
-        parts += ["--pid", facts.values["pid"]]
-    if spec.runs_user_code:
+    given = []
+    if "pid" in spec.inputs:
+        # a known PID fills it; otherwise the placeholder says a value is needed (a bare command may not run)
+        parts += ["--pid", facts.values.get("pid") or "{pid}"]
+        given.append("pid")
+    if spec.runs_user_code_with(given):
         parts.append("--allow-exec")
     return " ".join(parts)
 

@@ -65,5 +65,7 @@ def module_for(framework: str):
 
 
 def find(job: TrainingJob, framework: str) -> List[Checkpoint]:
-    """The framework's checkpoints for this job, newest first, each checked (`valid`, `problem`)."""
-    return newest_first(module_for(framework).find(job))
+    """The framework's checkpoints for this job, furthest in training first (the highest step; see
+    `debug_stuck.recovery.candidates`), each checked (`valid`, `problem`)."""
+    module = module_for(framework)
+    return newest_first(module.find(job), epochs=getattr(module, "RANK_BY_EPOCH", True))

@@ -42,7 +42,7 @@ def find(job: TrainingJob) -> List[Checkpoint]:
         scan = job.scan()
     dirs = [(e.path, e.mtime) for e in scan.dirs() if HF_DIR.match(os.path.basename(e.path))]
     out = []
-    for path in newest_paths(dirs):
+    for path in newest_paths(dirs, lambda p: int(HF_DIR.match(os.path.basename(p)).group(2))):
         step = int(HF_DIR.match(os.path.basename(path)).group(2))
         out.append(checked(path, "hf-dir", lambda p=path: ck.check_hf_checkpoint(p), step))
     return out

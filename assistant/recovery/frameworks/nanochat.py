@@ -62,7 +62,7 @@ def find(job: TrainingJob) -> List[Checkpoint]:
     for d in dirs:
         names = bounded_read(lambda d=d: sorted(os.listdir(d)), f"listing {d}", []) or []
         models = [(os.path.join(d, n), mtime_of(os.path.join(d, n))) for n in names if re.match(r"^model_\d+\.pt", n)]
-        for path in newest_paths(models):
+        for path in newest_paths(models, lambda p: int(re.match(r"^model_(\d+)", os.path.basename(p)).group(1))):
             m = re.match(r"^model_(\d+)\.pt$", os.path.basename(path))
             step = int(m.group(1)) if m else None
             out.append(checked(path, "nanochat", lambda p=path, s=step, n=names: _check_nanochat(job, p, s, n), step))

@@ -15,6 +15,9 @@ from debug_stuck.recovery.scan import Entry, walk
 from debug_stuck.recovery.source import imports
 
 NAME = "ultralytics"
+# Epochs do not compare across runs (runs/detect/train, train2...: each starts at epoch 0), and
+# Ultralytics itself resumes the latest run: its last.pt files rank by time, not by epoch.
+RANK_BY_EPOCH = False
 
 
 def claims_command(job: TrainingJob) -> bool:

@@ -41,6 +41,7 @@ class StallClock:
     started_at: float = field(default_factory=time.monotonic)
     intervals: deque = field(default_factory=lambda: deque(maxlen=INTERVAL_HISTORY))
     seeded: bool = False  # intervals carried over from an earlier run of the same job
+    known_rhythm: bool = False  # attached: the rhythm and the last step read from the log's own history
     last_step: Optional[int] = None
     max_step: Optional[int] = None
     step_changes: int = 0
@@ -60,6 +61,16 @@ class StallClock:
         clock.intervals.extend(old.intervals)
         clock.seeded = bool(old.intervals)
         return clock
+
+    def seed_history(self, last_step: int, interval: Optional[float], silent_for: float, now: float) -> None:
+        """Attached to a running job: the step its log stopped at, how long the log has been silent,
+        and (when the log's history tells it) its step rhythm. With a rhythm the clock judges at once,
+        as if it had watched those steps itself, instead of waiting out the start-up allowance."""
+        self.last_step = self.max_step = last_step
+        self.last_progress = self.last_activity = now - max(0.0, silent_for)
+        if interval is not None and interval > 0:
+            self.intervals.extend([interval] * 3)
+            self.known_rhythm = True
 
     # -- observations ----------------------------------------------------------------------------
 
@@ -90,6 +101,8 @@ class StallClock:
     @property
     def stepping(self) -> bool:
         """Steps flow: enough of them seen (in this run) to know the job's rhythm."""
+        if self.known_rhythm:
+            return True
         if self.seeded:
             return self.step_changes >= 1
         return len(self.intervals) >= 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
 from debug_stuck.recovery.reading import READ_SECONDS
@@ -15,6 +15,33 @@ MAX_PARTIAL_LINE = 64 * 1024
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def unique_logs(paths: Iterable[str]) -> List[str]:
+    """Each log once, named by its real path: the same file given absolutely and relatively, through a
+    link, or by a second hard link is one log (same device and inode), read once. A file that does not
+    exist yet keeps its real path (it is matched by that). Bounded: a hung mount costs the dedup by
+    inode, never the watch."""
+    paths = [str(p) for p in paths]
+
+    def resolve() -> List[str]:
+        seen, out = set(), []
+        for path in paths:
+            real = os.path.realpath(os.path.expanduser(path))
+            try:
+                st = os.stat(real)
+                key: tuple = ("inode", st.st_dev, st.st_ino)
+            except OSError:
+                key = ("path", real)
+            if key not in seen and ("path", real) not in seen:
+                seen.update({key, ("path", real)})
+                out.append(real)
+        return out
+
+    try:
+        return call_with_timeout(resolve, READ_SECONDS, "resolving the log paths")
+    except CallTimedOut:
+        return list(dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths))
 
 
 class LogFollower:

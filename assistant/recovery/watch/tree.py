@@ -98,6 +98,14 @@ class ProcessTree:
             sample.alive = False
         return sample
 
+    def refresh(self, now: float) -> None:
+        """List the tree again now (a launcher's ranks may have appeared since the last listing)."""
+        try:
+            call_with_timeout(self._list, READ_SECONDS, f"listing the processes of {self.root}")
+            self.listed_at = now
+        except (psutil.Error, OSError, CallTimedOut):
+            pass
+
     def python_pids(self) -> List[int]:
         pids = [pid for pid in self.procs if self.python.get(pid)]
         pids.sort(key=lambda p: (p != self.root, p))

@@ -52,7 +52,7 @@ from debug_stuck.recovery.watch.clock import (
     Stall,
     StallClock,
 )
-from debug_stuck.recovery.watch.follow import LogFollower
+from debug_stuck.recovery.watch.follow import LogFollower, unique_logs
 from debug_stuck.recovery.watch.job import Job, attach, launch
 from debug_stuck.recovery.watch.phases import describe_stack, quick_cause
 from debug_stuck.recovery.watch.tree import ProcessTree, TreeSample
@@ -86,6 +86,7 @@ EXIT_STALLED = 124
 TICK = 0.25  # the log is followed (and echoed) this often; everything else once per poll
 GPU_EVERY_SECONDS = 5.0
 STACK_TIMEOUT = 3.0
+HOOK_LOOK_EVERY = 10.0  # seconds between looks for a process's debug_stuck.hook marker
 CPU_ACTIVE_PERCENT = 10.0  # the tree's CPU use (% of one core) above which it counts as doing something
 IO_ACTIVE_BYTES_PER_SECOND = 64 * 1024
 GPU_ACTIVE_UTIL = 5.0
@@ -141,6 +142,9 @@ class _Interrupted(Exception):
 class Watcher:
     def __init__(self, settings: WatchSettings, emit: Callable[[dict], None]):
         settings.validate()
+        # Absolute from here on: the job's log, the reports and the journal's paths must open from
+        # anywhere, and a log must be one path (the diagnosis also finds it as the job's stdout).
+        settings.report_dir = Path(os.path.abspath(os.path.expanduser(str(settings.report_dir))))
         self.settings = settings
         self._emit = emit
         self.watch_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
@@ -164,6 +168,10 @@ class Watcher:
         self.stalled: Optional[Stall] = None  # the stall reported and not yet over (--on-hang report)
         self.stalled_incident: Optional[int] = None  # its journal id
         self.progress_emitted_at: Optional[float] = None
+        self.incident_ids: List[int] = []  # journal ids of this watch's incidents (their end is recorded)
+        self.expect_resume_after: Optional[int] = None  # a restart meant to resume after this checkpoint step
+        # debug_stuck.hook heartbeats: pid -> (marker or None, when it was looked for, last beat seen)
+        self.heartbeats: Dict[int, list] = {}
 
     # -- events -----------------------------------------------------------------------------------
 
@@ -209,10 +217,11 @@ class Watcher:
         self.job = job
         if self.original_command is None:
             self.original_command = list(job.command)
-        logs = list(dict.fromkeys(job.logs + list(self.settings.logs)))
+        logs = self._logs()
+        own = unique_logs([job.log])[0] if job.log else None
         self.followers = [
             # The log we own is read from its start; any other only from now on (its past is not this run).
-            LogFollower(path, self.settings.echo if path == job.log else None, from_end=path != job.log)
+            LogFollower(path, self.settings.echo if path == own else None, from_end=path != own)
             for path in logs
         ]
         self.tree = ProcessTree(job.pid)
@@ -238,22 +247,64 @@ class Watcher:
                 floor=self.settings.floor,
             )
 
+    def _logs(self) -> List[str]:
+        """The job's logs and the --log ones, each once, by real path (and inode)."""
+        return unique_logs(list(self.job.logs if self.job else []) + list(self.settings.logs))
+
     def _seed_from_existing_logs(self, now: float) -> None:
-        """Attached: the last step already in the logs, and when the logs last changed."""
+        """Attached: the log's own history. The last step in it, how long it has been silent and, when
+        it tells, the job's step rhythm: then a job that hung minutes ago is judged at once (rule
+        `steps`) instead of after the start-up allowance."""
         from debug_stuck.probes.collectors.logtail import read_log_tail
 
         newest = None
+        stepped = None  # (mtime, tail) of the newest log with a step counter
         for follower in self.followers:
             tail = read_log_tail(follower.path)
             if tail.error:
                 continue
-            if tail.progress.last_step is not None:
-                self.clock.last_step = self.clock.max_step = tail.progress.last_step
             if tail.mtime is not None:
                 newest = tail.mtime if newest is None else max(newest, tail.mtime)
-        if newest is not None:
-            age = max(0.0, time.time() - newest)
-            self.clock.last_progress = self.clock.last_activity = now - age
+            if tail.progress.last_step is not None and (stepped is None or (tail.mtime or 0) >= stepped[0]):
+                stepped = (tail.mtime or 0.0, tail)
+        wall = time.time()
+        if stepped is None:
+            if newest is not None:
+                age = max(0.0, wall - newest)
+                self.clock.last_progress = self.clock.last_activity = now - age
+            return
+        mtime, tail = stepped
+        progress = tail.progress
+        started = self._job_started_at()
+        last_step_at = mtime
+        stamped = progress.last_step_epoch
+        if stamped is not None and (started is None or stamped >= started - 1.0) and stamped <= mtime + 1.0:
+            last_step_at = stamped  # a timestamped step line: when that step really was
+        interval = self._rhythm_from_log(progress, mtime, started)
+        self.clock.seed_history(progress.last_step, interval, wall - last_step_at, now)
+        if newest is not None:  # other lines (or logs) written since the last step are activity
+            self.clock.activity(now - max(0.0, wall - newest))
+
+    def _job_started_at(self) -> Optional[float]:
+        try:
+            return psutil.Process(self.job.pid).create_time()
+        except psutil.Error:
+            return None
+
+    @staticmethod
+    def _rhythm_from_log(progress, mtime: float, started: Optional[float]) -> Optional[float]:
+        """Seconds per step from the log's history: its timestamps or tqdm rates when it has them, else
+        the time from the job's start to the last write over the steps written (start-up included, so
+        the estimate errs long: a slow job is not called hung). None when it cannot tell (< 3 steps)."""
+        rates = [r for r in (progress.seconds_per_step, progress.recent_seconds_per_step) if r]
+        if rates:
+            return max(rates)
+        steps = progress.steps_seen
+        if progress.last_step is not None and progress.last_step > 0:
+            steps = min(steps, progress.last_step)  # a log appended to by earlier runs counts this run's only
+        if started is None or steps < 3 or mtime <= started:
+            return None
+        return (mtime - started) / steps
 
     def _follow_logs(self, now: float, final: bool = False) -> bool:
         stepped = False
@@ -265,9 +316,29 @@ class Watcher:
                 from debug_stuck.probes.collectors.logtail import parse_progress
 
                 progress = parse_progress(lines)
+                first = self.clock.step_changes == 0
                 if progress.last_step is not None and self.clock.step(progress.last_step, now):
                     stepped = True
+                    if first:
+                        self._check_resumed(lines)
         return stepped
+
+    def _check_resumed(self, lines: List[str]) -> None:
+        """A restart meant to resume after checkpoint step S: the new run's first step says whether it did."""
+        expected, self.expect_resume_after = self.expect_resume_after, None
+        if expected is None:
+            return
+        from debug_stuck.probes.collectors.logtail import parse_progress
+
+        first = next(
+            (p.last_step for p in map(parse_progress, ([line] for line in lines)) if p.last_step is not None), None
+        )
+        if first is not None and first < expected:
+            self.emit(
+                "warning",
+                message=f"the restarted run (pid {self.job.pid}) began at step {first}, not after the checkpoint's "
+                f"step {expected}: it did not resume from the checkpoint, so everything before is being redone",
+            )
 
     def _sample_tree(self, now: float) -> Optional[TreeSample]:
         sample = self.tree.sample(now) if self.tree is not None else None
@@ -305,6 +376,36 @@ class Watcher:
         }
         if utils and max(utils) >= GPU_ACTIVE_UTIL:
             self.clock.activity(now)
+
+    def _follow_heartbeats(self, now: float) -> None:
+        """A job with debug_stuck.hook reports its step itself: a new step is progress, as a new
+        step in the log is (it needs no ptrace and no log). Markers are looked for every
+        HOOK_LOOK_EVERY seconds per process; a heartbeat read is one 64-byte read."""
+        from debug_stuck.probes.collectors.hook_dump import find_marker, read_heartbeat
+
+        pids = self.tree.python_pids() if self.tree is not None else []
+        for pid in pids:
+            entry = self.heartbeats.setdefault(pid, [None, None, None])
+            marker, looked, last = entry
+            if marker is None:
+                if looked is not None and now - looked < HOOK_LOOK_EVERY:
+                    continue
+                entry[0], _ = find_marker(pid)
+                entry[1] = now
+                marker = entry[0]
+                if marker is None:
+                    continue
+            beat = read_heartbeat(marker)
+            if beat is None or beat == last:
+                continue
+            entry[2] = beat
+            if last is None:
+                continue  # the first reading is where the job stands, not progress
+            at, step = beat
+            if step is not None and (last[1] is None or step != last[1]):
+                self.clock.step(step, now)
+            else:
+                self.clock.activity(now)
 
     def _sample_stacks(self, now: float) -> None:
         from debug_stuck.probes.collectors.stacks import sample_stacks
@@ -403,6 +504,7 @@ class Watcher:
                 if sample is not None and not sample.alive:
                     return self._exited()
                 self._sample_gpu(now)
+                self._follow_heartbeats(now)
                 if self.clock.wants_stacks(now, self.stack_sampled_at):
                     self._sample_stacks(now)
                 code = self._judge(time.monotonic())
@@ -424,7 +526,11 @@ class Watcher:
         if stall is None:
             return None
         # Before calling it a stall, look at the stacks once more: a long phase gets its allowance.
-        if self.stack_sampled_at is None or now - self.stack_sampled_at > STACK_MIN_EVERY:
+        # The tree is listed again first: every process (a launcher's ranks too) is in that sample.
+        if self.tree is not None:
+            self.tree.refresh(now)
+        missing = set(self.tree.python_pids() if self.tree is not None else []) - set(self.dumps)
+        if missing or self.stack_sampled_at is None or now - self.stack_sampled_at > STACK_MIN_EVERY:
             self._sample_stacks(now)
             now = time.monotonic()
             stall = self.clock.check(now)
@@ -446,12 +552,52 @@ class Watcher:
                 out["states"] = odd
         if self.last_gpu is not None:
             out["gpu"] = self.last_gpu
-        thread = main_thread(self.dumps.get(self.job.pid), self.job.pid) if self.dumps else None
-        if thread is None and self.dumps:
-            pid, dump = next(iter(self.dumps.items()))
-            thread = main_thread(dump, pid)
-        if thread is not None:
+        found = self._stall_thread()
+        if found is not None:
+            pid, thread = found
             out["stack"] = describe_stack(thread)
+            out["stack_pid"] = pid
+        return out
+
+    def _stall_thread(self):
+        """(pid, main thread) to show in the stall line: the job's own process, but under a launcher
+        (torchrun, accelerate, deepspeed) a rank's, the one not waiting in a collective when one
+        stands out: the launcher only waits for its workers."""
+        if not self.dumps:
+            return None
+        root = self.job.pid
+        threads = {pid: main_thread(dump, pid) for pid, dump in self.dumps.items()}
+        threads = {pid: t for pid, t in threads.items() if t is not None}
+        if not threads:
+            return None
+        if root in threads and not (self._under_launcher() and len(threads) > 1):
+            return root, threads[root]
+        ranks = self._rank_pids([pid for pid in threads if pid != root])
+        if not ranks:
+            pid = root if root in threads else next(iter(threads))
+            return pid, threads[pid]
+        waiting = [pid for pid in ranks if _in_collective(threads[pid])]
+        pid = next((p for p in ranks if p not in waiting), ranks[0])
+        return pid, threads[pid]
+
+    def _under_launcher(self) -> bool:
+        from debug_stuck.probes.collectors.procs import LAUNCHER
+
+        return bool(LAUNCHER.search(" ".join(self.job.command)))
+
+    def _rank_pids(self, pids: List[int]) -> List[int]:
+        """The launcher's direct children among pids (its ranks; their DataLoader workers are grandchildren)."""
+        root = self.job.pid
+        procs = self.tree.procs if self.tree is not None else {}
+        out = []
+        for pid in sorted(pids):
+            proc = procs.get(pid)
+            try:
+                ppid = proc.ppid() if proc is not None else psutil.Process(pid).ppid()
+            except psutil.Error:
+                continue
+            if ppid == root:
+                out.append(pid)
         return out
 
     def _on_stall(self, stall: Stall, now: float) -> Optional[int]:
@@ -498,7 +644,7 @@ class Watcher:
         request = DiagnoseRequest(
             answers=self._answers(last_step),
             pids=[self.job.pid],
-            logs=list(dict.fromkeys(self.job.logs + list(self.settings.logs))),
+            logs=self._logs(),
             native=self.settings.native,
         )
         report = run_diagnosis(request, self.knowledge)
@@ -604,10 +750,24 @@ class Watcher:
             attempt=self.restarts + 1,
         )
         try:
-            return Journal().record(incident)
+            incident_id = Journal().record(incident)
         except JournalError as exc:
             self.emit("warning", message=str(exc))
             return None
+        self.incident_ids.append(incident_id)
+        return incident_id
+
+    def _journal_ended(self, code: Optional[int], how: str) -> None:
+        """The job's end, on every incident of this watch: a restarted job that later finished says so."""
+        if not self.incident_ids:
+            return
+        step = f" at step {self.clock.last_step}" if self.clock.last_step is not None else ""
+        restarted = (
+            f"the restarted job (run {self.job.run}, pid {self.job.pid})" if self.restarts else f"pid {self.job.pid}"
+        )
+        ended = f"{restarted} {how}{step}"
+        for incident_id in self.incident_ids:
+            self._journal_update(incident_id, ended=ended, end_code=code)
 
     def _journal_update(self, incident_id: Optional[int], **fields) -> None:
         if incident_id is None:
@@ -685,6 +845,7 @@ class Watcher:
         steps = ((signal.SIGINT, self.settings.grace / 2), (signal.SIGTERM, self.settings.grace / 2))
         for sig, wait in steps:
             try:
+                os.killpg(pgid, signal.SIGCONT)  # a stopped (SIGSTOP, Ctrl-Z) process cannot shut down cleanly
                 os.killpg(pgid, sig)
             except (ProcessLookupError, PermissionError):
                 return []
@@ -732,7 +893,7 @@ class Watcher:
             return EXIT_STALLED
         self._follow_logs(time.monotonic(), final=True)  # the old run's last words (a traceback from the stop)
         plan = self._resume_plan()
-        command, env, resume = list(job.command), job.env, {}
+        command, env, resume, warning = list(job.command), job.env, {}, None
         if plan is None:
             resume["note"] = "no resume plan (it could not be made): restarting the original command"
         else:
@@ -749,6 +910,23 @@ class Watcher:
                 "lost": plan.lost,
                 "notes": list(plan.notes),
             }
+            unchanged = [str(a) for a in (plan.argv or job.command)] == list(job.command) and not plan.env
+            if checkpoint is not None and unchanged:
+                # Nothing tells the relaunch where to start: the same command starts over.
+                where = f"{checkpoint.path}" + (f" (step {checkpoint.step})" if checkpoint.step is not None else "")
+                resume.update(checkpoint=None, checkpoint_step=None)
+                resume["lost"] = (
+                    "everything: it restarts from step 0 (the command is unchanged: the script takes no resume "
+                    f"option, so the newest checkpoint, {where}, is not passed to it)"
+                )
+                resume["notes"].append(f"not resumed: {where} is the newest valid checkpoint, unused by this relaunch")
+                warning = (
+                    f"the restart does not resume from {where}: the script declares no resume option, so the same "
+                    "command starts over from step 0 and every step so far is redone; give the script a --resume "
+                    "option that loads the checkpoint"
+                )
+            elif checkpoint is not None and checkpoint.step is not None:
+                self.expect_resume_after = checkpoint.step
         self.restarts += 1
         new = Job(
             pid=0, command=command, cwd=(plan.cwd if plan is not None else None) or job.cwd, env=env, run=job.run + 1
@@ -759,7 +937,10 @@ class Watcher:
             self.emit("gave-up", pid=job.pid, reason=f"could not relaunch: {exc.one_line()}", restarts=self.restarts)
             self._journal_update(incident_id, action="gave-up", outcome="relaunch failed")
             return EXIT_STALLED
-        self._journal_update(incident_id, action="restart", outcome=f"restarted as pid {new.pid}")
+        start = " from step 0 (no resume option)" if warning else ""
+        self._journal_update(incident_id, action="restart", outcome=f"restarted as pid {new.pid}{start}")
+        if warning:
+            self.emit("warning", message=warning)
         self.emit(
             "restarted",
             pid=new.pid,
@@ -777,7 +958,21 @@ class Watcher:
     def _exited(self) -> int:
         self._follow_logs(time.monotonic(), final=True)
         code = self.job.exit_code()
-        self.emit("exited", pid=self.job.pid, code=code, last_step=self.clock.last_step, restarts=self.restarts)
+        self.emit(
+            "exited",
+            pid=self.job.pid,
+            code=code,
+            last_step=self.clock.last_step,
+            restarts=self.restarts,
+            forwarded=None,
+        )
+        if code == 0:
+            how = "finished (exit code 0)"
+        elif code is not None:
+            how = f"ended by itself with exit code {code}"
+        else:
+            how = "ended by itself"
+        self._journal_ended(code, how)
         if self.job.proc is None:
             return 0
         return code if code is not None else 0
@@ -792,6 +987,7 @@ class Watcher:
                 "action", action="stop", pid=job.pid, reason=f"watch got {name}: passing it on to the job", via="signal"
             )
             try:
+                os.killpg(job.proc.pid, signal.SIGCONT)  # a stopped job could not act on it
                 os.killpg(job.proc.pid, signum)
             except (ProcessLookupError, PermissionError):
                 pass
@@ -800,8 +996,22 @@ class Watcher:
             except subprocess.TimeoutExpired:
                 self._stop_own_session()
             code = job.exit_code()
-            self.emit("exited", pid=job.pid, code=code, last_step=self.clock.last_step, restarts=self.restarts)
+            self.emit(
+                "exited",
+                pid=job.pid,
+                code=code,
+                last_step=self.clock.last_step,
+                restarts=self.restarts,
+                forwarded=name,
+            )
+            self._journal_ended(code, f"was stopped by the {name} watch passed on (exit code {code})")
         return 128 + signum
+
+
+def _in_collective(thread) -> bool:
+    """The main thread waits in a collective or a barrier (torch.distributed, NCCL, gloo)."""
+    text = " ".join(f.text() for f in thread.frames).lower()
+    return any(word in text for word in ("distributed_c10d", "all_reduce", "allreduce", "barrier", "all_gather"))
 
 
 def _group_alive(pgid: int) -> bool:

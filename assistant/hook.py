@@ -1,0 +1,237 @@
+"""Inside the job, for when no outside tool may attach (no root, Yama ptrace_scope=1, a container
+without SYS_PTRACE): a dump of every thread on a signal, and a cheap step heartbeat.
+
+    import debug_stuck.hook
+    debug_stuck.hook.install()          # once, early in the training script
+
+    for step, batch in enumerate(loader):
+        ...
+        debug_stuck.hook.step(step)     # a clock read and a few bytes into shared memory
+
+Lightning: ``Trainer(callbacks=[debug_stuck.hook.LightningHeartbeat()])``; the HF Trainer:
+``Trainer(..., callbacks=[debug_stuck.hook.TrainerHeartbeat()])``. Both install the hook too.
+
+`install()` registers faulthandler for one signal (SIGUSR2, or a real-time signal when the job
+already handles SIGUSR2): on that signal every thread's Python stack is appended to this process's
+stack file, and the job goes on. It writes a marker file naming that signal, so `debug-stuck
+diagnose` and `watch` send it only to a process whose marker they found: the same signal sent to a
+process without the handler would end it. Files live in ``$DEBUG_STUCK_HOOK_DIR`` or
+``/tmp/debug-stuck-hook-<uid>`` (a private folder, 0700), named by PID, and are removed at exit.
+
+Importing this module is cheap (standard library only) and never touches the job until install().
+"""
+
+from __future__ import annotations
+
+import atexit
+import faulthandler
+import json
+import mmap
+import os
+import signal
+import stat
+import sys
+import time
+from typing import Optional
+
+ENV_DIR = "DEBUG_STUCK_HOOK_DIR"
+_HEARTBEAT_WIDTH = 64  # the heartbeat file is rewritten in place, always this many bytes
+_BLANK = b" " * _HEARTBEAT_WIDTH
+
+_state: dict = {}
+
+
+def hook_dir(uid: Optional[int] = None, env: Optional[dict] = None) -> str:
+    """Where the hook of a process of `uid` (default: ours) keeps its files."""
+    env = os.environ if env is None else env
+    if env.get(ENV_DIR):
+        return env[ENV_DIR]
+    return os.path.join("/tmp", f"debug-stuck-hook-{os.getuid() if uid is None else uid}")
+
+
+def process_start_ticks(pid: int) -> Optional[int]:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the PID,
+    it names one process, never a later one that reused the PID."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _private_dir(path: str) -> str:
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise OSError(f"{path} is not a folder of this user: the hook will not write there")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def _pick_signal() -> int:
+    """SIGUSR2 unless the job already handles it; then a real-time signal nobody handles."""
+    candidates = [signal.SIGUSR2]
+    if hasattr(signal, "SIGRTMIN"):
+        candidates += [signal.SIGRTMIN + n for n in (3, 4, 5, 6)]
+    for signum in candidates:
+        try:
+            if signal.getsignal(signum) in (signal.SIG_DFL, None):
+                return int(signum)
+        except (ValueError, OSError):
+            continue
+    raise OSError("no free signal for the stack dump: SIGUSR2 and the real-time signals are all handled")
+
+
+def _signal_name(signum: int) -> str:
+    if hasattr(signal, "SIGRTMIN") and signum > signal.SIGRTMIN:
+        return f"SIGRTMIN+{signum - signal.SIGRTMIN}"  # what `kill -s` takes
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return str(signum)
+
+
+def install(folder: Optional[str] = None) -> Optional[str]:
+    """Install the dump-on-signal handler and the heartbeat file; returns the marker's path.
+    Idempotent; a second call in the same process returns the first one's marker. Never raises:
+    a hook that cannot install says why on stderr and the job runs on as before."""
+    if _state.get("pid") == os.getpid():
+        return _state["marker"]
+    made: list = []
+    try:
+        return _install(folder, made)
+    except Exception as exc:
+        for path in made:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        print(f"debug_stuck.hook: not installed: {exc}", file=sys.stderr)
+        return None
+
+
+def _install(folder: Optional[str], made: list) -> str:
+    pid = os.getpid()
+    where = _private_dir(folder or hook_dir())
+    signum = _pick_signal()
+    stacks_path = os.path.join(where, f"{pid}.stacks")
+    beat_path = os.path.join(where, f"{pid}.heartbeat")
+    marker_path = os.path.join(where, f"{pid}.json")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    made += [stacks_path, beat_path, marker_path + ".tmp"]
+    stacks = os.fdopen(os.open(stacks_path, flags | os.O_APPEND, 0o600), "w")
+    beat_fd = os.open(beat_path, (flags & ~os.O_WRONLY) | os.O_RDWR, 0o600)
+    faulthandler.register(signum, file=stacks, all_threads=True, chain=False)
+    marker = {
+        "hook": 1,
+        "pid": pid,
+        "start_ticks": process_start_ticks(pid),
+        "signal": signum,
+        "signal_name": _signal_name(signum),
+        "stacks": stacks_path,
+        "heartbeat": beat_path,
+        "python": sys.version.split()[0],
+        "installed": time.time(),
+    }
+    tmp = marker_path + ".tmp"
+    with os.fdopen(os.open(tmp, flags, 0o600), "w") as fh:
+        json.dump(marker, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, marker_path)
+    os.pwrite(beat_fd, _BLANK[:-1] + b"\n", 0)
+    beat = mmap.mmap(beat_fd, _HEARTBEAT_WIDTH)  # shared: readers of the file see every step at once
+    os.close(beat_fd)
+    _state.update(pid=pid, marker=marker_path, stacks=stacks, beat=beat, signum=signum)
+    _state["files"] = [marker_path, stacks_path, beat_path]
+    atexit.register(_remove)
+    _beat(None)
+    return marker_path
+
+
+def step(n: Optional[int] = None) -> None:
+    """Record progress: the step number (when given) and the time. A few bytes written into a
+    shared memory page (no system call), so it costs well under a microsecond; installs the hook on
+    first use."""
+    if _state.get("pid") != os.getpid():
+        if install() is None:
+            _state["pid"] = os.getpid()  # failed once: stay out of the way
+            return
+    _beat(n)
+
+
+def _beat(n: Optional[int]) -> None:
+    page = _state.get("beat")
+    if page is None:
+        return
+    line = f"{time.time():.3f} {'' if n is None else int(n)}".encode("ascii")
+    page[: len(line)] = line
+    page[len(line) : _HEARTBEAT_WIDTH - 1] = _BLANK[: _HEARTBEAT_WIDTH - 1 - len(line)]
+
+
+def _remove() -> None:
+    if _state.get("pid") != os.getpid():
+        return  # a forked child (a DataLoader worker) must not remove its parent's files
+    try:
+        faulthandler.unregister(_state["signum"])
+    except Exception:
+        pass
+    for path in _state.get("files", []):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _lightning_base():
+    try:
+        from lightning.pytorch.callbacks import Callback  # lightning >= 2
+    except ImportError:
+        from pytorch_lightning.callbacks import Callback
+    return Callback
+
+
+def _trainer_base():
+    from transformers import TrainerCallback
+
+    return TrainerCallback
+
+
+def __getattr__(name: str):
+    """The framework callbacks, built on first use so importing the hook imports no framework."""
+    if name == "LightningHeartbeat":
+
+        class LightningHeartbeat(_lightning_base()):
+            """Installs the hook at fit start; a heartbeat after every training batch."""
+
+            def on_fit_start(self, trainer, pl_module):
+                install()
+
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+                step(trainer.global_step)
+
+        globals()[name] = LightningHeartbeat
+        return LightningHeartbeat
+    if name == "TrainerHeartbeat":
+
+        class TrainerHeartbeat(_trainer_base()):
+            """Installs the hook at train begin; a heartbeat after every optimizer step."""
+
+            def on_train_begin(self, args, state, control, **kwargs):
+                install()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                step(state.global_step)
+
+        globals()[name] = TrainerHeartbeat
+        return TrainerHeartbeat
+    raise AttributeError(name)

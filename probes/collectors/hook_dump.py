@@ -1,0 +1,193 @@
+"""Stacks and progress from a job that installed `debug_stuck.hook`, for when ptrace is denied.
+
+The hook registered faulthandler for one signal and wrote a marker naming it. We send that signal
+only to a process whose marker we found and checked (the same PID and start time, a file of the
+process's own user, not a link): sent to a process without the handler, the signal would end it.
+Each signal appends every thread's stack to the process's stack file; two dumps a window apart
+tell a frozen thread from a moving one, like two py-spy samples.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.hook import ENV_DIR, hook_dir, process_start_ticks
+from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
+
+READ_SECONDS = 2.0  # one bounded read of a marker, a heartbeat or a dump
+DUMP_WAIT = 3.0  # how long a signalled process gets to write its dump
+MAX_DUMP_BYTES = 1 << 20
+TOOL = "debug_stuck.hook (faulthandler)"
+
+
+@dataclass
+class HookMarker:
+    pid: int
+    signal: int
+    signal_name: str
+    stacks: str
+    heartbeat: str
+    path: str
+
+
+def _read(path: str, limit: int = 65536) -> bytes:
+    def read() -> bytes:
+        with open(path, "rb") as fh:
+            return fh.read(limit)
+
+    return call_with_timeout(read, READ_SECONDS, f"reading {path}")
+
+
+def _owner(pid: int) -> Optional[int]:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def _target_env_dir(pid: int) -> Optional[str]:
+    """The job's own DEBUG_STUCK_HOOK_DIR, when its environment is readable."""
+    try:
+        raw = _read(f"/proc/{pid}/environ", 1 << 20)
+    except (OSError, CallTimedOut):
+        return None
+    for item in raw.split(b"\0"):
+        if item.startswith(ENV_DIR.encode() + b"="):
+            return item.split(b"=", 1)[1].decode("utf-8", "replace")
+    return None
+
+
+def find_marker(pid: int) -> Tuple[Optional[HookMarker], str]:
+    """The checked marker of pid's hook, or None and why not."""
+    uid = _owner(pid)
+    if uid is None:
+        return None, f"process {pid} is gone"
+    folders = [_target_env_dir(pid), os.environ.get(ENV_DIR), hook_dir(uid, env={})]
+    for folder in dict.fromkeys(f for f in folders if f):
+        path = os.path.join(folder, f"{pid}.json")
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
+            return None, f"{path} is not a regular file of the job's user: not trusted"
+        try:
+            data = json.loads(_read(path))
+        except (OSError, CallTimedOut, ValueError) as exc:
+            return None, f"cannot read the hook's marker {path}: {exc}"
+        if data.get("pid") != pid or data.get("start_ticks") != process_start_ticks(pid):
+            return None, f"{path} belongs to an earlier process with the same PID"
+        try:
+            return (
+                HookMarker(
+                    pid,
+                    int(data["signal"]),
+                    str(data["signal_name"]),
+                    str(data["stacks"]),
+                    str(data["heartbeat"]),
+                    path,
+                ),
+                "",
+            )
+        except (KeyError, TypeError, ValueError):
+            return None, f"{path} is malformed"
+    return None, "no debug_stuck.hook marker for it (the job did not install the hook)"
+
+
+def read_heartbeat(marker: HookMarker) -> Optional[Tuple[float, Optional[int]]]:
+    """(time of the last heartbeat, the step it recorded or None)."""
+    try:
+        text = _read(marker.heartbeat, 256).decode("ascii", "replace").split()
+    except (OSError, CallTimedOut):
+        return None
+    if not text:
+        return None
+    try:
+        return float(text[0]), (int(text[1]) if len(text) > 1 else None)
+    except ValueError:
+        return None
+
+
+def _size(path: str) -> int:
+    try:
+        return call_with_timeout(lambda: os.stat(path).st_size, READ_SECONDS, f"stat {path}")
+    except (OSError, CallTimedOut):
+        return -1
+
+
+def _one_dump(marker: HookMarker) -> Tuple[Optional[StackDump], Optional[str]]:
+    started = time.monotonic()
+    before = _size(marker.stacks)
+    if before < 0:
+        return None, f"cannot read the hook's stack file {marker.stacks}"
+    try:
+        os.kill(marker.pid, marker.signal)
+    except PermissionError:
+        return None, f"not allowed to send {marker.signal_name} to {marker.pid} (run as the job's user)"
+    except ProcessLookupError:
+        return None, f"process {marker.pid} is gone"
+    # faulthandler writes from the signal handler itself; wait until the file stops growing
+    deadline = started + DUMP_WAIT
+    size, steady = before, 0
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = _size(marker.stacks)
+        if now > size:
+            size, steady = now, 0
+        elif now > before:
+            steady += 1
+            if steady >= 2:
+                break
+    if size <= before:
+        return None, f"the hook wrote no dump within {DUMP_WAIT:g} s of {marker.signal_name}"
+
+    def read() -> bytes:
+        with open(marker.stacks, "rb") as fh:
+            fh.seek(max(before, size - MAX_DUMP_BYTES))
+            return fh.read(size - before)
+
+    try:
+        text = call_with_timeout(read, READ_SECONDS, f"reading {marker.stacks}").decode("utf-8", "replace")
+    except (OSError, CallTimedOut) as exc:
+        return None, f"cannot read the dump: {exc}"
+    threads = parse_dump(marker.pid, text.splitlines())
+    return StackDump(marker.pid, threads, TOOL, time.monotonic() - started), None
+
+
+def parse_dump(pid: int, lines: List[str]) -> List[ThreadStack]:
+    """faulthandler's "Thread 0x... (most recent call first):" blocks as threads; the one whose
+    outermost frame is a module's top level is the main thread (its tid is the PID, as py-spy has it)."""
+    from debug_stuck.core.logstacks import _short, extract_stacks
+
+    threads = []
+    for found in extract_stacks(lines):
+        if found.kind != "faulthandler":
+            continue
+        frames = [Frame(f.function, _short(f.file), f.line, path=f.file) for f in found.frames]
+        main = bool(frames) and frames[-1].function == "<module>"
+        try:
+            tid = pid if main else int(found.name, 16)
+        except ValueError:
+            tid = 0
+        threads.append(ThreadStack(tid, "MainThread" if main else f"Thread {found.name}", "unknown", frames))
+    return threads
+
+
+def dump_by_hook(marker: HookMarker, samples: int = 2, interval: float = 1.0) -> StackSeries:
+    """`samples` dumps `interval` seconds apart; a series like py-spy's, or one with the error."""
+    series = StackSeries(pid=marker.pid)
+    for i in range(max(1, samples)):
+        if i:
+            time.sleep(interval)
+        dump, error = _one_dump(marker)
+        if dump is None:
+            series.error = error
+            break
+        series.dumps.append(dump)
+    return series
