@@ -127,7 +127,7 @@ def _install(folder: Optional[str], made: list) -> str:
     beat_path = os.path.join(where, f"{pid}.heartbeat")
     marker_path = os.path.join(where, f"{pid}.json")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-    made += [stacks_path, beat_path, marker_path + ".tmp"]
+    made += [stacks_path, beat_path, marker_path]
     stacks = os.fdopen(os.open(stacks_path, flags | os.O_APPEND, 0o600), "w")
     beat_fd = os.open(beat_path, (flags & ~os.O_WRONLY) | os.O_RDWR, 0o600)
     faulthandler.register(signum, file=stacks, all_threads=True, chain=False)
@@ -142,12 +142,9 @@ def _install(folder: Optional[str], made: list) -> str:
         "python": sys.version.split()[0],
         "installed": time.time(),
     }
-    tmp = marker_path + ".tmp"
-    with os.fdopen(os.open(tmp, flags, 0o600), "w") as fh:
-        json.dump(marker, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, marker_path)
+    from debug_stuck.writer import write_file  # 0600, fsynced, renamed into place, never through a link
+
+    write_file(marker_path, json.dumps(marker))
     os.pwrite(beat_fd, _BLANK[:-1] + b"\n", 0)
     beat = mmap.mmap(beat_fd, _HEARTBEAT_WIDTH)  # shared: readers of the file see every step at once
     os.close(beat_fd)

@@ -131,6 +131,15 @@ def _check_phases(data: dict, file: str) -> List[TableProblem]:
     else:
         _regex(file, "validation.function", validation.get("function"), problems)
         _regex(file, "validation.file", validation.get("file"), problems)
+        for key in ("skip_files", "no_grad_frame", "no_grad_function"):  # optional
+            if validation.get(key) is not None:
+                _regex(file, f"validation.{key}", validation.get(key), problems)
+    sampling = data.get("sampling")
+    if sampling is not None:
+        if not isinstance(sampling, dict):
+            problems.append((file, "sampling", "optional: a mapping with `function`"))
+        else:
+            _regex(file, "sampling.function", sampling.get("function"), problems)
     return problems
 
 

@@ -19,7 +19,7 @@ ROOTS = {"assistant": "debug_stuck", "probes": "debug_stuck.probes"}
 LAYERS = [
     (
         "foundation",
-        re.compile(r"^debug_stuck(\.(contract|errors|paths|bounded|redact|writer|tables|interpreter|yamlio))?$"),
+        re.compile(r"^debug_stuck(\.(contract|errors|paths|bounded|redact|writer|tables|interpreter|yamlio|hook))?$"),
     ),
     ("probes", re.compile(r"^debug_stuck\.probes(\.|$)")),
     ("core", re.compile(r"^debug_stuck\.core(\.|$)")),

@@ -184,10 +184,14 @@ def test_probe_runs_in_a_child_process_and_its_findings_reach_the_ranking(sessio
     outcome = session.run_probe("env")
     assert outcome.completed and outcome.result["name"] == "env", outcome
     assert any(f.get("cause") for f in outcome.findings)
-    report = session.diagnose()
+    said = []
+    report = session.diagnose(progress=said.append)
     assert [p["name"] for p in report.probes] == ["env"]
     evidence = [e.detail for d in report.diagnoses for e in d.evidence if e.source == "probe"]
     assert evidence, "the probe's findings are evidence in the ranking"
+    # issue 17: the probe the user ran is reused, not run again by the diagnosis
+    assert not any("running probe" in line for line in said), said
+    assert report.probes[0] == outcome.result
 
 
 def _registered_test_probe(monkeypatch):

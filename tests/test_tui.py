@@ -10,6 +10,7 @@ same on every machine; update them with `pytest tests/test_tui.py --snapshot-upd
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 import threading
@@ -26,9 +27,11 @@ from textual.widgets import Button, DataTable, Markdown, OptionList, Static, Tab
 from tui_recorded import FROZEN_NOW, recorded_session  # noqa: E402
 
 from debug_stuck.frontends.session.core import Session
+from debug_stuck.frontends.session.gpu_history import GpuHistory
+from debug_stuck.frontends.session.recorded import RecordedSession
 from debug_stuck.frontends.tui.app import DebugStuckApp  # noqa: E402
 from debug_stuck.frontends.tui.screens.diagnosis import DiagnosisScreen
-from debug_stuck.frontends.tui.screens.dialogs import ConfirmDialog, HelpScreen, InputDialog
+from debug_stuck.frontends.tui.screens.dialogs import ConfirmDialog, HelpScreen, InputDialog, StoppingScreen
 from debug_stuck.frontends.tui.screens.pick import PickJobScreen
 from debug_stuck.frontends.tui.screens.probe import ProbeScreen
 from debug_stuck.frontends.tui.screens.recovery import RecoveryScreen
@@ -394,3 +397,352 @@ async def settle(pilot) -> None:
     await pilot.pause()
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
+
+
+@pytest.mark.timeout(120)
+def test_missing_evidence_is_shown_with_what_would_get_it(knowledge, tmp_path):
+    # issue 16: a partial report (stacks denied) says so in the evidence pane and the plain prompts
+    from debug_stuck.frontends.prompts import render_evidence
+
+    session = recorded_session(knowledge, tmp_path)
+    session.recorded.missing = [
+        {
+            "what": "Python stacks of process(es) 4101",
+            "why": "not allowed to read the stacks of process 4101",
+            "get_it": "run it as root: sudo debug-stuck diagnose --pid 4101",
+        }
+    ]
+    plain = render_evidence(session.recorded, session)
+    assert "Missing: Python stacks of process(es) 4101: not allowed" in plain
+    assert "To get it: run it as root: sudo debug-stuck diagnose --pid 4101" in plain
+
+    async def scenario():
+        app = DebugStuckApp(session, clock=lambda: FROZEN_NOW)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot)
+            await pilot.press("enter")
+            await settle(pilot)
+            await pilot.press("e")
+            await settle(pilot)
+            shown = text_of(app.screen.query_one("#evidence-errors", Static))
+            assert "missing: Python stacks of process(es) 4101" in shown
+            assert "sudo debug-stuck diagnose --pid 4101" in shown
+
+    asyncio.run(scenario())
+
+
+# -- issue 17: the session, polished ----------------------------------------------------------------
+
+
+async def _to_triage(pilot) -> TriageScreen:
+    await settle(pilot)
+    await pilot.press("enter")  # the recorded job
+    await settle(pilot)
+    assert isinstance(pilot.app.screen, TriageScreen)
+    return pilot.app.screen
+
+
+@pytest.mark.timeout(120)
+def test_evidence_shown_then_hidden_at_80x24_gives_the_question_its_focus_back(knowledge, tmp_path):
+    app = DebugStuckApp(recorded_session(knowledge, tmp_path), clock=lambda: FROZEN_NOW)
+    session = app.session
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            triage = await _to_triage(pilot)
+            assert triage.view.key == "phase" and triage.view.suggestion.value == "mid-run"
+            await pilot.press("e")
+            await settle(pilot)
+            pane = triage.query_one("#evidence")
+            assert pane.display and app.focused is pane  # the arrows scroll the evidence
+            await pilot.press("e")
+            await settle(pilot)
+            assert app.focused is triage.query_one("#choices", OptionList)
+            await pilot.press("enter")  # confirms the suggestion
+            await settle(pilot)
+            assert session.triage.answers["phase"].value == "mid-run"
+            assert triage.view.key != "phase"
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.timeout(120)
+def test_back_from_a_diagnosis_asked_early_keeps_every_answer(knowledge, tmp_path):
+    app = DebugStuckApp(recorded_session(knowledge, tmp_path), clock=lambda: FROZEN_NOW)
+    session = app.session
+
+    async def scenario():
+        async with app.run_test(size=(160, 48)) as pilot:
+            triage = await _to_triage(pilot)
+            await pilot.press("enter", "enter")  # questions 1 and 2
+            await settle(pilot)
+            assert triage.view.number == 3
+            third = triage.view.key
+            await pilot.press("d")  # diagnose now, at question 3
+            await settle(pilot)
+            assert isinstance(app.screen, DiagnosisScreen)
+            await pilot.press("b")
+            await settle(pilot)
+            assert app.screen is triage and triage.view.number == 3 and triage.view.key == third
+            assert list(session.triage.answers) == ["phase", "step"]
+            # With every question answered, back re-asks the last one.
+            while isinstance(app.screen, TriageScreen):
+                await pilot.press("enter")
+                await settle(pilot)
+            answered = list(session.triage.answers)
+            await pilot.press("b")
+            await settle(pilot)
+            assert app.screen is triage and triage.view.key == answered[-1]
+            assert list(session.triage.answers) == answered[:-1]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.timeout(240)
+def test_attaching_by_a_dataloader_workers_pid_reads_the_whole_job(knowledge, zoo, tmp_path):  # noqa: F811
+    pytest.importorskip("torch")
+    job = zoo("dataloader_io")
+    trainer, worker = job.info["pid"], job.info["worker_pid"]
+    session = Session(knowledge, save_dir=str(tmp_path))
+    app = DebugStuckApp(session)
+
+    async def scenario():
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, PickJobScreen) and not app.discovering, "the scan")
+            await pilot.press("a")
+            await wait_for(pilot, lambda: isinstance(app.screen, InputDialog), "the PID dialog")
+            await pilot.press(*str(worker), "enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, TriageScreen), "the triage screen")
+            await wait_for(pilot, lambda: app.evidence is not None and not app.collecting, "the live evidence", 120)
+            await pilot.pause()
+            assert session.pids == [trainer] and session.job.pid == trainer
+            assert f"pid {worker} is a worker process of pid {trainer}" in session.job.note
+            table = app.screen.query_one("#processes", DataTable)
+            rows = {str(table.get_row_at(i)[0]): str(table.get_row_at(i)[1]) for i in range(table.row_count)}
+            assert rows[str(trainer)] == "rank" and rows[str(worker)] == "dataloader-worker", rows
+            groups = text_of(app.screen.query_one("#groups", Static))
+            assert "no Python stacks read" not in groups and "_try_get_data" in groups + str(app.evidence.processes)
+            await pilot.press("q")
+
+    asyncio.run(scenario())
+
+
+def _with_more_causes(session, knowledge, total: int):
+    """The recorded report with `total` ranked causes (real playbooks), as a real job can give."""
+    report = session.recorded
+    known = {d.cause for d in report.diagnoses}
+    spare = [name for name in knowledge.playbooks if name not in known]
+    last = report.diagnoses[-1]
+    while len(report.diagnoses) < total:
+        cause = spare.pop(0)
+        report.diagnoses.append(dataclasses.replace(last, cause=cause, title=knowledge.playbooks[cause].title))
+    return report
+
+
+@pytest.mark.timeout(120)
+def test_diagnosis_at_80x24_shows_the_summary_every_cause_and_the_keys(knowledge, tmp_path):
+    session = recorded_session(knowledge, tmp_path)
+    report = _with_more_causes(session, knowledge, 7)
+    app = DebugStuckApp(session, clock=lambda: FROZEN_NOW)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            for key in ANSWERED:
+                await pilot.press(key)
+                await settle(pilot)
+            screen = app.screen
+            assert isinstance(screen, DiagnosisScreen)
+            verdict = screen.query_one("#verdict", Static)
+            lines = verdict.render_lines(verdict.region.reset_offset)
+            shown = " ".join("".join(seg.text for seg in strip) for strip in lines)
+            assert " ".join(report.verdict.summary.split()) in " ".join(shown.split())  # all of it
+            causes = screen.query_one("#causes", OptionList)
+            assert causes.option_count == 7 and causes.region.height >= 7 and causes.max_scroll_y == 0
+            keys = {b.key for _, b, enabled, _ in app.active_bindings.values() if b.show and enabled}
+            assert {"c", "p", "s", "b", "r", "v", "f", "m", "l", "space", "question_mark", "q"} <= keys
+            # The detail scrolls with PgDn while the arrows stay on the causes.
+            scroll = screen.query_one("#tab-evidence .tab-scroll")
+            assert scroll.max_scroll_y > 0
+            await pilot.press("pagedown")
+            await settle(pilot)
+            assert scroll.scroll_y > 0 and app.focused is causes
+            await pilot.press("down")
+            await settle(pilot)
+            assert screen.cause == report.diagnoses[1].cause
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.timeout(120)
+def test_the_evidence_pane_shows_what_each_process_does_and_scrolls_with_the_arrows(knowledge, tmp_path):
+    from debug_stuck.render.text import doing_phrase
+
+    app = DebugStuckApp(recorded_session(knowledge, tmp_path), clock=lambda: FROZEN_NOW)
+    narrow = DebugStuckApp(recorded_session(knowledge, tmp_path), clock=lambda: FROZEN_NOW)
+
+    async def scenario():
+        async with app.run_test(size=(160, 48)) as pilot:
+            triage = await _to_triage(pilot)
+            table = triage.query_one("#processes", DataTable)
+            for i, process in enumerate(app.evidence.processes):
+                doing = doing_phrase(process)
+                width = table.ordered_columns[5].get_render_width(table) - 2 * table.cell_padding
+                rows = table.ordered_rows[i].height
+                assert len(doing) <= width * rows, (doing, width, rows)  # wrapped, never cut
+            assert table.region.right <= triage.query_one("#evidence").region.right
+        async with narrow.run_test(size=(80, 24)) as pilot:
+            triage = await _to_triage(pilot)
+            await pilot.press("e")
+            await settle(pilot)
+            pane = triage.query_one("#evidence")
+            assert pane.max_scroll_y > 0
+            await pilot.press("down", "down")
+            await settle(pilot)
+            assert pane.scroll_y > 0
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.timeout(120)
+def test_wording_of_the_suggestion_gpu_line_pattern_and_job_line(knowledge, tmp_path):
+    session = recorded_session(knowledge, tmp_path)
+    session.recorded_jobs[0] = dataclasses.replace(
+        session.recorded_jobs[0], launcher="python", ranks=1, pids=[4100], command="python train.py"
+    )
+    session.gpu = GpuHistory()
+    session.gpu.available = False
+    session.gpu.note = (
+        "no NVIDIA or AMD GPU found (no libnvidia-ml, no amd-smi/rocm-smi): NVML: NVML Shared Library Not Found"
+    )
+    session.recorded.pattern = None
+    session.recorded.pattern_reason = "the answers fit no pattern of the tree"
+    app = DebugStuckApp(session, clock=lambda: FROZEN_NOW)
+
+    async def scenario():
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot)
+            job_line = str(app.screen.query_one("#jobs", OptionList).get_option_at_index(0).prompt)
+            assert "python, one process (not distributed)" in job_line and "1 rank" not in job_line
+            await pilot.press("enter")
+            await settle(pilot)
+            triage = app.screen
+            line = text_of(triage.query_one("#suggestion", Static))
+            assert line.endswith("train.log shows step 4118 in this run, so the answer is mid-run -- correct?"), line
+            gpu = text_of(triage.query_one("#no-gpu", Static))
+            assert gpu == "no GPU: no NVIDIA or AMD GPU found (no libnvidia-ml, no amd-smi/rocm-smi)", gpu
+            await pilot.press("d")
+            await settle(pilot)
+            verdict = text_of(app.screen.query_one("#verdict", Static))
+            assert "no pattern: the answers fit no pattern of the tree" in verdict and "pattern ?" not in verdict
+            await pilot.press("m")
+            await settle(pilot)
+            source = app.screen.query_one("#playbook", Markdown).source
+            first, second = [line for line in source.splitlines() if line.strip()][:2]
+            assert first.startswith("# ") and not second.startswith("# "), (first, second)
+
+    asyncio.run(scenario())
+
+
+def test_a_suggestion_does_not_say_the_evidence_twice(knowledge):
+    question = knowledge.tree.questions["cpu"]
+    entry = {"value": "idle", "source": "evidence", "why": "training processes use at most 0% CPU"}
+    assert Session._reason(question, entry) == "training processes use at most 0% CPU, so the answer is idle"
+
+
+@pytest.mark.timeout(120)
+def test_copied_fixes_name_each_fix_once(knowledge, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # no clipboard tool: the text is kept to print on exit
+    app = DebugStuckApp(recorded_session(knowledge, tmp_path), clock=lambda: FROZEN_NOW)
+    session = app.session
+
+    async def scenario():
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot)
+            for key in ANSWERED:
+                await pilot.press(key)
+                await settle(pilot)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: bool(session.pending_output), "the copied fixes")
+
+    asyncio.run(scenario())
+    text = session.pending_output[0]
+    diagnosis = session.report.diagnoses[0]
+    assert sum(len(fix.commands) for fix in diagnosis.fixes) > len(diagnosis.fixes)  # a fix with two blocks
+    for fix in diagnosis.fixes:
+        assert text.count(f"# {fix.title}\n") == 1, text
+
+
+class GatedSession(RecordedSession):
+    """A replay whose evidence collection runs until the test lets it end, as a real one runs
+    its window whatever the user does."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.in_collection = threading.Event()
+        self.release = threading.Event()
+
+    def collect_evidence(self, progress=None):
+        self.in_collection.set()
+        self.release.wait(60)
+        return super().collect_evidence(progress)
+
+
+@pytest.mark.timeout(120)
+def test_quit_during_the_collection_says_what_it_stops(knowledge, tmp_path):
+    base = recorded_session(knowledge, tmp_path)
+    session = GatedSession(
+        base.recorded, knowledge, jobs=base.recorded_jobs, gpu_history=base.gpu, save_dir=str(tmp_path)
+    )
+    app = DebugStuckApp(session, clock=lambda: FROZEN_NOW)
+    threads_before = set(threading.enumerate())
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("enter")
+            await wait_for(pilot, session.in_collection.is_set, "the collection")
+            await pilot.press("q")
+            await wait_for(pilot, lambda: isinstance(app.screen, StoppingScreen), "the stopping screen")
+            await pilot.pause()
+            shown = text_of(app.screen.query_one("#stopping", Static))
+            assert shown == "Stopping the live evidence collection of pid 4100...", shown
+            assert app.return_value is None  # still on screen while the collection ends
+            session.release.set()  # the collection's window ends
+            deadline = time.monotonic() + 30
+            while app.return_value is None:  # the app exits by itself once nothing runs
+                assert time.monotonic() < deadline, "the app did not exit after the work ended"
+                await asyncio.sleep(0.05)
+
+    asyncio.run(scenario())
+    assert app.return_value == 0 and app.running_work() == []
+    assert non_daemon_threads_besides(threads_before) == []
+
+
+@pytest.mark.timeout(120)
+def test_resume_without_a_checkpoint_says_it_restarts_from_step_0(knowledge, tmp_path):
+    session = recorded_session(knowledge, tmp_path)
+    session.recorded.resume = {
+        "framework": "plain",
+        "launcher": "python",
+        "checkpoint": None,
+        "command": "python train.py",
+        "lost": "no usable checkpoint: training restarts from step 0",
+        "skipped": [],
+        "notes": [],
+    }
+    app = DebugStuckApp(session, clock=lambda: FROZEN_NOW)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            for key in ANSWERED + ["s"]:
+                await pilot.press(key)
+                await settle(pilot)
+            assert isinstance(app.screen, RecoveryScreen)
+            info = " ".join(text_of(app.screen.query_one("#resume-info", Static)).split())
+            assert "last good checkpoint" not in info
+            assert "No usable checkpoint: this restarts training from step 0" in info
+            assert "python train.py" in info
+
+    asyncio.run(scenario())

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from debug_stuck.probes.collectors.dumptext import FH_FRAME, FH_START, short_path
+
 MAX_THREADS = 64
 MAX_FRAMES = 64
 
@@ -31,10 +33,8 @@ _PREFIX = re.compile(
 )
 _TB_START = re.compile(r"Traceback \(most recent call (?P<order>last|first)\):")
 _TB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
-_FH_START = re.compile(
-    r"^(?:Current thread|Thread) (?P<ident>0x[0-9a-f]+)(?: \[(?P<name>[^\]]*)\])? \(most recent call first\):"
-)
-_FH_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+_FH_START = FH_START
+_FH_FRAME = FH_FRAME
 _PYSPY_START = re.compile(r'^Thread (?P<ident>0x[0-9A-Fa-f]+|\d+) \((?P<state>[\w+]+)\)(?:: "(?P<name>[^"]*)")?')
 _PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[^\s()][^()]*?) \((?P<file>[^():]+)(?::(?P<line>\d+))?\)\s*$")
 # "#2  0x7f.. in ns::Class::method(std::chrono::duration<...>) () from /lib/x.so": the name may hold
@@ -83,15 +83,7 @@ class LogThread:
     line: int = 0  # index of the dump's first line in the text given
 
 
-def _short(path: str) -> str:
-    path = path.replace("\\", "/")
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            return path.rsplit(marker, 1)[1]
-    m = re.search(r"/lib/python\d+\.\d+t?/(.+)$", path)
-    if m:
-        return m.group(1)
-    return path
+_short = short_path
 
 
 def _strip(line: str) -> str:

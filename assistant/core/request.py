@@ -20,6 +20,8 @@ class DiagnoseRequest:
     native: bool = True
     progress: Optional[Callable[[str], None]] = None
     probes: List[str] = field(default_factory=list)  # targeted probes to run as part of the diagnosis
+    # probes that already ran (ProbeResult.to_dict()): weighed like those run here, not run again
+    probe_results: List[dict] = field(default_factory=list)
     allow_exec: bool = False
 
     @property

@@ -1,17 +1,23 @@
 """The interactive session without a full-screen UI: questionary prompts over the same core.
 
-`debug-stuck --plain`, and any terminal where the Textual app cannot run. The same six steps as
-the TUI (debug_stuck.frontends.session does the work), one prompt at a time, ending at the same report.
+`debug-stuck --plain`, and any terminal where the Textual app cannot run. Six steps, numbered in
+the order they are shown (the live evidence comes before the questions it pre-fills):
+1 the job, 2 the evidence, 3 the questions, 4 a probe (from a question, or after the diagnosis),
+5 the diagnosis, 6 what next. debug_stuck.frontends.session does the work.
+At a menu `q` quits; at a question Escape goes back (from question 1, to the job list).
 Tests drive it through prompt_toolkit pipe input: run_prompts(session, input=..., output=...).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sys
 import threading
 import time
-from typing import Any, Callable, List, Optional, TextIO
+from typing import Any, Callable, Dict, List, Optional, TextIO
 
+from debug_stuck.contract import UNKNOWN
 from debug_stuck.core.report import Report
 from debug_stuck.errors import DebugStuckError, NotInspectable
 from debug_stuck.frontends.session.core import Session
@@ -20,9 +26,21 @@ from debug_stuck.frontends.session.probes import ProbeOffer
 from debug_stuck.render.text import doing_phrase
 
 MAX_PROCESSES_SHOWN = 12
+MAX_FINDINGS_SHOWN = 20
 PROBE_PROGRESS_EVERY = 5.0
+STEPS = 6
 BACK = "__back__"
+JOBS = "__jobs__"
 PROBE = "__probe__"
+# What a probe's findings are called in its summary ("2 problem(s), 1 warning(s), 4 note(s)").
+SEVERITY_WORDS = {"fail": "problem", "warn": "warning", "info": "note"}
+SEVERITY_ORDER = {"fail": 0, "warn": 1, "info": 2}
+# The scripted mode's advice inside the verdict, e.g. "answer step (...) with --answer step=...".
+SCRIPTED_ANSWER = re.compile(r" with --answer ([\w-]+)=\.\.\.")
+
+
+class QuitSession(Exception):
+    """`q` at a menu: the session ends (as the full-screen app's `q` does)."""
 
 
 class PlainSession:
@@ -37,19 +55,49 @@ class PlainSession:
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
-    def select(self, message: str, choices: List, default: Any = None, instruction: Optional[str] = None):
+    def step(self, number: int, text: str) -> None:
+        self.say(f"Step {number} of {STEPS}: {text}")
+
+    def select(
+        self,
+        message: str,
+        choices: List,
+        default: Any = None,
+        escape: Any = None,
+    ):
+        """One choice. `q` raises QuitSession; Escape answers `escape` (when given)."""
         import questionary
+        from prompt_toolkit.key_binding import KeyBindings, merge_key_bindings
 
         items = [questionary.Choice(title, value=value) for title, value in choices]
         chosen = next((c for c in items if c.value == default), None)
-        return questionary.select(
+        shortcuts = len(items) <= 9
+        instruction = (
+            f"(arrows{' or 1-9' if shortcuts else ''}, Enter; {'Esc back, ' if escape is not None else ''}q quits)"
+        )
+        question = questionary.select(
             message,
             choices=items,
             default=chosen,
-            use_shortcuts=len(items) <= 9,
+            use_shortcuts=shortcuts,
             instruction=instruction,
             **self.io,
-        ).unsafe_ask()
+        )
+        keys = KeyBindings()
+
+        @keys.add("q", eager=True)
+        def _quit(event) -> None:
+            event.app.exit(exception=QuitSession())
+
+        if escape is not None:
+
+            @keys.add("escape", eager=True)
+            def _back(event) -> None:
+                event.app.exit(result=escape)
+
+        app = question.application
+        app.key_bindings = merge_key_bindings([app.key_bindings, keys])
+        return question.unsafe_ask()
 
     def text(self, message: str, default: str = "", validate: Optional[Callable] = None) -> str:
         import questionary
@@ -57,19 +105,40 @@ class PlainSession:
         return questionary.text(message, default=default, validate=validate, **self.io).unsafe_ask()
 
     def confirm(self, message: str, default: bool = False) -> bool:
+        """y or n, then Enter (a single key would leave the Enter to the next prompt); Escape: no."""
         import questionary
+        from prompt_toolkit.key_binding import KeyBindings, merge_key_bindings
 
-        return bool(questionary.confirm(message, default=default, **self.io).unsafe_ask())
+        question = questionary.confirm(
+            message,
+            default=default,
+            auto_enter=False,
+            instruction="(y/N, then Enter) " if not default else "(Y/n, then Enter) ",
+            **self.io,
+        )
+        keys = KeyBindings()
+
+        @keys.add("escape", eager=True)
+        def _no(event) -> None:
+            event.app.exit(result=False)
+
+        app = question.application
+        app.key_bindings = merge_key_bindings([app.key_bindings, keys])
+        return bool(question.unsafe_ask())
 
     # -- the steps -------------------------------------------------------------------------
     def run(self) -> int:
         try:
-            while not self.pick_job():
-                pass
-            self.evidence()
-            self.triage()
+            while True:
+                while not self.pick_job():
+                    pass
+                self.evidence()
+                if self.triage():
+                    break
             report = self.diagnose()
             self.recovery(report)
+        except QuitSession:
+            self.say("debug-stuck: quit; nothing is left running")
         except KeyboardInterrupt:
             self.say("debug-stuck: interrupted; nothing is left running")
             return 130
@@ -78,7 +147,7 @@ class PlainSession:
         return 0
 
     def pick_job(self) -> bool:
-        self.say("Step 1 of 6: looking for training jobs on this machine...")
+        self.step(1, "looking for training jobs on this machine...")
         try:
             jobs = self.session.discover()
         except Exception as exc:  # the other ways in still work
@@ -95,7 +164,12 @@ class PlainSession:
             if kind == "job":
                 self.session.attach(jobs[index])
             elif kind == "pid":
-                pid = self.text("PID of any process of the job:", validate=lambda t: t.strip().isdigit() or "a number")
+                pid = self.text(
+                    "PID of any process of the job (Enter alone: back to the list):",
+                    validate=lambda t: not t.strip() or t.strip().isdigit() or "a number, or nothing to go back",
+                )
+                if not pid.strip():
+                    return False
                 self.session.attach_pid(pid)
             else:
                 logs = self.text("Training log path(s), space-separated (optional, Enter to skip):")
@@ -105,14 +179,16 @@ class PlainSession:
             return False
         if self.session.job is not None:
             self.say(f"Attached: {self.session.job.headline(now)}")
+            if getattr(self.session.job, "note", None):
+                self.say(self.session.job.note)  # e.g. a DataLoader worker's PID led to its trainer
         return True
 
     def evidence(self) -> None:
         session = self.session
         if not session.attached and not session.logs:
-            self.say("No live job: the diagnosis comes from your answers.")
+            self.step(2, "no live job: the diagnosis comes from your answers.")
             return
-        self.say("Step 3 of 6: reading the live evidence..." if session.attached else "Reading the logs...")
+        self.step(2, "reading the live evidence..." if session.attached else "reading the logs...")
         try:
             report = session.collect_evidence(progress=lambda m: self.say(f"  {m}..."))
         except NotInspectable as exc:
@@ -120,15 +196,16 @@ class PlainSession:
             return
         self.say(render_evidence(report, session))
 
-    def triage(self) -> None:
+    def triage(self) -> bool:
+        """The questions, in order; False when the user goes back to the job list."""
         session = self.session
         while True:
             view = session.next_question()
             if view is None:
-                return
+                return True
             q = view.question
             self.say("")
-            self.say(f"Step 2 of 6: question {view.number} of {view.total}")
+            self.step(3, f"question {view.number} of {view.total}")
             self.say(f"Why we ask: {q.why}")
             s = view.suggestion
             if s is not None:
@@ -144,9 +221,11 @@ class PlainSession:
             offers = [o for o in view.probes if o.available]
             if offers:
                 choices.append((f"Run a probe that answers this ({', '.join(o.name for o in offers)})", PROBE))
-            if view.number > 1:
-                choices.append(("<- back to the previous question", BACK))
-            value = self.select(q.text, choices, default=view.default)
+            back = BACK if session.triage.order else JOBS
+            choices.append(("<- back to the previous question" if back == BACK else "<- back to the job list", back))
+            value = self.select(q.text, choices, default=view.default, escape=back)
+            if value == JOBS:
+                return False
             if value == BACK:
                 session.back()
             elif value == PROBE:
@@ -156,38 +235,61 @@ class PlainSession:
 
     def diagnose(self) -> Report:
         self.say("")
-        self.say("Step 5 of 6: diagnosing...")
+        self.step(5, "diagnosing...")
+        report = self._diagnose()
+        self.say("")
+        self.say(report_text(report, self.session))
+        return report
+
+    def rediagnose(self, old: Report, why: str) -> Report:
+        """The diagnosis again, with what was just learned; says what changed, not the whole report."""
+        self.say(f"Updating the diagnosis with {why}...")
+        report = self._diagnose()
+        self.say("\n".join(report_changes(old, report)))
+        return report
+
+    def _diagnose(self) -> Report:
         say = lambda m: self.say(f"  {m}...")  # noqa: E731
         try:
-            report = self.session.diagnose(progress=say)
+            return self.session.diagnose(progress=say)
         except NotInspectable as exc:
             self.say(f"the job cannot be read any more ({exc.one_line()}); using the answers and logs")
             report = self.session.diagnose(progress=say, live=False)
             report.errors.insert(0, exc.one_line())
-        from debug_stuck.render.text import render_text
-
-        self.say("")
-        self.say(render_text(report))
-        return report
+            return report
 
     def recovery(self, report: Report) -> None:
         session = self.session
+        self.say("")
+        self.step(6, "what next?")
         while True:
             choices = []
             offers = [o for o in session.diagnosis_probes(report) if o.available]
             if offers:
                 choices.append((f"Run a probe to settle it ({', '.join(o.name for o in offers)})", "probe"))
+            questions = open_questions(report, session)
+            if questions:
+                keys = ", ".join(q["key"] for q in questions)
+                choices.append((f"Answer a question it asks ({keys}); the diagnosis updates", "answer"))
             choices.append(("Copy the fix commands", "copy"))
             choices.append(("Save the report (Markdown and JSON)", "save"))
             for action in session.recovery_actions():
                 choices.append(("Stop the job (report first)" if action == "stop" else "Resume the job", action))
+            choices.append(("Show the whole report again", "show"))
             choices.append(("Quit", "quit"))
-            what = self.select("Step 6 of 6: what next?", choices, default="save" if session.saved is None else "quit")
+            what = self.select("What next?", choices, default="save" if session.saved is None else "quit")
             if what == "quit":
                 return
             if what == "probe":
-                if self.probe_menu(offers):
-                    report = self.diagnose()
+                ran = self.probe_menu(offers)
+                if ran is not None:
+                    report = self.rediagnose(report, f"probe {ran}")
+            elif what == "answer":
+                answered = self.answer_menu(questions)
+                if answered is not None:
+                    report = self.rediagnose(report, f"your answer {answered}")
+            elif what == "show":
+                self.say(report_text(report, session))
             elif what == "copy":
                 self.say(session.copy_fixes(report))
             elif what == "save":
@@ -200,23 +302,52 @@ class PlainSession:
                 if what == "stop" and not self.confirm(
                     f"Stop the job (pid {', '.join(map(str, session.pids))}) and every process it started?"
                 ):
+                    self.say("not stopped")
                     continue
                 try:
                     self.say(session.run_recovery(what))
                 except Exception as exc:  # the recovery module's own failure, said in one line
                     self.say(f"debug-stuck: {what} failed: {exc}")
 
+    def answer_menu(self, questions: List[dict]) -> Optional[str]:
+        """One of the questions the diagnosis asks, answered here; "key=value", or None."""
+        if len(questions) == 1:
+            asked = questions[0]
+        else:
+            choices = [(f"{q['key']}: {q['text']}", q["key"]) for q in questions]
+            choices.append(("none", None))
+            key = self.select("Which question?", choices, escape="")
+            asked = next((q for q in questions if q["key"] == key), None)
+            if asked is None:
+                return None
+        question = self.session.knowledge.tree.questions[asked["key"]]
+        self.say(f"Why we ask: {question.why}")
+        choices = [(label, value) for value, label in question_choices(question)]
+        choices.append(("<- keep it as it is", BACK))
+        value = self.select(question.text, choices, default=asked.get("assumed"), escape=BACK)
+        if value == BACK:
+            return None
+        try:
+            answer = self.session.answer(question.key, value)
+        except DebugStuckError as exc:
+            self.say(f"debug-stuck: {exc.one_line()}")
+            return None
+        return f"{answer.key}={answer.value}"
+
     # -- step 4 ----------------------------------------------------------------------------
-    def probe_menu(self, offers: List[ProbeOffer]) -> bool:
-        """Offer the probes; True when one completed (its findings then weigh in the ranking)."""
+    def probe_menu(self, offers: List[ProbeOffer]) -> Optional[str]:
+        """Offer the probes; the name of the one that completed (its findings then weigh in the
+        ranking), else None."""
+        self.say("")
+        self.step(4, "a probe")
         choices = [
             (f"{o.name}: {o.summary}" + ("  [RUNS YOUR CODE]" if o.runs_user_code else ""), o.name) for o in offers
         ]
         choices.append(("none", None))
-        name = self.select("Step 4 of 6: which probe?", choices)
+        name = self.select("Which probe?", choices, escape="")
         offer = next((o for o in offers if o.name == name), None)
         if offer is None:
-            return False
+            return None
         consent = False
         if offer.runs_user_code:
             consent = self.confirm(
@@ -224,11 +355,11 @@ class PlainSession:
             )
             if not consent:
                 self.say("not run")
-                return False
+                return None
         value = ""
         if offer.input_kind:
             value = self.text(f"{offer.input_prompt}:")
-        return self.run_probe(offer, consent, value)
+        return offer.name if self.run_probe(offer, consent, value) else None
 
     def run_probe(self, offer: ProbeOffer, consent: bool, value: str) -> bool:
         self.say(f"running probe {offer.name} (up to {offer.timeout:g} s; Ctrl-C cancels it)...")
@@ -250,10 +381,131 @@ class PlainSession:
             self.say(f"debug-stuck: {exc.one_line()}")
             return False
         self.say(outcome.one_line())
-        for finding in outcome.findings[:8]:
-            cause = f" [{finding.get('cause')}]" if finding.get("cause") else ""
-            self.say(f"  - {finding.get('severity')}: {finding.get('message')}{cause}")
+        for line in finding_lines(outcome.findings):
+            self.say(line)
         return outcome.completed
+
+
+def finding_lines(findings: List[dict], indent: str = "  ") -> List[str]:
+    """A probe's findings, problems first, each named as its summary counts it (problem, warning,
+    note), with the cause it points at or the playbook to read."""
+    ordered = sorted(findings, key=lambda f: SEVERITY_ORDER.get(str(f.get("severity")), 3))
+    out = []
+    for finding in ordered[:MAX_FINDINGS_SHOWN]:
+        severity = str(finding.get("severity"))
+        line = f"{indent}- {SEVERITY_WORDS.get(severity, severity)}: {finding.get('message')}"
+        if finding.get("cause"):
+            line += f" [points at {finding['cause']}]"
+        elif finding.get("see"):
+            line += f" [see {finding['see']}]"
+        out.append(line)
+    if len(ordered) > MAX_FINDINGS_SHOWN:
+        out.append(f"{indent}... {len(ordered) - MAX_FINDINGS_SHOWN} more in the saved report")
+    return out
+
+
+def question_choices(question) -> List[tuple]:
+    """(value, "value: meaning") of a question, "unknown" last (as the session's questions)."""
+    if question.kind == "integer":
+        return [("1", "1: one machine"), (UNKNOWN, "unknown: I don't know")]
+    return [(v, f"{v}: {meaning}") for v, meaning in question.values.items()] + [(UNKNOWN, "unknown: I don't know")]
+
+
+def open_questions(report: Report, session: Session) -> List[dict]:
+    """The questions the diagnosis says are worth answering, that can be answered here."""
+    known = session.knowledge.tree.questions
+    found = [q for q in report.next_questions if q.get("key") in known]
+    # A tie the verdict says one answer would break, though the evidence answered it already.
+    breaker = SCRIPTED_ANSWER.search(str((report.verdict.tie or {}).get("breaker") or ""))
+    if breaker is not None and breaker.group(1) in known and all(q["key"] != breaker.group(1) for q in found):
+        key = breaker.group(1)
+        found.append(dict(known[key].to_dict(), assumed=(report.answers.get(key) or {}).get("value")))
+    return found
+
+
+def report_text(report: Report, session: Session) -> str:
+    """The report as `diagnose` prints it, for the session: each probe's findings under its line,
+    and the questions worth answering offered here (not "rerun with --answer")."""
+    from debug_stuck.render.text import render_text
+
+    verdict = dataclasses.replace(
+        report.verdict, summary=SCRIPTED_ANSWER.sub(" in the menu below", report.verdict.summary)
+    )
+    text = render_text(dataclasses.replace(report, verdict=verdict, next_questions=[]))
+    probes: Dict[str, dict] = {
+        f"Probe {p.get('name')}: {str(p.get('status', '')).upper()}: {p.get('summary')}": p for p in report.probes
+    }
+    lines: List[str] = []
+    for line in text.rstrip("\n").splitlines():
+        lines.append(line)
+        probe = probes.pop(line, None)
+        if probe is not None:
+            lines.extend(finding_lines(probe.get("findings") or []))
+    questions = open_questions(report, session)
+    if questions:
+        lines.append("")
+        lines.append('Worth answering (pick "Answer a question" below; the diagnosis updates):')
+        for q in questions:
+            values = "|".join(q.get("values") or [])
+            lines.append(f"  - {q['key']} ({values}): {q.get('text')}")
+    return "\n".join(lines)
+
+
+def _state(report: Report) -> str:
+    v = report.verdict
+    if v.state == "slow":
+        return "slow"
+    return {True: "hung", False: "progressing", None: "not observed"}[v.hung]
+
+
+def _top(report: Report):
+    return report.diagnoses[0] if report.diagnoses and report.verdict.cause else None
+
+
+def report_changes(old: Report, new: Report) -> List[str]:
+    """What a new diagnosis changed, in a few lines: the verdict, the top cause and its evidence,
+    the other causes' confidence."""
+    out = []
+    if _state(old) != _state(new):
+        out.append(f"Verdict: {_state(old)} -> {_state(new)}")
+    if (old.pattern or "?") != (new.pattern or "?"):
+        out.append(f"Pattern: {old.pattern or '?'} -> {new.pattern or '?'}")
+    before, after = _top(old), _top(new)
+    if after is None:
+        if before is not None:
+            out.append(f"No cause stands out any more (was {before.cause}, {before.confidence:.0%})")
+    elif before is None or before.cause != after.cause:
+        was = f"; was {before.cause} ({before.confidence:.0%})" if before is not None else ""
+        out.append(f"Cause now: {after.cause} - {after.title} ({after.confidence:.0%}){was}")
+    elif round(before.confidence, 2) != round(after.confidence, 2):
+        out.append(f"Cause: {after.cause} ({before.confidence:.0%} -> {after.confidence:.0%})")
+    if after is not None:
+        seen = set()
+        for d in old.diagnoses:
+            if d.cause == after.cause:
+                seen = {(e.source, e.detail) for e in d.evidence}
+        added = [e for e in after.evidence if (e.source, e.detail) not in seen]
+        if added:
+            out.append("New evidence:")
+            out.extend(f"  + [{e.source}] {e.detail}" for e in added[:6])
+    was = {d.cause: d.confidence for d in old.diagnoses}
+    moved = []
+    for d in new.diagnoses[1:6] if after is not None else new.diagnoses[:6]:
+        if d.cause not in was:
+            moved.append(f"{d.cause} {d.confidence:.0%} (new)")
+        elif round(was[d.cause], 2) != round(d.confidence, 2):
+            moved.append(f"{d.cause} {was[d.cause]:.0%} -> {d.confidence:.0%}")
+    if moved:
+        out.append("Other candidates: " + ", ".join(moved))
+    asked = {q.get("key") for q in old.next_questions}
+    new_questions = [q["key"] for q in new.next_questions if q.get("key") not in asked]
+    if new_questions:
+        out.append(f'Worth answering now: {", ".join(new_questions)} ("Answer a question" in the menu)')
+    if not out:
+        same = f": {after.cause} ({after.confidence:.0%})" if after is not None else ""
+        out.append(f"The diagnosis did not change{same}.")
+    out.append('("Show the whole report again" prints it all.)')
+    return out
 
 
 def render_evidence(report: Report, session: Session) -> str:
@@ -280,11 +532,14 @@ def render_evidence(report: Report, session: Session) -> str:
             out.append(f"  {'>>' if odd else '  '} {g['label']}: {g['top']}" + ("   <- the odd one out" if odd else ""))
     if report.culprit:
         out.append(f"Culprit: {report.culprit.get('reason', '')}")
+    for item in getattr(report, "missing", []):
+        out.append(f"Missing: {item['what']}: {item['why']}")
+        out.append(f"  To get it: {item['get_it']}")
     for error in report.errors[:3]:
         out.append(f"could not collect: {error}")
     return "\n".join(out)
 
 
 def run_prompts(session: Session, out: Optional[TextIO] = None, input=None, output=None) -> int:
-    """Walk the session with questionary prompts; the exit code (130 when interrupted)."""
+    """Walk the session with questionary prompts; the exit code (130 when interrupted, 0 on quit)."""
     return PlainSession(session, out, input=input, output=output).run()

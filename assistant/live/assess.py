@@ -61,19 +61,13 @@ def descendants(snap: Snapshot, pid: int) -> List[int]:
 
 
 def stack_phase(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
-    """ "checkpoint" or "validation" when the main thread of pid is in such a pass. A thread frozen
-    on one line of the phase's own function is not in a pass but spinning in it (a `validate_token`
-    loop that never ends): its innermost Python frame does not count then."""
+    """ "checkpoint", "validation" or "sampling" when the main thread of pid is in such a pass, as
+    skills/data/phases.yaml tells it from frames that mean it (not from a word in any name)."""
     series = snap.stacks.get(pid)
     thread = main_thread(series.latest(), pid) if series is not None else None
     if thread is None:
         return None
-    frames = list(thread.frames)
-    if series.thread_motion().get(thread.tid) == "frozen":
-        first = next((i for i, f in enumerate(frames) if not f.native), None)
-        if first is not None:
-            frames = frames[:first] + frames[first + 1 :]
-    found = phase_of(frames, knowledge)
+    found = phase_of(list(thread.frames), knowledge)
     return found[0] if found else None
 
 

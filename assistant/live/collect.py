@@ -126,7 +126,15 @@ def resolve_targets(pids: List[int], auto: bool) -> Tuple[List[ProcInfo], List[s
             elif len(pids) > 1:
                 notes.append(f"one job of {len(pids)} process trees started side by side ({describe_job_key(key)})")
         elif pids:
-            pids = _with_siblings(pids, notes)
+            from debug_stuck.probes.collectors.procs import trainer_of
+
+            climbed = []
+            for pid in pids:
+                top, note = trainer_of(pid)  # a DataLoader worker's PID stands for its whole job
+                climbed.append(top)
+                if note:
+                    notes.append(note)
+            pids = _with_siblings(list(dict.fromkeys(climbed)), notes)
         return job_processes(pids), notes
     except InspectError as exc:
         hint = PTRACE_HINT if exc.kind == "permission" else "check the PID with ps; give a running process"

@@ -57,14 +57,26 @@ def run_diagnosis(request: DiagnoseRequest, knowledge: Optional[Knowledge] = Non
 
 
 def run_requested_probes(request: DiagnoseRequest, obs: Observations):
-    """Run the probes asked for; their findings become evidence. Consent is checked up front."""
-    if not request.probes:
+    """Run the probes asked for; their findings become evidence. Consent is checked up front.
+    Results of probes that already ran (request.probe_results) are weighed the same way, and those
+    probes are not run again."""
+    if not request.probes and not request.probe_results:
         return []
-    from debug_stuck.probes.targeted.base import ProbeContext, ProbeUsageError
+    from debug_stuck.probes.targeted.base import ProbeContext, ProbeResult, ProbeUsageError
     from debug_stuck.probes.targeted.registry import probe_spec, run_probe
 
+    results = []
+    for data in request.probe_results:
+        result = ProbeResult.from_dict(data)
+        for line in result.fact_lines():
+            obs.add("probe", ObservedLine(line))
+        obs.findings.extend((result.name, f) for f in result.findings)
+        results.append(result)
+    done = {r.name for r in results}
     specs = []
     for name in request.probes:
+        if name in done:
+            continue
         try:
             spec = probe_spec(name)
         except ProbeUsageError as exc:
@@ -73,7 +85,6 @@ def run_requested_probes(request: DiagnoseRequest, obs: Observations):
         if spec.runs_user_code_with(given) and not request.allow_exec:
             raise BadInput(f"probe {name!r} runs your code", "add --allow-exec to consent, or leave that probe out")
         specs.append(spec)
-    results = []
     for spec in specs:
         if request.progress:
             request.progress(f"running probe {spec.name}")

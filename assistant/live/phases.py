@@ -1,5 +1,12 @@
-"""Which long phase a main thread is in: a checkpoint save or a validation pass, recognised on its
-stack with the patterns of skills/data/phases.yaml (watch's allowance, the report's phase)."""
+"""Which long phase a main thread is in: a checkpoint save, a validation pass or sample generation,
+recognised on its stack with the patterns of skills/data/phases.yaml (watch's allowance, the
+report's phase).
+
+A phase is named only from a frame that means it: a save (the checkpoint-save playbook's stack
+signals, a function named as a save), an evaluation loop (its own function, its framework's or
+script's eval file, a torch.no_grad-wrapped eval function), a sample-generation function. A word
+inside any function name is not enough: `validate_token` checks a token, it is not a validation
+pass; `load_checkpoint` is no save."""
 
 from __future__ import annotations
 
@@ -8,10 +15,16 @@ from typing import Optional, Tuple
 
 from debug_stuck.tables import load_table
 
+_NEVER = re.compile(r"(?!)")
+
+
+def _regex(section: dict, key: str) -> re.Pattern:
+    return re.compile(section[key]) if section.get(key) else _NEVER
+
 
 def _patterns() -> dict:
     table = load_table("phases.yaml")
-    save, validation = table["checkpoint"], table["validation"]
+    save, validation, sampling = table["checkpoint"], table["validation"], table.get("sampling") or {}
     return {
         "playbook": save["playbook"],
         "min_weight": float(save["min_weight"]),
@@ -19,6 +32,10 @@ def _patterns() -> dict:
         "skip_files": re.compile(save["skip_files"]),
         "validation_function": re.compile(validation["function"]),
         "validation_file": re.compile(validation["file"]),
+        "validation_skip_files": _regex(validation, "skip_files"),
+        "no_grad_frame": _regex(validation, "no_grad_frame"),
+        "no_grad_function": _regex(validation, "no_grad_function"),
+        "sampling_function": _regex(sampling, "function"),
     }
 
 
@@ -29,14 +46,30 @@ def _checkpoint_signals(knowledge, playbook: str, min_weight: float) -> list:
     return [s for s in book.signals if s.source == "stack" and s.weight >= min_weight]
 
 
+def _in_validation(frames, i: int, p: dict) -> bool:
+    frame = frames[i]
+    if p["validation_function"].match(frame.bare_name):
+        return True
+    if p["validation_skip_files"].search(frame.file or ""):
+        return False
+    if p["validation_file"].search(frame.file or ""):
+        return True
+    outer = frames[i + 1] if i + 1 < len(frames) else None  # frames run innermost first
+    return (
+        outer is not None and p["no_grad_frame"].search(outer.text()) and p["no_grad_function"].match(frame.bare_name)
+    )
+
+
 def phase_of(frames, knowledge=None) -> Optional[Tuple[str, str]]:
-    """("checkpoint" | "validation", the frame that says so) for a main thread's frames, or None.
+    """("checkpoint" | "validation" | "sampling", the frame that says so) for a main thread's frames
+    (innermost first), or None.
 
     Checkpoint saves are recognised by the checkpoint-save playbook's stack signals (torch.save,
-    safetensors, the usual save functions) and by function names with save/checkpoint/ckpt in them;
-    validation by the usual evaluation function names and files.
+    safetensors, the usual save functions) and by functions named as a save; validation by
+    evaluation loops' own functions and files; sampling by sample-generation functions.
     """
     p = _patterns()
+    frames = list(frames)
     signals = _checkpoint_signals(knowledge, p["playbook"], p["min_weight"])
     for frame in frames:
         text = frame.text()
@@ -44,11 +77,13 @@ def phase_of(frames, knowledge=None) -> Optional[Tuple[str, str]]:
             continue
         if any(s.pattern.search(text) for s in signals):
             return "checkpoint", text
-        if not frame.native and p["save_function"].search(frame.bare_name):
+        if not frame.native and p["save_function"].match(frame.bare_name):
             return "checkpoint", text
-    for frame in frames:
+    for i, frame in enumerate(frames):
         if frame.native:
             continue
-        if p["validation_function"].match(frame.bare_name) or p["validation_file"].search(frame.file or ""):
+        if _in_validation(frames, i, p):
             return "validation", frame.text()
+        if p["sampling_function"].match(frame.bare_name):
+            return "sampling", frame.text()
     return None

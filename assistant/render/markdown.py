@@ -16,6 +16,17 @@ def _fence(text: str, language: str = "") -> List[str]:
     return [f"{ticks}{language}", text, ticks]
 
 
+def _indented(lines: List[str], indent: str) -> List[str]:
+    """Lines as the content of a list item: every line of a multi-line entry (a fenced block's
+    code) indented alike, so the block stays inside the item and keeps its own indentation."""
+    return [indent + line if line.strip() else "" for entry in lines for line in entry.split("\n")]
+
+
+def _evidence_line(e) -> str:
+    where = f" (`{e.file}`" + (f" line {e.line}" if e.line else "") + ")" if e.file else ""
+    return f"**{e.source}**: {e.detail}{where}"
+
+
 def render_markdown(report: Report) -> str:
     v = report.verdict
     stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(report.created))
@@ -53,18 +64,19 @@ def render_markdown(report: Report) -> str:
     if top:
         out += [f"## Diagnosis: {top.title}", "", top.summary, "", "### Evidence", ""]
         for e in top.evidence:
-            where = f" (`{e.file}`" + (f" line {e.line}" if e.line else "") + ")" if e.file else ""
-            out.append(f"- **{e.source}**: {e.detail}{where}")
+            out.append(f"- {_evidence_line(e)}")
             if e.text and e.source in ("log", "kernel"):
                 out.append(f"  > `{e.text.strip()[:200]}`")
         out += ["", "### Fix", ""]
         for i, fix in enumerate(top.fixes, 1):
-            out += [f"{i}. **{fix_heading(fix)}**", ""]
+            marker = f"{i}. "
+            indent = " " * len(marker)
+            out += [f"{marker}**{fix_heading(fix)}**", ""]
             for cmd, lang in zip(fix.commands, fix.languages or [""] * len(fix.commands)):
-                out += ["   " + line if line else "" for line in _fence(cmd, lang)]
+                out += _indented(_fence(cmd, lang), indent)
                 out.append("")
             if needs_line(fix.unfilled):
-                out += [f"   _{needs_line(fix.unfilled)}_", ""]
+                out += [f"{indent}_{needs_line(fix.unfilled)}_", ""]
         if top.fixes_left_out:
             out.append(
                 "Left out, not for this job: " + "; ".join(f"{f['title']} ({f['why']})" for f in top.fixes_left_out)
@@ -95,10 +107,10 @@ def render_markdown(report: Report) -> str:
             out += _fence(edit["diff"].rstrip("\n"), "diff") + [""]
     others = report.diagnoses[1:] if top else report.diagnoses
     if others:
-        out += ["## Other candidates", "", "| cause | confidence | why |", "| --- | --- | --- |"]
+        out += ["## Other candidates", ""]
         for d in others:
-            why = d.evidence[0].detail if d.evidence else ""
-            out.append(f"| {d.cause} | {d.confidence:.0%} | {why.replace('|', '/')} |")
+            out.append(f"- **{d.cause}** ({d.confidence:.0%}): {d.title}")
+            out += [f"  - {_evidence_line(e)}" for e in d.evidence] or ["  - no evidence of its own"]
         out.append("")
     if report.processes:
         out += [
@@ -139,6 +151,9 @@ def render_markdown(report: Report) -> str:
             if log.get("last_line"):
                 out.append(f"  last line: `{log['last_line'][:200]}`")
         out.append("")
+    if report.missing:
+        out += ["## Missing evidence", ""]
+        out += [f"- {m['what']}: {m['why']}. To get it: {m['get_it']}" for m in report.missing] + [""]
     if report.errors:
         out += ["## Could not collect", ""] + [f"- {e}" for e in report.errors] + [""]
     out.append(f"*debug-stuck {__version__}*")

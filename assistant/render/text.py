@@ -82,7 +82,8 @@ def render_text(report: Report) -> str:
     v = report.verdict
     out: List[str] = []
     head = f"Verdict: {_state_word(v)}"
-    head += f" | pattern {report.pattern or '? (' + (report.pattern_reason or 'not named') + ')'} | phase {v.phase}"
+    pattern = f"pattern {report.pattern}" if report.pattern else f"no pattern ({report.pattern_reason or 'not named'})"
+    head += f" | {pattern} | phase {v.phase}"
     out.append(head)
     out.append(textwrap.fill(v.summary, width=100, break_on_hyphens=False, break_long_words=False))
     if report.culprit:

@@ -18,6 +18,7 @@ from typing import List, Optional, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
 from debug_stuck.hook import ENV_DIR, hook_dir, process_start_ticks
+from debug_stuck.probes.collectors.dumptext import parse_faulthandler, short_path
 from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
 
 READ_SECONDS = 2.0  # one bounded read of a marker, a heartbeat or a dump
@@ -163,19 +164,12 @@ def _one_dump(marker: HookMarker) -> Tuple[Optional[StackDump], Optional[str]]:
 def parse_dump(pid: int, lines: List[str]) -> List[ThreadStack]:
     """faulthandler's "Thread 0x... (most recent call first):" blocks as threads; the one whose
     outermost frame is a module's top level is the main thread (its tid is the PID, as py-spy has it)."""
-    from debug_stuck.core.logstacks import _short, extract_stacks
-
     threads = []
-    for found in extract_stacks(lines):
-        if found.kind != "faulthandler":
-            continue
-        frames = [Frame(f.function, _short(f.file), f.line, path=f.file) for f in found.frames]
+    for ident, found in parse_faulthandler(lines):
+        frames = [Frame(func, short_path(file, basename=True), line, path=file) for func, file, line in found]
         main = bool(frames) and frames[-1].function == "<module>"
-        try:
-            tid = pid if main else int(found.name, 16)
-        except ValueError:
-            tid = 0
-        threads.append(ThreadStack(tid, "MainThread" if main else f"Thread {found.name}", "unknown", frames))
+        tid = pid if main else int(ident, 16)
+        threads.append(ThreadStack(tid, "MainThread" if main else f"Thread {ident}", "unknown", frames))
     return threads
 
 

@@ -246,6 +246,30 @@ def _order(procs: Iterable[ProcInfo]) -> List[ProcInfo]:
     return sorted(procs, key=lambda p: (role_order.get(p.role, 9), p.rank if p.rank is not None else -1, p.pid))
 
 
+MAX_CLIMB = 8  # worker of a worker of... a trainer: more levels than any real job has
+
+
+def trainer_of(pid: int) -> Tuple[int, Optional[str]]:
+    """The trainer process that `pid` works for, and a note on how it was found: a DataLoader
+    worker (forked with its trainer's command line, or started by multiprocessing.spawn) leads to
+    its trainer, so a worker's PID diagnoses the whole job. Raises InspectError when `pid` cannot
+    be read; a parent that cannot be read ends the climb."""
+    info = read_process(pid)
+    for _ in range(MAX_CLIMB):
+        if info.ppid <= 1:
+            break
+        try:
+            parent = read_process(info.ppid)
+        except InspectError:
+            break  # not ours to read, or gone: the job starts here
+        if not parent.python or not _is_worker_of(info, parent):
+            break
+        info = parent
+    if info.pid == pid:
+        return pid, None
+    return info.pid, f"pid {pid} is a worker process of pid {info.pid}: reading the whole job from pid {info.pid}"
+
+
 def job_processes(pids: List[int]) -> List[ProcInfo]:
     """The given processes, their launcher (when a parent is one) and all their descendants."""
     wanted: List[int] = []

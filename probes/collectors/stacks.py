@@ -22,6 +22,7 @@ from typing import Optional
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout, run_command
 from debug_stuck.interpreter import isolated_python_code
+from debug_stuck.probes.collectors.dumptext import short_path
 
 MAX_THREADS = 256
 MAX_FRAMES = 200
@@ -282,13 +283,7 @@ def _classify_pyspy(pid: int, text: str) -> tuple:
 
 def _short_path(path: str) -> str:
     """A package-relative path like py-spy's short_filename, for tools that only give full paths."""
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            return path.rsplit(marker, 1)[1]
-    match = re.search(r"/lib/python\d+\.\d+t?/(.+)$", path)
-    if match:
-        return match.group(1)
-    return os.path.basename(path) or path
+    return short_path(path, basename=True)
 
 
 def _thread_state(active: bool, owns_gil: bool) -> str:

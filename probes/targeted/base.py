@@ -36,6 +36,23 @@ class ProbeResult:
     findings: List[Finding] = field(default_factory=list)
     seconds: float = 0.0
 
+    @classmethod
+    def from_dict(cls, data: dict) -> ProbeResult:
+        """A result as `to_dict` gave it (a probe run earlier, in another process)."""
+        findings = [
+            Finding(str(f.get("severity", "info")), str(f.get("message", "")), f.get("cause"), f.get("see"))
+            for f in data.get("findings") or []
+            if isinstance(f, dict)
+        ]
+        return cls(
+            str(data.get("name", "?")),
+            str(data.get("status", "fail")),
+            str(data.get("summary", "")),
+            dict(data.get("data") or {}),
+            findings,
+            float(data.get("seconds") or 0.0),
+        )
+
     def to_dict(self) -> dict:
         return {
             "name": self.name,

@@ -38,12 +38,32 @@ SCENARIOS: Dict[str, Scenario] = {
 }
 
 
+# The scenario `demo` runs when none is named: the distributed one where PyTorch is installed, a
+# pure-Python one where it is not. `demo --help`, `demo --list` and `demo` all read these.
+DEFAULT_WITH_TORCH = "straggler"
+DEFAULT_WITHOUT_TORCH = "deadlock"
+
+
 def torch_available() -> bool:
-    return importlib.util.find_spec("torch") is not None
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a broken or stubbed-out torch counts as none
+        return False
 
 
 def default_scenario() -> str:
-    return "straggler" if torch_available() else "deadlock"
+    return DEFAULT_WITH_TORCH if torch_available() else DEFAULT_WITHOUT_TORCH
+
+
+def scenario_help() -> str:
+    """The SCENARIO argument's help: the default this installation runs, then the rule."""
+    here, other = default_scenario(), (DEFAULT_WITHOUT_TORCH if torch_available() else DEFAULT_WITH_TORCH)
+    where = "without PyTorch" if torch_available() else "with PyTorch installed"
+    return f"which hang (see --list; default here: {here}; {other} {where})"
+
+
+def pure_python_scenarios() -> list:
+    return [name for name, sc in SCENARIOS.items() if not sc.needs_torch]
 
 
 def list_scenarios() -> str:
@@ -69,7 +89,8 @@ def run_demo(name: Optional[str], render: Callable, say: Callable[[str], None], 
         raise BadInput(f"no demo scenario {name!r}", f"valid: {', '.join(SCENARIOS)} (see 'debug-stuck demo --list')")
     if scenario.needs_torch and not torch_available():
         raise BadInput(
-            f"demo {name!r} needs PyTorch", "pip install torch, or pick a pure-Python one: deadlock, future, spin"
+            f"demo {name!r} needs PyTorch",
+            "pip install torch, or pick a pure-Python one: " + ", ".join(pure_python_scenarios()),
         )
     workdir = Path(tempfile.mkdtemp(prefix="debug-stuck-demo-"))
     jobs = []
@@ -104,7 +125,7 @@ def register(subparsers) -> None:
         "scenario",
         nargs="?",
         metavar="SCENARIO",
-        help="which hang (see --list; default: straggler, or deadlock where PyTorch is not installed)",
+        help=scenario_help(),
     )
     m.add_argument("--list", action="store_true", help="list the scenarios")
     m.add_argument("--format", choices=("json", "markdown", "text"), default="text")

@@ -28,7 +28,7 @@ from debug_stuck.core.report import Report
 from debug_stuck.core.tree import Question
 from debug_stuck.errors import BadInput
 from debug_stuck.frontends.session.gpu_history import GpuHistory
-from debug_stuck.frontends.session.jobs import JobSummary, discover_jobs, gpu_map, summarize_job
+from debug_stuck.frontends.session.jobs import JobSummary, climb_to_job, discover_jobs, gpu_map, summarize_job
 from debug_stuck.frontends.session.output import REPORT_PREFIX, SavedReport, copy_to_clipboard
 from debug_stuck.frontends.session.probes import (
     PROBE_START_SECONDS,
@@ -43,6 +43,20 @@ from debug_stuck.interpreter import isolated_python_module
 
 Say = Callable[[str], None]
 GPU_READ_SECONDS = 3.0
+
+
+def fixes_text(fixes: Sequence[Tuple[str, str]]) -> str:
+    """The fix commands to paste: each fix's title once, as a comment above its command blocks."""
+    blocks: List[str] = []
+    last = None
+    for title, command in fixes:
+        header = f"# {title}"
+        if title != last and not command.startswith(header):
+            blocks.append(f"{header}\n{command}")
+        else:
+            blocks.append(command)
+        last = title
+    return "\n\n".join(blocks) + "\n"
 
 
 class Session:
@@ -97,9 +111,12 @@ class Session:
         raw = str(text).strip()
         if not raw.isdigit() or int(raw) <= 0:
             raise BadInput(f"{raw!r} is not a PID", "give the number of a process of the job (see ps or top)")
-        job = summarize_job(int(raw), gpu_map(self._read_gpus()))
+        # A DataLoader worker's PID reads its whole job, as `diagnose --pid` does.
+        root, note = climb_to_job(int(raw))
+        job = summarize_job(root, gpu_map(self._read_gpus()))
+        job.note = note
         self.job = job
-        self.pids = [int(raw)]
+        self.pids = [root]
         self._reset_evidence()
         return job
 
@@ -212,11 +229,14 @@ class Session:
     @staticmethod
     def _reason(question: Question, entry: dict) -> str:
         why = " ".join(str(entry.get("why") or "").split())
-        meaning = question.values.get(entry["value"], entry["value"])
+        value = entry["value"]
+        meaning = question.values.get(value, value)
         origin = "the log" if entry.get("source") == "log" else "live evidence"
         if not why:
-            return f"From {origin}: {meaning}"
-        return f"{why}: {meaning}"
+            return f"{origin[0].upper()}{origin[1:]} says {value} ({meaning})"
+        # The evidence says it in its own words ("at most 0% CPU"): the answer's name is enough
+        # (its meaning is beside it in the choices).
+        return f"{why}, so the answer is {value}"
 
     def next_question(self) -> Optional[QuestionView]:
         pending = self.triage.pending(self.suggestions)
@@ -318,14 +338,9 @@ class Session:
         logs = list(self.logs)
         if not live and self.evidence is not None:
             logs += [entry["path"] for entry in self.evidence.logs if entry.get("path") not in logs]
-        # Probes that read (not run code) are run again inside the diagnosis, so their findings
-        # weigh in the ranking exactly as with `diagnose --probe`; results of probes that ran the
-        # user's code (which needs input the core's probe call cannot pass) are attached as run.
-        rerun = [
-            name
-            for name, outcome in self.probe_results.items()
-            if outcome.completed and not self.probe_offer(name).runs_user_code
-        ]
+        # Probes the user already ran are not run again: their results weigh in the ranking exactly
+        # as with `diagnose --probe`.
+        done = [outcome.result for outcome in self.probe_results.values() if outcome.completed and outcome.result]
         request = DiagnoseRequest(
             answers=self.request_answers(),
             pids=list(self.pids) if live else [],
@@ -333,7 +348,7 @@ class Session:
             window=self.window,
             native=self.native,
             progress=progress,
-            probes=rerun,
+            probe_results=done,
         )
         report = run_diagnosis(request, self.knowledge)
         from debug_stuck.recovery.advice import complete_report
@@ -387,7 +402,7 @@ class Session:
         fixes = self.fix_commands(report, cause)
         if not fixes:
             return "no fix commands to copy"
-        text = "\n\n".join(f"# {title}\n{command}" for title, command in fixes) + "\n"
+        text = fixes_text(fixes)
         tool = copy_to_clipboard(text)
         if tool:
             return f"copied {len(fixes)} fix command block(s) to the clipboard ({tool})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from debug_stuck.errors import NotInspectable
 from debug_stuck.redact import redact_argv
@@ -46,6 +46,8 @@ class JobSummary:
     last_line: Optional[str] = None
     log_mtime: Optional[float] = None
     user: Optional[str] = None
+    workers: int = 0  # DataLoader workers (and other children of the trainers that run their code)
+    note: Optional[str] = None  # how the PID the user gave led to this job, when it was not the job's own
 
     def age(self, now: Optional[float] = None) -> Optional[float]:
         return None if self.started is None else (now or time.time()) - self.started
@@ -54,7 +56,13 @@ class JobSummary:
         return None if self.log_mtime is None else max(0.0, (now or time.time()) - self.log_mtime)
 
     def headline(self, now: Optional[float] = None) -> str:
-        parts = [f"pid {self.pid}", self.launcher, f"{self.ranks} rank" + ("" if self.ranks == 1 else "s")]
+        parts = [f"pid {self.pid}"]
+        if self.launcher == "python" and self.ranks <= 1:
+            parts.append("python, one process (not distributed)")
+        else:
+            parts += [self.launcher, f"{self.ranks} rank" + ("" if self.ranks == 1 else "s")]
+        if self.workers:
+            parts.append(f"{self.workers} DataLoader worker" + ("" if self.workers == 1 else "s"))
         if self.gpus:
             parts.append("GPU " + ",".join(map(str, self.gpus)))
         elif self.gpus is not None:
@@ -102,6 +110,17 @@ def gpu_map(snapshot) -> Optional[Dict[int, List[int]]]:
     return out
 
 
+def climb_to_job(pid: int) -> Tuple[int, Optional[str]]:
+    """The trainer process that `pid` works for, and how it was found (see procs.trainer_of), as
+    `diagnose --pid` reads the whole job. Raises NotInspectable when `pid` cannot be read."""
+    from debug_stuck.probes.collectors.procs import InspectError, trainer_of
+
+    try:
+        return trainer_of(pid)
+    except InspectError as exc:
+        raise NotInspectable(exc.message, "check the PID with ps; give a running process of the job") from None
+
+
 def summarize_job(pid: int, gpu_map: Optional[Dict[int, List[int]]] = None) -> JobSummary:
     """Describe the job that process `pid` belongs to. Raises NotInspectable."""
     from debug_stuck.probes.collectors.logtail import read_log_tail
@@ -129,6 +148,7 @@ def summarize_job(pid: int, gpu_map: Optional[Dict[int, List[int]]] = None) -> J
         command=" ".join(redact_argv(top.cmdline))[:300],
         started=top.create_time,
         user=top.username,
+        workers=sum(1 for p in procs if p.role == "dataloader-worker"),
     )
     if gpu_map is not None:
         summary.gpus = sorted({i for p in pids for i in gpu_map.get(p, [])})
@@ -155,7 +175,7 @@ def discover_jobs(extra_pids: Sequence[int] = (), gpu_snapshot=None) -> List[Job
         if pid in seen:
             continue
         try:
-            job = summarize_job(pid, gpus)
+            job = summarize_job(climb_to_job(pid)[0], gpus)
         except NotInspectable:
             continue
         seen.update(job.pids)

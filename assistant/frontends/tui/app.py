@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from textual.app import App
 from textual.binding import Binding
@@ -104,6 +104,10 @@ class RecoveryDone(Message):
         self.ok = ok
 
 
+class WorkEnded(Message):
+    """A worker thread is done (whatever it did)."""
+
+
 class Copied(Message):
     def __init__(self, text: str, commands: List[str]):
         super().__init__()
@@ -115,11 +119,15 @@ class DebugStuckApp(App[int]):
     """debug-stuck's interactive session: pick the job, triage, evidence, probes, diagnosis, recovery."""
 
     TITLE = "debug-stuck"
+    # Every key the session has is in the footers and the help; the palette would only take
+    # the footer's room at 80 columns.
+    ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: vertical; }
     .step-title { background: $boost; color: $accent; text-style: bold; padding: 0 1; height: 1; }
     .hint { color: $text-muted; padding: 0 1; }
     .error-line { color: $error; padding: 0 1; height: auto; }
+    Footer FooterLabel { margin-right: 1; }
     """
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -149,6 +157,41 @@ class DebugStuckApp(App[int]):
         self.status_text = ""
         self._probe_cancel: Optional[threading.Event] = None
         self._gpu_started = False
+        # What the worker threads are doing now, for the quit screen: a thread cannot be killed,
+        # and the process waits for its threads when the app ends (a collection's window).
+        self._work: Dict[int, str] = {}
+        self._work_lock = threading.Lock()
+        self._work_ids = 0
+        self.quitting = False
+
+    # -- work in threads -----------------------------------------------------------------------
+    def _start(self, what: str, work: Callable[[], None], group: str, exclusive: bool = True) -> None:
+        """Run `work` in a thread worker, remembered as `what` (a phrase: "the live evidence
+        collection") while it runs."""
+        with self._work_lock:
+            self._work_ids += 1
+            key = self._work_ids
+
+        def tracked() -> None:
+            with self._work_lock:
+                self._work[key] = what
+            try:
+                work()
+            finally:
+                with self._work_lock:
+                    self._work.pop(key, None)
+                self.post_message(WorkEnded())
+
+        self.run_worker(tracked, thread=True, group=group, exclusive=exclusive, exit_on_error=False)
+
+    def running_work(self) -> List[str]:
+        """What the worker threads are still doing, each once, oldest first."""
+        with self._work_lock:
+            return list(dict.fromkeys(self._work.values()))
+
+    def _job_phrase(self) -> str:
+        pids = self.session.pids
+        return f" of pid {', '.join(map(str, pids))}" if pids else ""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -164,13 +207,31 @@ class DebugStuckApp(App[int]):
             self.push_screen(HelpScreen())
 
     def action_quit_session(self) -> None:
-        """Quit: the session tells running work to stop (probes are killed); Textual waits for
-        the worker threads, so nothing is left running when the app returns."""
+        """Quit: the session tells running work to stop (probes are killed). Work that must end
+        on its own (a collection's window, a GPU reading) is named on screen until it has: the
+        process waits for its threads anyway, and a blank wait would look hung. A second q or
+        Ctrl-C leaves the screen at once."""
         self.session.shutdown()
         if self._probe_cancel is not None:
             self._probe_cancel.set()
         self.workers.cancel_all()
-        self.exit(0)
+        running = self.running_work()
+        if not running or self.quitting:
+            self.exit(0)
+            return
+        from debug_stuck.frontends.tui.screens.dialogs import StoppingScreen
+
+        self.quitting = True
+        self.push_screen(StoppingScreen(running))
+
+    def on_work_ended(self, message: WorkEnded) -> None:
+        if not self.quitting:
+            return
+        running = self.running_work()
+        if not running:
+            self.exit(0)
+        else:
+            self._broadcast("show_stopping", running)
 
     def _screens_with(self, method: str):
         return [s for s in self.screen_stack if hasattr(s, method)]
@@ -186,7 +247,7 @@ class DebugStuckApp(App[int]):
     def start_discovery(self) -> None:
         self.discovering = True
         self._broadcast("show_jobs")
-        self.run_worker(self._discover_work, thread=True, group="discover", exclusive=True, exit_on_error=False)
+        self._start("the scan for training jobs", self._discover_work, "discover")
 
     def _discover_work(self) -> None:
         try:
@@ -211,13 +272,15 @@ class DebugStuckApp(App[int]):
             except Exception as exc:
                 self.post_message(Attached(None, one_line(exc)))
 
-        self.run_worker(work, thread=True, group="attach", exclusive=True, exit_on_error=False)
+        self._start(f"reading process {text.strip()}", work, "attach")
 
     def on_attached(self, message: Attached) -> None:
         if message.error is not None:
             self.notify(message.error, severity="error", timeout=8)
             self._broadcast("show_attach_error", message.error)
             return
+        if message.job is not None and message.job.note:
+            self.notify(message.job.note, timeout=8)
         self._open_triage()
 
     def describe_job(self, logs: str) -> None:
@@ -231,7 +294,7 @@ class DebugStuckApp(App[int]):
                 return
             self.post_message(Attached(None))
 
-        self.run_worker(work, thread=True, group="attach", exclusive=True, exit_on_error=False)
+        self._start("checking the log paths", work, "attach")
 
     def _open_triage(self) -> None:
         from debug_stuck.frontends.tui.screens.triage import TriageScreen
@@ -246,7 +309,8 @@ class DebugStuckApp(App[int]):
         self.collecting = True
         self.status_text = "collecting live evidence..." if self.session.attached else "reading..."
         self._broadcast("show_evidence")
-        self.run_worker(self._evidence_work, thread=True, group="evidence", exclusive=True, exit_on_error=False)
+        what = f"the live evidence collection{self._job_phrase()}" if self.session.attached else "reading the logs"
+        self._start(what, self._evidence_work, "evidence")
 
     def _evidence_work(self) -> None:
         say = self._progress_poster("evidence")
@@ -283,7 +347,7 @@ class DebugStuckApp(App[int]):
         if self._gpu_started or not self.session.live:
             return
         self._gpu_started = True
-        self.run_worker(self._gpu_work, thread=True, group="gpu", exit_on_error=False)
+        self._start("the GPU reading", self._gpu_work, "gpu", exclusive=False)
 
     def _gpu_work(self) -> None:
         stopping = self.session.stopping
@@ -315,7 +379,7 @@ class DebugStuckApp(App[int]):
                 outcome = ProbeOutcome(name, "error", one_line(exc))
             self.post_message(ProbeDone(outcome))
 
-        self.run_worker(work, thread=True, group="probe", exit_on_error=False)
+        self._start(f"probe {name} (it is killed, with all it started)", work, "probe", exclusive=False)
 
     def cancel_probe(self) -> None:
         if self._probe_cancel is not None:
@@ -337,7 +401,7 @@ class DebugStuckApp(App[int]):
         self.diagnosing = True
         self.diagnosis_error = None
         self._broadcast("show_diagnosis")
-        self.run_worker(self._diagnosis_work, thread=True, group="diagnosis", exclusive=True, exit_on_error=False)
+        self._start(f"the diagnosis{self._job_phrase()}", self._diagnosis_work, "diagnosis")
 
     def _diagnosis_work(self) -> None:
         say = self._progress_poster("diagnosis")
@@ -375,7 +439,7 @@ class DebugStuckApp(App[int]):
             fixes = self.session.fix_commands(cause=cause)
             self.post_message(Copied(self.session.copy_fixes(cause=cause), [cmd for _, cmd in fixes]))
 
-        self.run_worker(work, thread=True, group="copy", exclusive=True, exit_on_error=False)
+        self._start("copying the fix commands", work, "copy")
 
     def on_copied(self, message: Copied) -> None:
         if message.commands and message.text.startswith("no clipboard"):
@@ -390,7 +454,7 @@ class DebugStuckApp(App[int]):
             except Exception as exc:
                 self.post_message(ReportSaved(None, one_line(exc)))
 
-        self.run_worker(work, thread=True, group="save", exclusive=True, exit_on_error=False)
+        self._start("saving the report", work, "save")
 
     def on_report_saved(self, message: ReportSaved) -> None:
         if message.saved is not None:
@@ -406,7 +470,7 @@ class DebugStuckApp(App[int]):
             except Exception as exc:
                 self.post_message(RecoveryDone(action, one_line(exc), False))
 
-        self.run_worker(work, thread=True, group="recovery", exclusive=True, exit_on_error=False)
+        self._start("stopping the job" if action == "stop" else "planning the resume", work, "recovery")
 
     def on_recovery_done(self, message: RecoveryDone) -> None:
         self._broadcast("show_recovery", message)

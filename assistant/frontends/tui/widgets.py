@@ -15,6 +15,15 @@ from debug_stuck.render.text import doing_phrase
 
 MAX_GPUS_SHOWN = 8
 MAX_ERRORS_SHOWN = 3
+PROCESS_COLUMNS = ("pid", "role", "rank", "st", "cpu%", "doing")
+MIN_DOING_WIDTH = 24
+
+
+def gpu_note_line(note: Optional[str]) -> str:
+    """Why there is no GPU reading, in one line: the library's own error after the explanation
+    ("no NVIDIA or AMD GPU found (...): NVML: NVML Shared Library Not Found") is left to the report."""
+    first = (note or "").split(": ")[0].strip().rstrip(":") or "none found"
+    return f"no GPU: {first}"
 
 
 def _cpu(process: dict) -> str:
@@ -88,7 +97,7 @@ class EvidencePane(VerticalScroll):
     DEFAULT_CSS = """
     EvidencePane { padding: 0 1; }
     EvidencePane .pane-title { text-style: bold; color: $accent; }
-    EvidencePane #processes { height: auto; max-height: 12; }
+    EvidencePane #processes { height: auto; }
     EvidencePane .gpu-row { height: 2; }
     EvidencePane .gpu-name { width: 6; }
     EvidencePane .gpu-lines { height: 2; }
@@ -106,12 +115,16 @@ class EvidencePane(VerticalScroll):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._gpu_indices: List[int] = []
+        self._report: Optional[Report] = None
+        self._table_width = 0
 
     def compose(self) -> ComposeResult:
         yield Static("Live evidence", classes="pane-title")
         yield Static("waiting for the first reading...", markup=False, id="evidence-status")
-        table = DataTable(id="processes", cursor_type="row", zebra_stripes=True)
-        table.add_columns("pid", "role", "rank", "st", "cpu%", "doing")
+        # Not focusable: the arrow keys scroll the pane (the table has no cursor to move).
+        table = DataTable(id="processes", cursor_type="none", zebra_stripes=True)
+        table.can_focus = False
+        table.add_columns(*PROCESS_COLUMNS)
         yield table
         yield Static("GPUs", classes="pane-title")
         yield Static("", markup=False, id="no-gpu")
@@ -123,22 +136,43 @@ class EvidencePane(VerticalScroll):
     def show_status(self, text: str) -> None:
         self.query_one("#evidence-status", Static).update(text)
 
-    def show_report(self, report: Optional[Report], note: str = "") -> None:
+    def on_resize(self, event) -> None:
+        if self.scrollable_content_region.width != self._table_width:
+            self._fill_table()
+
+    def _fill_table(self) -> None:
+        """One row per process; "doing" takes the width left and wraps, so it is never cut."""
         table = self.query_one("#processes", DataTable)
-        table.clear()
+        table.clear(columns=True)
+        report = self._report
+        rows = []
+        for process in report.processes if report is not None else []:
+            rank = "" if process.get("rank") is None else str(process["rank"])
+            rows.append(
+                [
+                    str(process.get("pid")),
+                    str(process.get("role", "")),
+                    rank,
+                    str(process.get("state", "?")),
+                    _cpu(process),
+                    doing_phrase(process),
+                ]
+            )
+        widths = [max([len(name)] + [len(row[i]) for row in rows]) for i, name in enumerate(PROCESS_COLUMNS[:-1])]
+        self._table_width = self.scrollable_content_region.width
+        padding = 2 * table.cell_padding
+        doing = max(MIN_DOING_WIDTH, self._table_width - sum(w + padding for w in widths) - padding)
+        for name, width in zip(PROCESS_COLUMNS, widths + [doing]):
+            table.add_column(name, width=width)
+        for row in rows:
+            table.add_row(*row[:-1], Text(row[-1]), height=None)
+
+    def show_report(self, report: Optional[Report], note: str = "") -> None:
+        self._report = report
+        self._fill_table()
         if report is None:
             self.show_status(note or "no evidence yet")
             return
-        for process in report.processes:
-            rank = "" if process.get("rank") is None else str(process["rank"])
-            table.add_row(
-                str(process.get("pid")),
-                str(process.get("role", "")),
-                rank,
-                str(process.get("state", "?")),
-                _cpu(process),
-                doing_phrase(process),
-            )
         n = len(report.processes)
         if n:
             status = f"{n} process{'es' if n != 1 else ''} read"
@@ -154,7 +188,8 @@ class EvidencePane(VerticalScroll):
         self.query_one("#groups", Static).update(stack_group_lines(report))
         errors = report.errors[:MAX_ERRORS_SHOWN]
         more = len(report.errors) - len(errors)
-        text = "\n".join(f"could not collect: {e}" for e in errors)
+        missing = [f"missing: {m['what']}. To get it: {m['get_it']}" for m in getattr(report, "missing", [])]
+        text = "\n".join(missing + [f"could not collect: {e}" for e in errors])
         if more > 0:
             text += f"\n... {more} more in the report"
         self.query_one("#evidence-errors", Static).update(text)
@@ -166,7 +201,7 @@ class EvidencePane(VerticalScroll):
         indices = [i for i in history.indices() if not job_gpus or i in job_gpus][:MAX_GPUS_SHOWN]
         if not indices:
             if history.available is False:
-                no_gpu.update(f"no GPU: {history.note or 'none found'}")
+                no_gpu.update(gpu_note_line(history.note))
             else:
                 no_gpu.update("reading the GPUs...")
             box.display = False

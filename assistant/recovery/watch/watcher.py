@@ -43,6 +43,7 @@ from debug_stuck.bounded import call_with_timeout
 from debug_stuck.errors import BadInput
 from debug_stuck.live.observe import main_thread
 from debug_stuck.live.phases import phase_of
+from debug_stuck.recovery.watch.attach_history import AttachHistory
 from debug_stuck.recovery.watch.clock import (
     DEFAULT_FLOOR,
     DEFAULT_MULTIPLE,
@@ -54,7 +55,9 @@ from debug_stuck.recovery.watch.clock import (
 )
 from debug_stuck.recovery.watch.follow import LogFollower, unique_logs
 from debug_stuck.recovery.watch.job import Job, attach, launch
-from debug_stuck.recovery.watch.phases import describe_stack, quick_cause
+from debug_stuck.recovery.watch.journaling import Journaling
+from debug_stuck.recovery.watch.phases import quick_cause
+from debug_stuck.recovery.watch.stall_view import StallView
 from debug_stuck.recovery.watch.tree import ProcessTree, TreeSample
 from debug_stuck.redact import redact_argv, redact_obj
 
@@ -139,7 +142,7 @@ class _Interrupted(Exception):
         self.signum = signum
 
 
-class Watcher:
+class Watcher(AttachHistory, StallView, Journaling):
     def __init__(self, settings: WatchSettings, emit: Callable[[dict], None]):
         settings.validate()
         # Absolute from here on: the job's log, the reports and the journal's paths must open from
@@ -250,61 +253,6 @@ class Watcher:
     def _logs(self) -> List[str]:
         """The job's logs and the --log ones, each once, by real path (and inode)."""
         return unique_logs(list(self.job.logs if self.job else []) + list(self.settings.logs))
-
-    def _seed_from_existing_logs(self, now: float) -> None:
-        """Attached: the log's own history. The last step in it, how long it has been silent and, when
-        it tells, the job's step rhythm: then a job that hung minutes ago is judged at once (rule
-        `steps`) instead of after the start-up allowance."""
-        from debug_stuck.probes.collectors.logtail import read_log_tail
-
-        newest = None
-        stepped = None  # (mtime, tail) of the newest log with a step counter
-        for follower in self.followers:
-            tail = read_log_tail(follower.path)
-            if tail.error:
-                continue
-            if tail.mtime is not None:
-                newest = tail.mtime if newest is None else max(newest, tail.mtime)
-            if tail.progress.last_step is not None and (stepped is None or (tail.mtime or 0) >= stepped[0]):
-                stepped = (tail.mtime or 0.0, tail)
-        wall = time.time()
-        if stepped is None:
-            if newest is not None:
-                age = max(0.0, wall - newest)
-                self.clock.last_progress = self.clock.last_activity = now - age
-            return
-        mtime, tail = stepped
-        progress = tail.progress
-        started = self._job_started_at()
-        last_step_at = mtime
-        stamped = progress.last_step_epoch
-        if stamped is not None and (started is None or stamped >= started - 1.0) and stamped <= mtime + 1.0:
-            last_step_at = stamped  # a timestamped step line: when that step really was
-        interval = self._rhythm_from_log(progress, mtime, started)
-        self.clock.seed_history(progress.last_step, interval, wall - last_step_at, now)
-        if newest is not None:  # other lines (or logs) written since the last step are activity
-            self.clock.activity(now - max(0.0, wall - newest))
-
-    def _job_started_at(self) -> Optional[float]:
-        try:
-            return psutil.Process(self.job.pid).create_time()
-        except psutil.Error:
-            return None
-
-    @staticmethod
-    def _rhythm_from_log(progress, mtime: float, started: Optional[float]) -> Optional[float]:
-        """Seconds per step from the log's history: its timestamps or tqdm rates when it has them, else
-        the time from the job's start to the last write over the steps written (start-up included, so
-        the estimate errs long: a slow job is not called hung). None when it cannot tell (< 3 steps)."""
-        rates = [r for r in (progress.seconds_per_step, progress.recent_seconds_per_step) if r]
-        if rates:
-            return max(rates)
-        steps = progress.steps_seen
-        if progress.last_step is not None and progress.last_step > 0:
-            steps = min(steps, progress.last_step)  # a log appended to by earlier runs counts this run's only
-        if started is None or steps < 3 or mtime <= started:
-            return None
-        return (mtime - started) / steps
 
     def _follow_logs(self, now: float, final: bool = False) -> bool:
         stepped = False
@@ -540,66 +488,6 @@ class Watcher:
 
     # -- a stall ----------------------------------------------------------------------------------
 
-    def _stall_evidence(self) -> dict:
-        out: dict = {}
-        sample = self.last_sample
-        if sample is not None:
-            out["cpu_percent"] = sample.cpu_percent
-            out["io_bytes_per_second"] = sample.io_bytes_per_second
-            out["processes"] = sample.processes
-            odd = {str(pid): s for pid, s in sample.states.items() if s in ("disk-sleep", "stopped", "zombie")}
-            if odd:
-                out["states"] = odd
-        if self.last_gpu is not None:
-            out["gpu"] = self.last_gpu
-        found = self._stall_thread()
-        if found is not None:
-            pid, thread = found
-            out["stack"] = describe_stack(thread)
-            out["stack_pid"] = pid
-        return out
-
-    def _stall_thread(self):
-        """(pid, main thread) to show in the stall line: the job's own process, but under a launcher
-        (torchrun, accelerate, deepspeed) a rank's, the one not waiting in a collective when one
-        stands out: the launcher only waits for its workers."""
-        if not self.dumps:
-            return None
-        root = self.job.pid
-        threads = {pid: main_thread(dump, pid) for pid, dump in self.dumps.items()}
-        threads = {pid: t for pid, t in threads.items() if t is not None}
-        if not threads:
-            return None
-        if root in threads and not (self._under_launcher() and len(threads) > 1):
-            return root, threads[root]
-        ranks = self._rank_pids([pid for pid in threads if pid != root])
-        if not ranks:
-            pid = root if root in threads else next(iter(threads))
-            return pid, threads[pid]
-        waiting = [pid for pid in ranks if _in_collective(threads[pid])]
-        pid = next((p for p in ranks if p not in waiting), ranks[0])
-        return pid, threads[pid]
-
-    def _under_launcher(self) -> bool:
-        from debug_stuck.probes.collectors.procs import LAUNCHER
-
-        return bool(LAUNCHER.search(" ".join(self.job.command)))
-
-    def _rank_pids(self, pids: List[int]) -> List[int]:
-        """The launcher's direct children among pids (its ranks; their DataLoader workers are grandchildren)."""
-        root = self.job.pid
-        procs = self.tree.procs if self.tree is not None else {}
-        out = []
-        for pid in sorted(pids):
-            proc = procs.get(pid)
-            try:
-                ppid = proc.ppid() if proc is not None else psutil.Process(pid).ppid()
-            except psutil.Error:
-                continue
-            if ppid == root:
-                out.append(pid)
-        return out
-
     def _on_stall(self, stall: Stall, now: float) -> Optional[int]:
         self.incidents += 1
         job = self.job
@@ -723,61 +611,6 @@ class Watcher:
         )
         self.emit("report", **out)
         return out
-
-    def _journal_record(self, stall: Stall, last_step, report: dict, cause_hint) -> Optional[int]:
-        if not self.settings.journal:
-            return None
-        from debug_stuck.recovery.journal import Incident, Journal, JournalError
-
-        paths = report.get("paths") or {}
-        incident = Incident(
-            time=time.time(),
-            command=shlex.join(redact_argv(self.original_command or self.job.command)),
-            pid=self.job.pid,
-            host=self.host,
-            cwd=self.job.cwd,
-            last_step=last_step,
-            seconds_stalled=round(stall.seconds, 1),
-            threshold=round(stall.threshold, 1),
-            cause=report.get("cause") or cause_hint,
-            confidence=report.get("confidence"),
-            pattern=report.get("pattern"),
-            phase=report.get("phase") or stall.phase,
-            summary=report.get("summary") or report.get("error"),
-            report_markdown=paths.get("markdown"),
-            report_json=paths.get("json"),
-            watch_id=self.watch_id,
-            attempt=self.restarts + 1,
-        )
-        try:
-            incident_id = Journal().record(incident)
-        except JournalError as exc:
-            self.emit("warning", message=str(exc))
-            return None
-        self.incident_ids.append(incident_id)
-        return incident_id
-
-    def _journal_ended(self, code: Optional[int], how: str) -> None:
-        """The job's end, on every incident of this watch: a restarted job that later finished says so."""
-        if not self.incident_ids:
-            return
-        step = f" at step {self.clock.last_step}" if self.clock.last_step is not None else ""
-        restarted = (
-            f"the restarted job (run {self.job.run}, pid {self.job.pid})" if self.restarts else f"pid {self.job.pid}"
-        )
-        ended = f"{restarted} {how}{step}"
-        for incident_id in self.incident_ids:
-            self._journal_update(incident_id, ended=ended, end_code=code)
-
-    def _journal_update(self, incident_id: Optional[int], **fields) -> None:
-        if incident_id is None:
-            return
-        from debug_stuck.recovery.journal import Journal, JournalError
-
-        try:
-            Journal().update(incident_id, **fields)
-        except JournalError as exc:
-            self.emit("warning", message=str(exc))
 
     # -- stop and restart -------------------------------------------------------------------------
 
@@ -1006,12 +839,6 @@ class Watcher:
             )
             self._journal_ended(code, f"was stopped by the {name} watch passed on (exit code {code})")
         return 128 + signum
-
-
-def _in_collective(thread) -> bool:
-    """The main thread waits in a collective or a barrier (torch.distributed, NCCL, gloo)."""
-    text = " ".join(f.text() for f in thread.frames).lower()
-    return any(word in text for word in ("distributed_c10d", "all_reduce", "allreduce", "barrier", "all_gather"))
 
 
 def _group_alive(pgid: int) -> bool:

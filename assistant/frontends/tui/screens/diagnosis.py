@@ -36,19 +36,24 @@ from debug_stuck.render.advice import (
 class DiagnosisScreen(Screen):
     """Step 5: ranked causes, their evidence, the fix, the playbook; the live evidence in a tab."""
 
+    TABS = Binding.Group("Tabs")
     BINDINGS = [
-        Binding("c", "copy", "Copy fixes"),
+        Binding("c", "copy", "Copy"),
         Binding("p", "probes", "Probes"),
-        Binding("s", "recovery", "Save/recover"),
+        Binding("s", "recovery", "Save"),
         Binding("b", "back", "Back"),
         Binding("r", "rediagnose", "Again"),
-        Binding("v", "tab('tab-evidence')", "Evidence", show=False),
-        Binding("f", "tab('tab-fix')", "Fix", show=False),
-        Binding("m", "tab('tab-playbook')", "Playbook", show=False),
-        Binding("l", "tab('tab-live')", "Live", show=False),
+        Binding("v", "tab('tab-evidence')", "Evidence", group=TABS),
+        Binding("f", "tab('tab-fix')", "Fix", group=TABS),
+        Binding("m", "tab('tab-playbook')", "Playbook", group=TABS),
+        Binding("l", "tab('tab-live')", "Live", group=TABS),
+        # The arrows move among the causes; these scroll the tab beside them, wherever the focus is.
+        Binding("space", "scroll_detail(1)", "Scroll", key_display="PgDn"),
+        Binding("pagedown", "scroll_detail(1)", "Scroll down", show=False, priority=True),
+        Binding("pageup", "scroll_detail(-1)", "Scroll up", show=False, priority=True),
     ]
     DEFAULT_CSS = """
-    #verdict { padding: 0 1; height: auto; max-height: 5; }
+    #verdict { padding: 0 1; height: auto; }
     #diag-progress { padding: 0 1; height: auto; color: $text-muted; }
     #diag-body { height: 1fr; }
     #causes { width: 36; height: 1fr; }
@@ -57,7 +62,8 @@ class DiagnosisScreen(Screen):
     #diag-tabs ContentSwitcher { height: 1fr; }
     .tab-scroll { height: 1fr; padding: 0 1; }
     DiagnosisScreen.-narrow #diag-body { layout: vertical; }
-    DiagnosisScreen.-narrow #causes { width: 1fr; height: 4; }
+    DiagnosisScreen.-narrow #causes { width: 1fr; height: auto; max-height: 8; border: none; padding: 0 1; }
+    DiagnosisScreen.-narrow #causes:focus { border: none; }
     """
 
     def __init__(self):
@@ -82,7 +88,7 @@ class DiagnosisScreen(Screen):
                         yield Markdown("", id="playbook")
                 with TabPane("Live [l]", id="tab-live"):
                     yield EvidencePane(id="evidence")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.set_class(self.app.size.width < WIDE_COLUMNS, "-narrow")
@@ -112,9 +118,11 @@ class DiagnosisScreen(Screen):
         hung = {True: "HUNG", False: "PROGRESSING", None: "not observed live"}[v.hung]
         head = Text()
         head.append(hung, style="bold red" if v.hung else "bold green" if v.hung is False else "bold")
-        head.append(
-            f"  pattern {report.pattern or '? (' + (report.pattern_reason or 'not named') + ')'}  phase {v.phase}"
-        )
+        if report.pattern:
+            head.append(f"  pattern {report.pattern}  phase {v.phase}")
+        else:
+            head.append(f"  no pattern: {report.pattern_reason or 'the evidence fits none of the patterns'}")
+            head.append(f"  phase {v.phase}")
         if v.cause:
             head.append(f"  cause: {v.cause} ({v.confidence:.0%})", style="bold")
         head.append("\n" + v.summary)
@@ -153,9 +161,10 @@ class DiagnosisScreen(Screen):
             return
         self.cause = cause
         ev = Text()
-        ev.append(f"{d.title}\n", style="bold")
+        if d.title not in (report.verdict.summary or ""):  # the verdict above names the top cause
+            ev.append(f"{d.title}\n", style="bold")
         ev.append(f"confidence {d.confidence:.0%}   playbook {d.playbook}\n\n")
-        if d.summary:
+        if d.summary and d.summary not in (report.verdict.summary or ""):  # not twice on one screen
             ev.append(d.summary + "\n\n", style="italic")
         ev.append("Evidence\n", style="bold underline")
         for e in d.evidence:
@@ -193,7 +202,12 @@ class DiagnosisScreen(Screen):
         fix.append("[c] copy these commands", style="dim")
         self.query_one("#cause-fix", Static).update(fix)
         book = self.app.session.knowledge.playbooks.get(cause)
-        body = f"# {book.title}\n\n{book.body}" if book is not None else f"No playbook for {cause}."
+        if book is None:
+            body = f"No playbook for {cause}."
+        elif book.body.lstrip().startswith("# "):
+            body = book.body  # the playbook opens with its title
+        else:
+            body = f"# {book.title}\n\n{book.body}"
         self.query_one("#playbook", Markdown).update(body)
 
     def show_evidence(self) -> None:
@@ -208,6 +222,16 @@ class DiagnosisScreen(Screen):
 
     def action_tab(self, tab: str) -> None:
         self.query_one("#diag-tabs", TabbedContent).active = tab
+
+    def action_scroll_detail(self, direction: int) -> None:
+        """Page the active tab up or down, the focus staying on the causes."""
+        tabs = self.query_one("#diag-tabs", TabbedContent)
+        pane = tabs.get_pane(tabs.active)
+        target = pane.query_one(EvidencePane) if tabs.active == "tab-live" else pane.query_one(".tab-scroll")
+        if direction > 0:
+            target.scroll_page_down()
+        else:
+            target.scroll_page_up()
 
     def action_copy(self) -> None:
         if self.app.session.report is not None:
@@ -231,8 +255,12 @@ class DiagnosisScreen(Screen):
     def action_back(self) -> None:
         from debug_stuck.frontends.tui.screens.triage import TriageScreen
 
+        session = self.app.session
         self.app.pop_screen()
         for screen in self.app.screen_stack:
             if isinstance(screen, TriageScreen):
-                self.app.session.back()  # re-ask the last question
+                # Every question answered: re-ask the last one. After "diagnose now" (d) the
+                # question it was asked at comes back, with every answer given so far.
+                if session.triage_done:
+                    session.back()
                 screen.show_question()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -52,10 +52,11 @@ Six steps, each on its own screen:
 | `p` | triage, diagnosis | probes |
 | `a` / `n` | step 1 | attach by PID / not running, describe it |
 | `v` `f` `m` `l` | diagnosis | evidence, fix, playbook, live tabs |
+| PgDn, Space / PgUp | diagnosis | scroll the tab (the arrows stay on the causes) |
 | `c` | diagnosis, recovery | copy the fix commands |
 | `s` | diagnosis, recovery | on to recovery / save the report |
 | `?` | everywhere | this help |
-| `q`, Ctrl-C | everywhere | quit; nothing is left running |
+| `q`, Ctrl-C | everywhere | quit; nothing is left running (what is still stopping is named; `q` again: leave now) |
 
 The same session without the full-screen interface: `debug-stuck --plain`.
 Scripted, never prompting: `debug-stuck diagnose`.
@@ -147,3 +148,30 @@ class HelpScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+class StoppingScreen(ModalScreen[None]):
+    """After q or Ctrl-C: what is being stopped, until it has (the app then exits by itself)."""
+
+    DEFAULT_CSS = """
+    StoppingScreen { align: center middle; }
+    StoppingScreen > Vertical { width: 70; max-width: 95%; height: auto; border: thick $warning;
+        background: $surface; padding: 1 2; }
+    StoppingScreen Static { height: auto; }
+    """
+
+    def __init__(self, running: List[str]):
+        super().__init__()
+        self.running = running
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text("Quitting", style="bold"))
+            yield Static("", markup=False, id="stopping")
+            yield Static("It ends within its time limit. q or Ctrl-C again: leave the screen now.", classes="hint")
+
+    def on_mount(self) -> None:
+        self.show_stopping(self.running)
+
+    def show_stopping(self, running: List[str]) -> None:
+        self.query_one("#stopping", Static).update("Stopping " + "; ".join(running) + "...")

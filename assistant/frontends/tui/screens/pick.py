@@ -37,7 +37,7 @@ class PickJobScreen(Screen):
         yield Static("", markup=False, id="jobs-status")
         yield OptionList(id="jobs")
         yield Static("", markup=False, id="attach-error", classes="error-line")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.show_jobs()

@@ -20,6 +20,28 @@ from textual.widgets import (
 from debug_stuck.frontends.tui.screens.dialogs import ConfirmDialog
 
 
+def resume_lines(resume: dict) -> Text:
+    """The resume command, and what it resumes from: a checkpoint, or step 0 when there is none."""
+    text = Text()
+    command = resume.get("command") or ""
+    checkpoint = resume.get("checkpoint")
+    if checkpoint:
+        where = ", ".join(f"{k} {resume[k]}" for k in ("step", "epoch") if resume.get(k) is not None)
+        label = f"{checkpoint} ({where})" if where else str(checkpoint)
+        text.append(f"Resume from the last good checkpoint, {label}", style="bold")
+        text.append(":\n")
+    else:
+        text.append("No usable checkpoint: this restarts training from step 0", style="bold yellow")
+        text.append(" (everything the job trained is lost). To start again:\n")
+    if command:
+        text.append(f"    {command}\n", style="green")
+    for skipped in resume.get("skipped") or []:
+        text.append(f"skipped {skipped.get('path')}: {skipped.get('problem')}\n", style="dim")
+    if resume.get("lost") and checkpoint:
+        text.append(f"lost: {resume['lost']}\n", style="dim")
+    return text
+
+
 class RecoveryScreen(Screen):
     """Step 6: save the report; stop or resume the job once the recovery module is installed."""
 
@@ -53,7 +75,7 @@ class RecoveryScreen(Screen):
             yield Static("", markup=False, id="saved")
             yield Static("", markup=False, id="resume-info")
             yield Static("", markup=False, id="recovery-output")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         actions = self.app.session.recovery_actions()
@@ -62,8 +84,7 @@ class RecoveryScreen(Screen):
         report = self.app.session.report
         info = Text()
         if report is not None and report.resume:
-            info.append("Resume from the last good checkpoint:\n", style="bold")
-            info.append(f"    {report.resume.get('command', '')}\n", style="green")
+            info.append_text(resume_lines(report.resume))
         elif not actions:
             if not self.app.session.live:
                 why = "This is a replay of a recorded report: stop and resume act on live jobs only."

@@ -66,7 +66,7 @@ class TriageScreen(Screen):
                 yield Static("", markup=False, id="question-probes", classes="hint")
                 yield Static("", markup=False, id="answered", classes="hint")
             yield EvidencePane(id="evidence")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._fit(self.app.size.width)
@@ -125,7 +125,7 @@ class TriageScreen(Screen):
         self.query_one("#answered", Static).update(
             ("Answers so far: " + ", ".join(answered)) if answered else "[b] back  [u] don't know  [d] diagnose now"
         )
-        if not isinstance(app.focused, Input):
+        if not isinstance(app.focused, Input) and not self._evidence_only:
             choices.focus()
 
     def _show_suggestion_line(self) -> None:
@@ -175,11 +175,24 @@ class TriageScreen(Screen):
         if not self.app.collecting:
             self.app.start_evidence()
 
+    @property
+    def _evidence_only(self) -> bool:
+        """On a narrow terminal with the evidence shown in place of the question."""
+        return self.has_class("-narrow") and self.has_class("-evidence")
+
     def action_toggle_evidence(self) -> None:
+        """Show the evidence (focused: the arrows scroll it), or go back to the question (focused:
+        Enter answers). On a wide terminal both are shown and `e` moves the focus between them."""
+        pane = self.query_one("#evidence", EvidencePane)
         if self.has_class("-narrow"):
             self.toggle_class("-evidence")
+            showing = self.has_class("-evidence")
         else:
-            self.query_one("#evidence", EvidencePane).focus()
+            showing = not pane.has_focus_within
+        if showing:
+            pane.focus()
+        else:
+            self.query_one("#choices", OptionList).focus()
 
     def action_probes(self) -> None:
         offers = list(self.view.probes) if self.view else []
