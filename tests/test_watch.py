@@ -291,6 +291,19 @@ class WatchRun:
             time.sleep(0.1)
         raise AssertionError(f"no {kind!r} event; events: {[e['event'] for e in self.events]}; stderr: {self.stderr}")
 
+    def wait_until(self, condition, timeout: float) -> dict:
+        """The first event for which condition(event) holds, waiting up to timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.remember_tree()
+            found = [e for e in list(self.events) if condition(e)]
+            if found:
+                return found[0]
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no such event; events: {self.events[-5:]}; stderr: {self.stderr}")
+
     def finish(self, timeout: float) -> int:
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None and time.monotonic() < deadline:
@@ -528,14 +541,17 @@ def test_attached_watch_stops_the_job_on_hang(watch, tmp_path, request):
 @pytest.mark.timeout(120)
 def test_a_hooked_job_that_logs_nothing_makes_progress_through_its_heartbeat(watch, tmp_path, monkeypatch):
     # issue 16: the heartbeat of debug_stuck.hook is progress, like a step in the log. The job logs
-    # nothing at all: without the heartbeat, watch would only ever see it by the start-up rule
-    # (30 s here), and the stall would carry no step.
+    # nothing at all: without the heartbeat watch would see no step, only the start-up rule (300 s).
     monkeypatch.setenv("DEBUG_STUCK_HOOK_DIR", str(tmp_path / "hook"))
+    stop = tmp_path / "stop-stepping"
     run = watch(
-        "watch", "--format", "json", "--floor", "3", "--multiple", "2", "--startup", "30",
+        "watch", "--format", "json", "--floor", "3", "--multiple", "2", "--progress-every", "1",
         "--report-dir", tmp_path / "reports",
-        "--", sys.executable, TARGETS / "hooked_silent_job.py", "--steps", "60",
+        "--", sys.executable, TARGETS / "hooked_silent_job.py", "--stop-file", stop,
     )  # fmt: skip
+    # watch reports the job stepping, from its heartbeat alone; then the job stops stepping
+    run.wait_until(lambda e: e["event"] == "progress" and e["stepping"] and (e["step"] or 0) >= 5, 100)
+    stop.touch()
     stall = run.wait_for("stall", 100)
-    assert stall["rule"] != "startup", stall
-    assert stall["last_step"] is not None and 0 < stall["last_step"] <= 60, stall
+    assert stall["rule"] == "steps", stall
+    assert stall["last_step"] >= 5, stall

@@ -1,8 +1,10 @@
-"""Target for test_watch: a job that logs nothing, reports its steps only through debug_stuck.hook
-(a step every 0.1 s for --steps steps), then hangs waiting for a batch that never comes."""
+"""Target for test_watch: a job that logs nothing and reports its steps only through
+debug_stuck.hook (a step every 0.1 s) until the file given by --stop-file exists, then hangs
+waiting for a batch that never comes."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -11,10 +13,12 @@ import debug_stuck.hook
 
 
 def main() -> None:
-    steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 40
+    stop = sys.argv[sys.argv.index("--stop-file") + 1]
     debug_stuck.hook.install()
-    for step in range(1, steps + 1):
+    step = 0
+    while not os.path.exists(stop):
         time.sleep(0.1)
+        step += 1
         debug_stuck.hook.step(step)
     threading.Event().wait()
 

@@ -89,7 +89,7 @@ EXIT_STALLED = 124
 TICK = 0.25  # the log is followed (and echoed) this often; everything else once per poll
 GPU_EVERY_SECONDS = 5.0
 STACK_TIMEOUT = 3.0
-HOOK_LOOK_EVERY = 10.0  # seconds between looks for a process's debug_stuck.hook marker
+HOOK_LOOK_EVERY = 2.0  # seconds between looks for a process's debug_stuck.hook marker, until found
 CPU_ACTIVE_PERCENT = 10.0  # the tree's CPU use (% of one core) above which it counts as doing something
 IO_ACTIVE_BYTES_PER_SECOND = 64 * 1024
 GPU_ACTIVE_UTIL = 5.0
@@ -175,6 +175,7 @@ class Watcher(AttachHistory, StallView, Journaling):
         self.expect_resume_after: Optional[int] = None  # a restart meant to resume after this checkpoint step
         # debug_stuck.hook heartbeats: pid -> (marker or None, when it was looked for, last beat seen)
         self.heartbeats: Dict[int, list] = {}
+        self.steps_from_log = False  # the log gives step numbers: heartbeats are activity, not steps
 
     # -- events -----------------------------------------------------------------------------------
 
@@ -266,7 +267,7 @@ class Watcher(AttachHistory, StallView, Journaling):
                 progress = parse_progress(lines)
                 first = self.clock.step_changes == 0
                 if progress.last_step is not None and self.clock.step(progress.last_step, now):
-                    stepped = True
+                    stepped = self.steps_from_log = True
                     if first:
                         self._check_resumed(lines)
         return stepped
@@ -327,8 +328,9 @@ class Watcher(AttachHistory, StallView, Journaling):
 
     def _follow_heartbeats(self, now: float) -> None:
         """A job with debug_stuck.hook reports its step itself: a new step is progress, as a new
-        step in the log is (it needs no ptrace and no log). Markers are looked for every
-        HOOK_LOOK_EVERY seconds per process; a heartbeat read is one 64-byte read."""
+        step in the log is (it needs no ptrace and no log). Its counter is used as the step only
+        while the log gives none (two counters would look like steps forever); otherwise a beat is
+        activity. Markers are looked for every HOOK_LOOK_EVERY seconds per process until found."""
         from debug_stuck.probes.collectors.hook_dump import find_marker, read_heartbeat
 
         pids = self.tree.python_pids() if self.tree is not None else []
@@ -347,13 +349,12 @@ class Watcher(AttachHistory, StallView, Journaling):
             if beat is None or beat == last:
                 continue
             entry[2] = beat
-            if last is None:
-                continue  # the first reading is where the job stands, not progress
             at, step = beat
-            if step is not None and (last[1] is None or step != last[1]):
-                self.clock.step(step, now)
-            else:
-                self.clock.activity(now)
+            when = now - max(0.0, time.time() - at)  # the beat's own time, on the monotonic clock
+            if step is not None and not self.steps_from_log:
+                self.clock.step(step, when)
+            elif last is not None:
+                self.clock.activity(when)
 
     def _sample_stacks(self, now: float) -> None:
         from debug_stuck.probes.collectors.stacks import sample_stacks
