@@ -8,6 +8,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, TypeVar
 
@@ -97,14 +98,7 @@ def run_command(
         text=True,
         errors="replace",
     )
-    known = {}
-    try:
-        known[proc.pid] = _proc_create_time(proc.pid)
-    except OSError:
-        pass
-    with _OWNED_LOCK:
-        _OWNED_TREES[proc.pid] = known  # so end_everything_started() ends it if we are cut short
-    try:
+    with _owned_tree(proc.pid):
         try:
             out, err = proc.communicate(input=input_text, timeout=timeout)
             return CommandResult(argv, proc.returncode, out, err, False)
@@ -119,9 +113,6 @@ def run_command(
         except BaseException:
             kill_process_group(proc.pid)  # Ctrl-C or a signal turned into an exception: it ends with us
             raise
-    finally:
-        with _OWNED_LOCK:
-            _OWNED_TREES.pop(proc.pid, None)
 
 
 # --- whole process trees ------------------------------------------------------------------------
@@ -196,12 +187,35 @@ def end_everything_started() -> tuple:
     return ended, len(dirs)
 
 
+@contextmanager
+def _owned_tree(root_pid: int):
+    """While the block runs, the command's tree ({pid: create_time}, yielded for the caller to
+    extend) is one `end_everything_started()` ends if we are cut short."""
+    known = {root_pid: _proc_create_time(root_pid)}
+    with _OWNED_LOCK:
+        _OWNED_TREES[root_pid] = known
+    try:
+        yield known
+    finally:
+        with _OWNED_LOCK:
+            _OWNED_TREES.pop(root_pid, None)
+
+
+def wait_ended(pid: int, seconds: float) -> bool:
+    """Wait up to `seconds` for process pid to end, without reaping it (a zombie has ended: its
+    PID stays ours until its parent reaps it, so it cannot be reused under us)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+    except psutil.Error:
+        return True
+    return not _wait_dead([proc], seconds)
+
+
 def members_of(root_pid: int, known: dict) -> dict:
     """root_pid and its live descendants, added to known ({pid: create_time}), which is returned."""
-    try:
-        known.setdefault(root_pid, _proc_create_time(root_pid))
-    except OSError:
-        pass
+    known.setdefault(root_pid, _proc_create_time(root_pid))
     _tree_members(root_pid, known)
     return known
 
@@ -356,27 +370,18 @@ def run_tree(
         cwd=cwd,
         start_new_session=True,
     )
-    known: dict = {}
-    try:
-        known[proc.pid] = _proc_create_time(proc.pid)
-    except OSError:
-        pass
-    with _OWNED_LOCK:
-        _OWNED_TREES[proc.pid] = known
-    try:
-        return _watch_tree(proc, known, argv, started, timeout, on_line, before_kill, stop_when)
-    except BaseException:
-        # Ctrl-C, a signal turned into an exception, or a bug: the tree ends with us all the same
-        _tree_members(proc.pid, known)
-        kill_tree(proc.pid, known)
+    with _owned_tree(proc.pid) as known:
         try:
-            proc.stdout.close()
-        except OSError:
-            pass
-        raise
-    finally:
-        with _OWNED_LOCK:
-            _OWNED_TREES.pop(proc.pid, None)
+            return _watch_tree(proc, known, argv, started, timeout, on_line, before_kill, stop_when)
+        except BaseException:
+            # Ctrl-C, a signal turned into an exception, or a bug: the tree ends with us all the same
+            _tree_members(proc.pid, known)
+            kill_tree(proc.pid, known)
+            try:
+                proc.stdout.close()
+            except OSError:
+                pass
+            raise
 
 
 def _watch_tree(proc, known, argv, started, timeout, on_line, before_kill, stop_when) -> TreeResult:
@@ -489,5 +494,5 @@ def _proc_create_time(pid: int) -> float | None:
 
     try:
         return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    except (psutil.Error, OSError):
         return None

@@ -105,7 +105,7 @@ def install(folder: Optional[str] = None) -> Optional[str]:
     Idempotent; a second call in the same process returns the first one's marker. Never raises:
     a hook that cannot install says why on stderr and the job runs on as before."""
     if _state.get("pid") == os.getpid():
-        return _state["marker"]
+        return _state.get("marker")  # None when an earlier try in this process failed
     made: list = []
     try:
         return _install(folder, made)
@@ -157,8 +157,7 @@ def _install(folder: Optional[str], made: list) -> str:
 
 def step(n: Optional[int] = None) -> None:
     """Record progress: the step number (when given) and the time. A few bytes written into a
-    shared memory page (no system call), so it costs well under a microsecond; installs the hook on
-    first use."""
+    shared memory page (no system call): about 2 µs (bench/hook.py); installs the hook on first use."""
     if _state.get("pid") != os.getpid():
         if install() is None:
             _state["pid"] = os.getpid()  # failed once: stay out of the way

@@ -307,26 +307,8 @@ def load_tree(folder: Optional[Path] = None):
     last_lines = data.get("last_lines", 6)
     if not isinstance(last_lines, int) or last_lines < 1:
         problems.append(Problem(f, "last_lines", "must be a positive integer"))
-    rank_lines = []
-    for i, raw in enumerate(data.get("rank_lines") or []):
-        try:
-            pattern = re.compile(str(raw))
-        except re.error as exc:
-            problems.append(Problem(f, f"rank_lines[{i}]", f"bad regular expression: {exc}"))
-            continue
-        if not {"rank", "world"} & set(pattern.groupindex):
-            problems.append(Problem(f, f"rank_lines[{i}]", "needs a named group `rank` or `world`"))
-        rank_lines.append(pattern)
-    rank_progress_lines = []
-    for i, raw in enumerate(data.get("rank_progress_lines") or []):
-        try:
-            pattern = re.compile(str(raw))
-        except re.error as exc:
-            problems.append(Problem(f, f"rank_progress_lines[{i}]", f"bad regular expression: {exc}"))
-            continue
-        if not {"rank", "count"} <= set(pattern.groupindex):
-            problems.append(Problem(f, f"rank_progress_lines[{i}]", "needs named groups `rank` and `count`"))
-        rank_progress_lines.append(pattern)
+    rank_lines = _pattern_list(data, "rank_lines", problems, any_of=("rank", "world"))
+    rank_progress_lines = _pattern_list(data, "rank_progress_lines", problems, all_of=("rank", "count"))
     distributed_lines = None
     if data.get("distributed_lines"):
         try:
@@ -339,6 +321,27 @@ def load_tree(folder: Optional[Path] = None):
         str(data["root"]), questions, nodes, run_start, last_lines, rank_lines, distributed_lines, rank_progress_lines
     )
     return tree, []
+
+
+def _pattern_list(data: dict, key: str, problems: List[Problem], any_of=(), all_of=()) -> List[re.Pattern[str]]:
+    """The regular expressions of a top-level list, each with the named groups the reader uses
+    (one of `any_of`, all of `all_of`); every bad one becomes a Problem naming it."""
+    out = []
+    for i, raw in enumerate(data.get(key) or []):
+        try:
+            pattern = re.compile(str(raw))
+        except re.error as exc:
+            problems.append(Problem(TREE_FILE, f"{key}[{i}]", f"bad regular expression: {exc}"))
+            continue
+        groups = set(pattern.groupindex)
+        if any_of and not set(any_of) & groups:
+            needs = " or ".join(f"`{g}`" for g in any_of)
+            problems.append(Problem(TREE_FILE, f"{key}[{i}]", f"needs a named group {needs}"))
+        if all_of and not set(all_of) <= groups:
+            needs = " and ".join(f"`{g}`" for g in all_of)
+            problems.append(Problem(TREE_FILE, f"{key}[{i}]", f"needs named groups {needs}"))
+        out.append(pattern)
+    return out
 
 
 def _parse_question(key: str, raw) -> Tuple[Optional[Question], List[Problem]]:

@@ -179,7 +179,7 @@ class PlainSession:
             return False
         if self.session.job is not None:
             self.say(f"Attached: {self.session.job.headline(now)}")
-            if getattr(self.session.job, "note", None):
+            if self.session.job.note:
                 self.say(self.session.job.note)  # e.g. a DataLoader worker's PID led to its trainer
         return True
 
@@ -532,7 +532,7 @@ def render_evidence(report: Report, session: Session) -> str:
             out.append(f"  {'>>' if odd else '  '} {g['label']}: {g['top']}" + ("   <- the odd one out" if odd else ""))
     if report.culprit:
         out.append(f"Culprit: {report.culprit.get('reason', '')}")
-    for item in getattr(report, "missing", []):
+    for item in report.missing:
         out.append(f"Missing: {item['what']}: {item['why']}")
         out.append(f"  To get it: {item['get_it']}")
     for error in report.errors[:3]:

@@ -104,7 +104,7 @@ def _offer_stack_event(knowledge: Knowledge, snap: Snapshot, groups: List[StackG
 def fill_live(report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observations, live: LiveAnalysis) -> None:
     report.processes = process_entries(snap)
     report.notes = list(snap.notes)
-    report.missing = [dict(m) for m in getattr(snap, "missing", [])]
+    report.missing = [dict(m) for m in snap.missing]
     if snap.gpus is not None:
         report.gpus = [d.to_dict() for d in snap.gpus.devices]
         if not snap.gpus.available:

@@ -287,11 +287,11 @@ def _stacks_through_hook(snap: Snapshot, samples: int, window: float) -> None:
     for pid, series in list(snap.stacks.items()):
         if series.dumps or series.error_kind != "permission":
             continue
-        marker, _why = find_marker(pid)
-        info = snap.process(pid)
-        label = info.label() if info else str(pid)
+        marker, _ = find_marker(pid)
         if marker is None:
             continue
+        info = snap.process(pid)
+        label = info.label() if info else str(pid)
         through = dump_by_hook(marker, samples=min(max(samples, 1), 2), interval=window)
         if not through.dumps:
             snap.errors.append(f"{label}: stacks through its debug_stuck.hook: {through.error}")
@@ -311,6 +311,8 @@ def _stacks_through_hook(snap: Snapshot, samples: int, window: float) -> None:
 
 
 def _say_what_is_missing(snap: Snapshot) -> None:
+    from debug_stuck.probes.collectors.permissions import ptrace_remedy
+
     denied = [pid for pid, s in snap.stacks.items() if not s.dumps and s.error_kind == "permission"]
     if not denied:
         return
@@ -322,10 +324,3 @@ def _say_what_is_missing(snap: Snapshot) -> None:
             "get_it": ptrace_remedy(denied[0]),
         }
     )
-
-
-def ptrace_remedy(pid: int) -> str:
-    """The one command or setting that would let us read the stacks, for where we run."""
-    from debug_stuck.probes.collectors.permissions import ptrace_remedy as remedy
-
-    return remedy(pid)

@@ -63,17 +63,11 @@ def run_requested_probes(request: DiagnoseRequest, obs: Observations):
     if not request.probes and not request.probe_results:
         return []
     from debug_stuck.probes.targeted.base import ProbeContext, ProbeResult, ProbeUsageError
-    from debug_stuck.probes.targeted.registry import probe_spec, run_probe
+    from debug_stuck.probes.targeted.registry import given_inputs, probe_spec, run_probe
 
-    results = []
-    for data in request.probe_results:
-        result = ProbeResult.from_dict(data)
-        for line in result.fact_lines():
-            obs.add("probe", ObservedLine(line))
-        obs.findings.extend((result.name, f) for f in result.findings)
-        results.append(result)
+    results = [_weigh(ProbeResult.from_dict(data), obs) for data in request.probe_results]
     done = {r.name for r in results}
-    specs = []
+    runs = []
     for name in request.probes:
         if name in done:
             continue
@@ -81,17 +75,20 @@ def run_requested_probes(request: DiagnoseRequest, obs: Observations):
             spec = probe_spec(name)
         except ProbeUsageError as exc:
             raise BadInput(str(exc)) from None
-        given = ["pid"] if request.pids else []
-        if spec.runs_user_code_with(given) and not request.allow_exec:
+        ctx = ProbeContext(timeout=spec.timeout, allow_exec=request.allow_exec, pids=list(request.pids))
+        if spec.runs_user_code_with(given_inputs(ctx)) and not request.allow_exec:
             raise BadInput(f"probe {name!r} runs your code", "add --allow-exec to consent, or leave that probe out")
-        specs.append(spec)
-    for spec in specs:
+        runs.append((spec, ctx))
+    for spec, ctx in runs:
         if request.progress:
             request.progress(f"running probe {spec.name}")
-        ctx = ProbeContext(timeout=spec.timeout, allow_exec=request.allow_exec, pids=list(request.pids))
-        result = run_probe(spec.name, ctx)
-        for line in result.fact_lines():
-            obs.add("probe", ObservedLine(line))
-        obs.findings.extend((spec.name, f) for f in result.findings)
-        results.append(result)
+        results.append(_weigh(run_probe(spec.name, ctx), obs))
     return results
+
+
+def _weigh(result, obs: Observations):
+    """A probe's result as evidence: its fact lines and its findings."""
+    for line in result.fact_lines():
+        obs.add("probe", ObservedLine(line))
+    obs.findings.extend((result.name, f) for f in result.findings)
+    return result

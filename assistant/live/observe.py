@@ -60,7 +60,7 @@ def main_thread(dump, pid: int):
 
 def observe(snap: Snapshot, obs: Observations) -> None:
     shm_ratio = snap.shm.get("ratio") if snap.shm else None
-    for pid, beat in getattr(snap, "heartbeats", {}).items():
+    for pid, beat in snap.heartbeats.items():
         if beat.get("step") is not None and beat["step"] > 0:
             why = f"pid {pid}'s debug_stuck.hook heartbeat reached step {beat['step']}"
             obs.offer_answer(Answer("phase", "mid-run", "evidence"), why)

@@ -19,6 +19,7 @@ from typing import List, Optional, Tuple
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
 from debug_stuck.hook import ENV_DIR, hook_dir, process_start_ticks
 from debug_stuck.probes.collectors.dumptext import parse_faulthandler, short_path
+from debug_stuck.probes.collectors.procs import InspectError, process_uid, read_process_environ
 from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
 
 READ_SECONDS = 2.0  # one bounded read of a marker, a heartbeat or a dump
@@ -45,28 +46,17 @@ def _read(path: str, limit: int = 65536) -> bytes:
     return call_with_timeout(read, READ_SECONDS, f"reading {path}")
 
 
-def _owner(pid: int) -> Optional[int]:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return None
-
-
 def _target_env_dir(pid: int) -> Optional[str]:
     """The job's own DEBUG_STUCK_HOOK_DIR, when its environment is readable."""
     try:
-        raw = _read(f"/proc/{pid}/environ", 1 << 20)
-    except (OSError, CallTimedOut):
+        return read_process_environ(pid).get(ENV_DIR)
+    except InspectError:
         return None
-    for item in raw.split(b"\0"):
-        if item.startswith(ENV_DIR.encode() + b"="):
-            return item.split(b"=", 1)[1].decode("utf-8", "replace")
-    return None
 
 
 def find_marker(pid: int) -> Tuple[Optional[HookMarker], str]:
     """The checked marker of pid's hook, or None and why not."""
-    uid = _owner(pid)
+    uid = process_uid(pid)
     if uid is None:
         return None, f"process {pid} is gone"
     folders = [_target_env_dir(pid), os.environ.get(ENV_DIR), hook_dir(uid, env={})]

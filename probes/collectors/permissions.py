@@ -7,20 +7,14 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from debug_stuck.probes.collectors.procs import process_uid, read_proc_file
+
 CAP_SYS_PTRACE = 19
 HOOK = "or, with no rights at all, install the hook in the job: `import debug_stuck.hook; debug_stuck.hook.install()`"
 
 
-def _read(path: str) -> Optional[str]:
-    try:
-        with open(path) as fh:
-            return fh.read(65536)
-    except OSError:
-        return None
-
-
 def ptrace_scope() -> Optional[int]:
-    text = _read("/proc/sys/kernel/yama/ptrace_scope")
+    text = read_proc_file("/proc/sys/kernel/yama/ptrace_scope")
     try:
         return int(text.strip()) if text else None
     except ValueError:
@@ -28,7 +22,7 @@ def ptrace_scope() -> Optional[int]:
 
 
 def has_cap_sys_ptrace() -> bool:
-    for line in (_read("/proc/self/status") or "").splitlines():
+    for line in (read_proc_file("/proc/self/status") or "").splitlines():
         if line.startswith("CapEff:"):
             try:
                 return bool(int(line.split()[1], 16) >> CAP_SYS_PTRACE & 1)
@@ -42,25 +36,15 @@ def in_container() -> Optional[str]:
         return "kubernetes"
     if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
         return "container"
-    cgroup = _read("/proc/1/cgroup") or ""
+    cgroup = read_proc_file("/proc/1/cgroup") or ""
     if any(word in cgroup for word in ("docker", "kubepods", "containerd", "libpod")):
         return "kubernetes" if "kubepods" in cgroup else "container"
     return None
 
 
-def _uid_of(pid: int) -> Optional[int]:
-    for line in (_read(f"/proc/{pid}/status") or "").splitlines():
-        if line.startswith("Uid:"):
-            try:
-                return int(line.split()[1])
-            except (IndexError, ValueError):
-                return None
-    return None
-
-
 def _dumpable(pid: int) -> Optional[bool]:
     """A process that set PR_SET_DUMPABLE 0 has its /proc/PID files owned by root."""
-    uid = _uid_of(pid)
+    uid = process_uid(pid)
     try:
         owner = os.stat(f"/proc/{pid}/environ").st_uid
     except OSError:
@@ -82,7 +66,7 @@ def ptrace_remedy(pid: int) -> str:
             )
         return f"start the container with --cap-add SYS_PTRACE (docker/podman run); {HOOK}"
     if me != 0:
-        owner = _uid_of(pid)
+        owner = process_uid(pid)
         if owner is not None and owner != me:
             return f"run it as root: sudo debug-stuck diagnose --pid {pid} (process {pid} is another user's); {HOOK}"
         if _dumpable(pid) is False:

@@ -25,7 +25,7 @@ RELEVANT_ENV = re.compile(
     r"^(NCCL_\w+|TORCH_\w+|TORCHELASTIC_\w+|TORCHINDUCTOR_\w+|PYTORCH_\w+|OMP_NUM_THREADS|MKL_NUM_THREADS|"
     r"MIOPEN_\w+|HSA_\w+|HIP_\w+|ROCR_\w+|CUDA_\w+|RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|"
     r"MASTER_ADDR|MASTER_PORT|TOKENIZERS_PARALLELISM|PYTHONUNBUFFERED|PYTHONFAULTHANDLER|ACCELERATE_\w+|"
-    r"SLURM_JOB_ID|SLURM_PROCID|SLURM_NODEID|GLOO_\w+|TRITON_\w+)$"
+    r"SLURM_JOB_ID|SLURM_PROCID|SLURM_NODEID|GLOO_\w+|TRITON_\w+|DEBUG_STUCK_\w+)$"
 )
 LAUNCHER = re.compile(
     r"torch\.distributed\.(run|launch)|(^|/)torchrun\b|accelerate(/commands/launch|\s+launch)|"
@@ -142,6 +142,20 @@ def _bounded(fn, what: str, default=None, errors: Optional[List[str]] = None):
 def _read(path: str) -> str:
     with open(path, encoding="utf-8", errors="replace") as fh:
         return fh.read(65536)
+
+
+def read_proc_file(path: str) -> Optional[str]:
+    """A small /proc or /sys file's text, bounded in time; None when it cannot be read."""
+    return _bounded(lambda: _read(path), f"reading {path}")
+
+
+def process_uid(pid: int) -> Optional[int]:
+    """The effective user id of process pid (/proc/PID/status), or None when it cannot be read."""
+    for line in (read_proc_file(f"/proc/{pid}/status") or "").splitlines():
+        if line.startswith("Uid:"):
+            fields = line.split()
+            return int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else None
+    return None
 
 
 def _fd_kind(target: Optional[str]) -> Optional[str]:

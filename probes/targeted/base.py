@@ -3,12 +3,23 @@ its result, each finding tied to the playbook (cause id) it is evidence for."""
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 from debug_stuck.errors import NotInspectable
 
 STATUSES = ("ok", "warn", "fail", "skipped", "timeout")
+# Where the kernel says it killed a process for memory: the check every SIGKILL points at.
+OOM_CHECK = "`dmesg -T | grep -i -E 'killed process|out of memory'`"
+
+
+def signal_name(number: int) -> str:
+    """SIGKILL for 9; "signal N" for a number with no name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 @dataclass

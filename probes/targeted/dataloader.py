@@ -26,7 +26,7 @@ from typing import Dict, List, Optional
 
 from debug_stuck.bounded import run_tree
 from debug_stuck.interpreter import isolated_python_code
-from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, ProbeUsageError
+from debug_stuck.probes.targeted.base import OOM_CHECK, Finding, ProbeContext, ProbeResult, ProbeUsageError, signal_name
 
 NAME = "dataloader"
 
@@ -118,6 +118,7 @@ for n in plan:
         continue
     emit(event="setting", num_workers=n)
     started = time.perf_counter()
+    it = None
     try:
         it = iter(dl)
         emit(event="workers", num_workers=n, pids=[w.pid for w in getattr(it, "_workers", [])])
@@ -132,7 +133,7 @@ for n in plan:
         emit(event="done", num_workers=n, seconds=time.perf_counter() - started)
     except BaseException as exc:
         # how each worker ended (multiprocessing's exitcode: negative for a signal), for the report
-        ends = [[w.pid, w.exitcode] for w in getattr(locals().get("it"), "_workers", []) if w.exitcode is not None]
+        ends = [[w.pid, w.exitcode] for w in getattr(it, "_workers", []) if w.exitcode is not None]
         failed("error", exc, num_workers=n, seconds=time.perf_counter() - started, worker_ends=ends)
 """.replace("%(default)d", str(DEFAULT_WORKERS))
 
@@ -182,6 +183,11 @@ class Setting:
     context: Optional[str] = None  # what the worker said before dying (its signal, "Bus error"...)
     worker_pids: List[int] = field(default_factory=list)
     hang_after: Optional[float] = None  # the silence that counted as a hang for this setting
+
+    @property
+    def thread(self) -> dict:
+        """The thread found stuck fetching (stacks taken before the kill), or {}."""
+        return (self.stuck or {}).get("thread") or {}
 
     @property
     def first_batch(self) -> Optional[float]:
@@ -490,29 +496,21 @@ def _main_thread(processes: List[dict]) -> Optional[dict]:
     return None
 
 
-OOM_HINT = ": the kernel's OOM killer sends SIGKILL; see `dmesg -T | grep -i -E 'killed process|out of memory'`"
+OOM_HINT = f": the kernel's OOM killer sends SIGKILL; see {OOM_CHECK}"
 
 
 def _exit_of(pid, code) -> str:
-    """multiprocessing's exitcode of a worker in words; SIGKILL points at the OOM killer."""
-    import signal
-
+    """multiprocessing's exitcode of a worker in words (negative: the signal that ended it)."""
     if not isinstance(code, int) or code == 0:
         return ""
     if code > 0:
         return f"worker {pid} exited with code {code}"
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    return f"worker {pid} was killed by {name}"
+    return f"worker {pid} was killed by {signal_name(-code)}"
 
 
 def worker_end(pid: int) -> Optional[dict]:
     """How a worker ended, read from /proc (its exit status stays readable while it is a zombie
     nobody reaped): None while it runs."""
-    import signal
-
     try:
         with open(f"/proc/{pid}/stat") as fh:
             stat = fh.read()
@@ -525,11 +523,7 @@ def worker_end(pid: int) -> Optional[dict]:
     if status is None:
         return {"pid": pid, "text": f"DataLoader worker (pid {pid}) exited unexpectedly"}
     if status & 0x7F:
-        number = status & 0x7F
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
+        name = signal_name(status & 0x7F)
         hint = OOM_HINT if name == "SIGKILL" else ""
         return {"pid": pid, "signal": name, "text": f"DataLoader worker (pid {pid}) is killed by signal {name}{hint}"}
     code = (status >> 8) & 0xFF
@@ -634,7 +628,7 @@ def _load_failure(error: dict, data: dict) -> ProbeResult:
 
 
 def _where(setting: Setting) -> str:
-    thread = (setting.stuck or {}).get("thread") or {}
+    thread = setting.thread
     user = thread.get("user_frames") or []
     python = [f for f in thread.get("python_frames") or []]
     if not user and not python:
@@ -646,8 +640,7 @@ def _where(setting: Setting) -> str:
 
 
 def _hang_cause(setting: Setting) -> tuple:
-    thread = (setting.stuck or {}).get("thread") or {}
-    io = thread.get("io_wait")
+    io = setting.thread.get("io_wait")
     return ("io-stall", f" ({io})") if io else ("bad-sample", "")
 
 
@@ -661,14 +654,12 @@ def provably_stuck(setting: Setting) -> bool:
     stuck thread shows a wait that does not end by itself: blocked in I/O, or idle in a Python
     wait (a lock, an Event, a queue) other than a timed sleep. A thread that computes, sleeps a set
     time or was never found (workers still starting) is only out of time."""
-    thread = (setting.stuck or {}).get("thread") or {}
+    thread = setting.thread
     if not thread:
         return False
     if thread.get("io_wait"):
         return True
-    if thread.get("state") != "idle":
-        return False
-    if any(_TIMED_SLEEP.match(frame) for frame in thread.get("frames") or []):
+    if thread.get("state") != "idle" or _sleeping(setting):
         return False
     return bool(thread.get("python_frames"))
 
@@ -698,14 +689,15 @@ def judge(settings: List[Setting], batches: int):
 
     if workers and workers.status == "hang" and zero and zero.status == "ok":
         msg = (
-            f"workers hang (num_workers={workers.num_workers}: {workers.describe()}{_where(workers)}{_io(workers)}), "
+            f"workers hang (num_workers={workers.num_workers}: {workers.describe()}{_where(workers)}"
+            f"{_io_note(workers)}), "
             f"num_workers=0 works ({zero.describe()}): try num_workers=0 to triage, DataLoader(timeout=60) to get "
             f"an error instead of a hang, multiprocessing_context='spawn'"
         )
         findings.append(Finding("fail", msg, "dataloader"))
         return (
             "fail",
-            f"workers hang{_io(workers, ' in')} (num_workers={workers.num_workers}), num_workers=0 works",
+            f"workers hang{_in_io_wait(workers)} (num_workers={workers.num_workers}), num_workers=0 works",
             findings,
         )
 
@@ -713,7 +705,7 @@ def judge(settings: List[Setting], batches: int):
     if zero is not None and zero.status == "hang":
         # Hangs without workers too: the dataset itself blocks. Judge from the main process when
         # it was the one fetching, else from the stuck worker.
-        basis = zero if zero is not None and zero.stuck and zero.stuck.get("thread") else hung[0]
+        basis = zero if zero is not None and zero.thread else hung[0]
         cause, why = _hang_cause(basis)
         if workers is not None and workers.status == "hang":
             which = f"num_workers={workers.num_workers} and num_workers=0"
@@ -741,11 +733,14 @@ def judge(settings: List[Setting], batches: int):
         return "fail", f"a sample raised {_short(s.error)}", findings
 
     if workers and workers.status == "hang":  # workers hang; num_workers=0 did not run
-        msg = f"workers hang (num_workers={workers.num_workers}: {workers.describe()}{_where(workers)}{_io(workers)})"
+        msg = (
+            f"workers hang (num_workers={workers.num_workers}: {workers.describe()}{_where(workers)}"
+            f"{_io_note(workers)})"
+        )
         findings.append(Finding("fail", msg, "dataloader"))
         return (
             "fail",
-            f"workers hang{_io(workers, ' in')} (num_workers={workers.num_workers}); num_workers=0 not tried (time)",
+            f"workers hang{_in_io_wait(workers)} (num_workers={workers.num_workers}); num_workers=0 not tried (time)",
             findings,
         )
 
@@ -771,12 +766,16 @@ def judge(settings: List[Setting], batches: int):
     return "ok", f"{batches} batch(es) fetched; " + "; ".join(parts), findings
 
 
-def _io(setting: Setting, joint: str = ";") -> str:
+def _io_note(setting: Setting) -> str:
     """`; blocked in I/O: kernel wait channel pipe_read`, when the stuck thread shows an I/O wait."""
-    io = ((setting.stuck or {}).get("thread") or {}).get("io_wait")
-    if not io:
-        return ""
-    return f" in an I/O wait ({io})" if joint == " in" else f"; blocked in I/O: {io}"
+    io = setting.thread.get("io_wait")
+    return f"; blocked in I/O: {io}" if io else ""
+
+
+def _in_io_wait(setting: Setting) -> str:
+    """` in an I/O wait (kernel wait channel pipe_read)`, for a summary, when there is one."""
+    io = setting.thread.get("io_wait")
+    return f" in an I/O wait ({io})" if io else ""
 
 
 def _out_of_time(settings: List[Setting], slow: List[Setting]):
@@ -805,8 +804,7 @@ def _out_of_time(settings: List[Setting], slow: List[Setting]):
 
 
 def _sleeping(setting: Setting) -> bool:
-    frames = ((setting.stuck or {}).get("thread") or {}).get("frames") or []
-    return any(_TIMED_SLEEP.match(frame) for frame in frames)
+    return any(_TIMED_SLEEP.match(frame) for frame in setting.thread.get("frames") or [])
 
 
 def _short(text: Optional[str]) -> str:

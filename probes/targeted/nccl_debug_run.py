@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import sys
 import time
@@ -38,7 +37,14 @@ from debug_stuck.bounded import (
     run_tree,
     scratch_dir,
 )
-from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, ProbeUsageError
+from debug_stuck.probes.targeted.base import (
+    OOM_CHECK,
+    Finding,
+    ProbeContext,
+    ProbeResult,
+    ProbeUsageError,
+    signal_name,
+)
 from debug_stuck.probes.targeted.nccl_log import STAGES, TRACE_NOISE, NcclLog
 
 NAME = "nccl-debug-run"
@@ -69,27 +75,24 @@ _STALL_CAUSE = {
 STALL_SILENCE_S = 15.0
 
 
-def _signal_death(log: NcclLog) -> Optional[Finding]:
-    """The launcher's root cause when a rank was killed by a signal: the real cause, whatever the
-    surviving ranks report about their lost peer afterwards."""
+def _signal_death(log: NcclLog) -> Optional[Tuple[str, Finding]]:
+    """(summary, finding) when the launcher's root cause is a rank killed by a signal: the real
+    cause, whatever the surviving ranks report about their lost peer afterwards."""
     code = log.root_cause.get("exitcode")
     if code is None or code >= 0:
         return None
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    rank = log.root_cause.get("rank", "?")
+    name = signal_name(-code)
+    killed = f"rank {log.root_cause.get('rank', '?')} was killed by {name}"
     if name == "SIGKILL":
-        return Finding(
+        finding = Finding(
             "fail",
-            f"rank {rank} was killed by SIGKILL (exit code {code}), most likely the kernel's OOM killer: see "
-            "`dmesg -T | grep -i -E 'killed process|out of memory'`; the other ranks' errors follow from it",
+            f"{killed} (exit code {code}), most likely the kernel's OOM killer: see {OOM_CHECK}; "
+            "the other ranks' errors follow from it",
             "memory-pressure",
         )
-    return Finding(
-        "fail", f"rank {rank} was killed by {name} (exit code {code}); the other ranks' errors follow from it"
-    )
+    else:
+        finding = Finding("fail", f"{killed} (exit code {code}); the other ranks' errors follow from it")
+    return killed, finding
 
 
 def judge(
@@ -102,8 +105,8 @@ def judge(
     silent = seconds if silent_for is None else silent_for
     death = _signal_death(log)
     if death is not None:
-        findings = [death] + list(log.errors)
-        return "fail", death.message.split(" (exit code")[0] + f" (reached {stage})", findings
+        killed, finding = death
+        return "fail", f"{killed} (reached {stage})", [finding] + list(log.errors)
     gap = log.sequence_gap()
     if gap is not None and timed_out and not log.errors and silent >= STALL_SILENCE_S:
         behind, number, op, ahead = gap

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence
 
-from debug_stuck.bounded import kill_tree, members_of
+from debug_stuck.bounded import kill_tree, members_of, wait_ended
 
 # A probe gets its own limit, the probe framework's clean-up grace, and this much for the
 # interpreter to start, before it is killed.
@@ -146,7 +146,13 @@ def _end(proc: subprocess.Popen) -> None:
         members_of(proc.pid, known)
         try:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=PROBE_TERM_GRACE)
-        except (subprocess.TimeoutExpired, OSError):
+        except OSError:
+            pass
+        # not proc.wait(): the child must stay unreaped until kill_tree, so its PID is not reused
+        if not wait_ended(proc.pid, PROBE_TERM_GRACE):
             members_of(proc.pid, known)
     kill_tree(proc.pid, known)
+    try:
+        proc.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        pass

@@ -188,7 +188,7 @@ class EvidencePane(VerticalScroll):
         self.query_one("#groups", Static).update(stack_group_lines(report))
         errors = report.errors[:MAX_ERRORS_SHOWN]
         more = len(report.errors) - len(errors)
-        missing = [f"missing: {m['what']}. To get it: {m['get_it']}" for m in getattr(report, "missing", [])]
+        missing = [f"missing: {m['what']}. To get it: {m['get_it']}" for m in report.missing]
         text = "\n".join(missing + [f"could not collect: {e}" for e in errors])
         if more > 0:
             text += f"\n... {more} more in the report"
