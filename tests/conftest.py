@@ -1,8 +1,10 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,3 +67,21 @@ def run_subprocess(*args, timeout=60, cwd=None, env=None):
         cwd=cwd,
         env=env,
     )
+
+
+def all_gone(pids, seconds: float = 5.0) -> list:
+    """The PIDs still alive (zombies count as dead: init reaps the orphans a moment later)."""
+    deadline = time.monotonic() + seconds
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        still = []
+        for pid in alive:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    still.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        alive = still
+        if alive:
+            time.sleep(0.1)
+    return alive

@@ -3,16 +3,15 @@ SIGSTOPped job is continued before SIGINT so it can shut down cleanly. Real proc
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
 from zoo.fixtures import zoo  # noqa: F401
 
-from conftest import REPO
+from conftest import run_subprocess
 from debug_stuck.recovery.stop import stop_job
-from debug_stuck.zoo.spawn import is_alive, stop_signal
+from debug_stuck.zoo.spawn import stop_signal
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="stop reads /proc")
 
@@ -34,29 +33,6 @@ while True:
     time.sleep(1)
 """
 
-STUBBORN = """
-import os, signal, time, json
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-wd = os.environ["ZOO_WORKDIR"]
-with open(os.path.join(wd, ".READY.tmp"), "w") as fh:
-    json.dump({"pid": os.getpid()}, fh)
-os.replace(os.path.join(wd, ".READY.tmp"), os.path.join(wd, "READY"))
-while True:
-    time.sleep(1)
-"""
-
-
-def _cli(*args, timeout=60):
-    return subprocess.run(
-        [sys.executable, "-m", "debug_stuck", *map(str, args)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-    )
-
 
 @pytest.mark.timeout(60)
 def test_a_sigstopped_job_is_continued_before_sigint_and_shuts_down_cleanly(zoo):  # noqa: F811
@@ -75,36 +51,9 @@ def test_a_sigstopped_job_is_continued_before_sigint_and_shuts_down_cleanly(zoo)
 def test_stop_of_a_pid_that_does_not_exist_suggests_what_stop_accepts(zoo):  # noqa: F811
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    proc = _cli("stop", "--pid", dead.pid, "--yes")
+    proc = run_subprocess("stop", "--pid", dead.pid, "--yes")
     assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "does not exist" in lines[0], proc.stderr
     assert "--cmd" not in proc.stderr and "--dir" not in proc.stderr  # options stop does not take
     assert "ps" in lines[0]
-
-
-@pytest.mark.timeout(60)
-def test_answering_no_exits_non_zero_and_touches_nothing(zoo):  # noqa: F811
-    import pty
-
-    job = zoo("stubborn", argv=[sys.executable, "-c", STUBBORN], wait_ready=True)
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "debug_stuck", "stop", "--pid", str(job.proc.pid)],
-            stdin=slave,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-        )
-        os.write(master, b"n\n")
-        out, err = proc.communicate(timeout=45)
-    finally:
-        os.close(master)
-        os.close(slave)
-    assert proc.returncode == 1, err  # not done: a script must not take it for a stop
-    assert "Stop them? [y/N]" in out and "not stopped" in err
-    assert all(is_alive(p) for p in job.processes())
-    help_text = _cli("stop", "--help").stdout
-    assert "1 not stopped" in help_text

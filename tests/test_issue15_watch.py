@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from test_watch import TARGETS, WatchRun
+from test_watch import TARGETS, WatchRun, start_logged_job
 
 from debug_stuck.recovery.journal import Incident, Journal
 
@@ -91,31 +90,6 @@ def watch(request, tmp_path):
 def journal(tmp_path, monkeypatch):
     monkeypatch.setenv("DEBUG_STUCK_STATE_DIR", str(tmp_path / "state"))
     return Journal()
-
-
-def _start_logged_job(tmp_path, request, argv) -> subprocess.Popen:
-    """A job started by the test (not by watch), its output in tmp_path/job.log, killed in a finalizer."""
-    log = open(tmp_path / "job.log", "ab")  # noqa: SIM115 - closed in the finalizer
-    job = subprocess.Popen(
-        [str(a) for a in argv],
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        start_new_session=True,
-    )
-
-    def cleanup():
-        try:
-            os.killpg(job.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        job.wait(timeout=10)
-        log.close()
-
-    request.addfinalizer(cleanup)
-    return job
 
 
 def _wait_until(condition, timeout: float, what: str) -> None:
@@ -196,7 +170,7 @@ def test_restarting_a_script_without_a_resume_option_says_it_starts_over(watch, 
 
 @pytest.mark.timeout(90)
 def test_attaching_to_a_job_silent_for_a_while_judges_at_once(watch, tmp_path, request):
-    job = _start_logged_job(
+    job = start_logged_job(
         tmp_path,
         request,
         [sys.executable, TARGETS / "watch_hang.py", "--hang-at", "6", "--always", "--interval", "0.2"],
@@ -216,7 +190,7 @@ def test_attaching_to_a_job_silent_for_a_while_judges_at_once(watch, tmp_path, r
 
 @pytest.mark.timeout(90)
 def test_attaching_to_a_job_that_steps_raises_no_alarm(watch, tmp_path, request):
-    job = _start_logged_job(
+    job = start_logged_job(
         tmp_path, request, [sys.executable, TARGETS / "watch_hang.py", "--steps", "1000", "--hang-at", "1000",
                             "--interval", "0.3"],
     )  # fmt: skip

@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import all_gone
 from debug_stuck.bounded import kill_tree
 
 TARGETS = Path(__file__).resolve().parent / "targets"
@@ -98,23 +99,6 @@ def interrupt(proc, sig: int) -> tuple:
     return proc.returncode, err
 
 
-def assert_all_gone(pids, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        still = []
-        for pid in alive:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    still.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        alive = still
-        if alive:
-            time.sleep(0.1)
-    assert not alive, f"still running after the probe was interrupted: {alive}"
-
-
 def assert_no_scratch(scratch: Path) -> None:
     left = [p.name for p in scratch.iterdir() if p.name.startswith("debug-stuck-")]
     assert not left, f"scratch folders left behind: {left}"
@@ -137,7 +121,7 @@ def test_sigterm_ends_the_dataloader_probes_child_and_its_workers(running_probe)
     code, err = interrupt(proc, signal.SIGTERM)
     assert code == 128 + signal.SIGTERM, err
     assert "terminated" in err and "stopped" in err, err
-    assert_all_gone(pids)
+    assert all_gone(pids, 10.0) == [], "still running after the probe was interrupted"
     assert_no_scratch(scratch)
 
 
@@ -159,7 +143,7 @@ def test_ctrl_c_ends_torchrun_and_both_ranks_under_nccl_debug_run(running_probe)
     code, err = interrupt(proc, signal.SIGINT)
     assert code == 128 + signal.SIGINT, err
     assert "interrupted" in err, err
-    assert_all_gone(pids)
+    assert all_gone(pids, 10.0) == [], "still running after the probe was interrupted"
     assert_no_scratch(scratch)
 
 
@@ -172,5 +156,5 @@ def test_sigterm_ends_the_gc_probes_script_and_removes_its_folder(running_probe,
     assert any(p.name.startswith("debug-stuck-gc-") for p in scratch.iterdir()), "the probe made no scratch folder"
     code, err = interrupt(proc, signal.SIGTERM)
     assert code == 128 + signal.SIGTERM, err
-    assert_all_gone(pids)
+    assert all_gone(pids, 10.0) == [], "still running after the probe was interrupted"
     assert_no_scratch(scratch)

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import all_gone
 from debug_stuck.bounded import kill_tree, run_tree
 from debug_stuck.probes.targeted import nccl_log as check_nccl
 from debug_stuck.probes.targeted.base import ConsentRequired, ProbeContext
@@ -55,24 +56,6 @@ def torchrun(mode: str, port: int) -> list:
         str(TARGET),
         mode,
     ]
-
-
-def all_gone(pids, seconds: float = 5.0) -> list:
-    """The PIDs still alive (zombies count as dead: init reaps the orphans a moment later)."""
-    deadline = time.monotonic() + seconds
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        still = []
-        for pid in alive:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    still.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        alive = still
-        if alive:
-            time.sleep(0.1)
-    return alive
 
 
 # --- the parser, on recorded output ---------------------------------------------------------------

@@ -3,7 +3,6 @@ the same report as the TUI; and the entry point's refusal without a terminal."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
@@ -14,29 +13,11 @@ from zoo.fixtures import zoo  # noqa: F401
 
 pytest.importorskip("questionary")
 
-from prompt_toolkit.input import create_pipe_input  # noqa: E402
-from prompt_toolkit.output import DummyOutput  # noqa: E402
+
+from prompt_driving import ENTER, UP, drive  # noqa: E402
 
 from debug_stuck.core.examples import load_example  # noqa: E402
-from debug_stuck.frontends.prompts import run_prompts  # noqa: E402
 from debug_stuck.frontends.session.core import Session  # noqa: E402
-
-ENTER = "\r"
-UP = "\x1b[A"
-
-
-def drive(session: Session, keys: str) -> tuple:
-    """Run the prompts with these keystrokes; (exit code, everything printed). The pipe is closed
-    after the keys, so a prompt nobody expected ends the run (EOF) instead of waiting forever."""
-    out = io.StringIO()
-    with create_pipe_input() as pipe:
-        pipe.send_text(keys)
-        pipe.close()
-        try:
-            code = run_prompts(session, out=out, input=pipe, output=DummyOutput())
-        except EOFError:
-            raise AssertionError("the prompts asked more than expected:\n" + out.getvalue()) from None
-    return code, out.getvalue()
 
 
 @pytest.mark.timeout(180)

@@ -11,14 +11,13 @@ from zoo.fixtures import zoo  # noqa: F401
 
 pytest.importorskip("questionary")
 
+from prompt_driving import ENTER, UP, drive  # noqa: E402
 from prompt_toolkit.input import create_pipe_input  # noqa: E402
 from prompt_toolkit.output import DummyOutput  # noqa: E402
 
 from debug_stuck.frontends.prompts import PlainSession  # noqa: E402
 from debug_stuck.frontends.session.core import Session  # noqa: E402
 
-ENTER = "\r"
-UP = "\x1b[A"
 ESC = "\x1b"  # never followed by "[" or "O" here: that would read as an arrow key's sequence
 CTRL_C = "\x03"
 
@@ -34,20 +33,6 @@ TO_THE_MENU = [
 ]
 # The menu then: 1 probe, 2 copy, 3 save, 4 stop, 5 resume, 6 show the report, 7 quit.
 RUN_ENV_PROBE = ["1" + ENTER, ENTER]  # run a probe; the first offered (env)
-
-
-def drive(session: Session, keys: str) -> tuple:
-    """Run the prompts with these keystrokes; (exit code, everything printed). The pipe is closed
-    after the keys, so a prompt nobody expected ends the run (EOF) instead of waiting forever."""
-    out = io.StringIO()
-    with create_pipe_input() as pipe:
-        pipe.send_text(keys)
-        pipe.close()
-        try:
-            code = PlainSession(session, out, input=pipe, output=DummyOutput()).run()
-        except EOFError:
-            raise AssertionError("the prompts asked more than expected:\n" + out.getvalue()) from None
-    return code, out.getvalue()
 
 
 def dead_job_session(knowledge, tmp_path) -> Session:

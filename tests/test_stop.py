@@ -14,7 +14,7 @@ import psutil
 import pytest
 from zoo.fixtures import zoo  # noqa: F401
 
-from conftest import REPO
+from conftest import REPO, run_subprocess
 from debug_stuck.errors import BadInput
 from debug_stuck.recovery.stop import _describe_left, _Tracked, signal_if_same, stop_job
 from debug_stuck.zoo.spawn import is_alive
@@ -182,3 +182,4 @@ def test_stop_on_a_terminal_asks_and_no_means_no(zoo):  # noqa: F811
     assert proc.returncode == 1, err  # "not stopped" is not a stop (issue 15, item 12)
     assert "Stop them? [y/N]" in out and "not stopped" in err and str(job.proc.pid) in err
     assert all(is_alive(p) for p in job.processes()) and len(job.processes()) == 2
+    assert "1 not stopped" in run_subprocess("stop", "--help", cwd=REPO).stdout

@@ -345,9 +345,7 @@ def test_recorded_session_prefills_from_its_log_and_gpu_readings(knowledge, tmp_
     async def scenario():
         async with app.run_test(size=(160, 48)) as pilot:
             await settle(pilot)
-            for key in ANSWERED:
-                await pilot.press(key)
-                await settle(pilot)
+            await press_settled(pilot, ANSWERED)
             assert isinstance(app.screen, DiagnosisScreen)
             await pilot.press("q")
 
@@ -386,11 +384,16 @@ def test_screen_snapshot(snap_compare, knowledge, tmp_path, screen, size):
 
     async def run_before(pilot) -> None:
         await settle(pilot)
-        for key in SCREENS[screen]:
-            await pilot.press(key)
-            await settle(pilot)
+        await press_settled(pilot, SCREENS[screen])
 
     assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)
+
+
+async def press_settled(pilot, keys) -> None:
+    """Each key, then wait for what it started (screens, collection workers) to settle."""
+    for key in keys:
+        await pilot.press(key)
+        await settle(pilot)
 
 
 async def settle(pilot) -> None:
@@ -548,9 +551,7 @@ def test_diagnosis_at_80x24_shows_the_summary_every_cause_and_the_keys(knowledge
     async def scenario():
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
-            for key in ANSWERED:
-                await pilot.press(key)
-                await settle(pilot)
+            await press_settled(pilot, ANSWERED)
             screen = app.screen
             assert isinstance(screen, DiagnosisScreen)
             verdict = screen.query_one("#verdict", Static)
@@ -659,9 +660,7 @@ def test_copied_fixes_name_each_fix_once(knowledge, tmp_path, monkeypatch):
     async def scenario():
         async with app.run_test(size=(160, 48)) as pilot:
             await settle(pilot)
-            for key in ANSWERED:
-                await pilot.press(key)
-                await settle(pilot)
+            await press_settled(pilot, ANSWERED)
             await pilot.press("c")
             await wait_for(pilot, lambda: bool(session.pending_output), "the copied fixes")
 
@@ -736,9 +735,7 @@ def test_resume_without_a_checkpoint_says_it_restarts_from_step_0(knowledge, tmp
     async def scenario():
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
-            for key in ANSWERED + ["s"]:
-                await pilot.press(key)
-                await settle(pilot)
+            await press_settled(pilot, ANSWERED + ["s"])
             assert isinstance(app.screen, RecoveryScreen)
             info = " ".join(text_of(app.screen.query_one("#resume-info", Static)).split())
             assert "last good checkpoint" not in info

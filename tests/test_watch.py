@@ -484,10 +484,15 @@ def test_ctrl_c_to_the_watcher_is_passed_on_to_the_job_it_launched(watch, tmp_pa
 
 
 def _start_logged_job(tmp_path, request, *args) -> subprocess.Popen:
-    """A job started by the test (not by watch), its output in a log file, killed in a finalizer."""
+    """watch_hang.py with these arguments, started by the test (see start_logged_job)."""
+    return start_logged_job(tmp_path, request, [sys.executable, TARGETS / "watch_hang.py", *args])
+
+
+def start_logged_job(tmp_path, request, argv) -> subprocess.Popen:
+    """A job started by the test (not by watch), its output in tmp_path/job.log, killed in a finalizer."""
     log = open(tmp_path / "job.log", "ab")  # noqa: SIM115 - closed in the finalizer
     job = subprocess.Popen(
-        [sys.executable, str(TARGETS / "watch_hang.py"), *map(str, args)],
+        [str(a) for a in argv],
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=log,
