@@ -53,6 +53,9 @@ def running_probe(request, tmp_path):
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            # a shell that starts pytest in the background ignores SIGINT, and children inherit that:
+            # the probe must get Ctrl-C as a user's terminal delivers it (as test_watch's runs do)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         started.append((proc, {}))
         return proc, scratch, started[-1][1]
