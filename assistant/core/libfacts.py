@@ -1,0 +1,170 @@
+"""Facts from the libraries: what a stack frame means as a wait, and what a log line means.
+
+The tables are data (skills/data/frames.yaml and skills/data/log-catalog.yaml), each entry cited
+from the library's own source. This module only matches against them: callers pass the parsed
+entries, nothing here reads a file, so the live path and every pasted-dump reader share one rule.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from functools import cache
+
+# The closed lists the tables may use; the YAML files carry a one-line meaning for each.
+WAIT_KINDS = (
+    "queue", "lock", "condition", "event", "semaphore", "future", "join", "subprocess", "pipe",
+    "socket-connect", "socket-accept", "socket-recv", "socket-send", "ssl", "http", "file-open",
+    "file-read", "file-write", "flock", "collective", "rendezvous", "cuda-sync", "compile",
+    "build-lock", "sleep", "input", "gc", "import", "busy",
+)  # fmt: skip
+JOB_FACTS = (
+    "dataloader", "distributed", "multiprocess", "threads", "cuda", "rocm", "compile",
+    "checkpoint-save", "checkpoint-load", "data-read", "network-client", "tracker", "hub",
+    "subprocess", "stdin", "tokenizers", "h5py", "jupyter",
+)  # fmt: skip
+
+_RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_LINE_SUFFIX = re.compile(r":\d+$")
+_SPACES = re.compile(r"\s+")
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern:
+    # The tables hold a few hundred patterns: more than re's own cache keeps next to the rest.
+    return re.compile(pattern)
+
+
+def _strip_arguments(name: str) -> str:
+    """`f(int, g<(1)>) const` -> `f`: gdb, pystack --native and IPython print argument lists."""
+    text = name.rstrip()
+    if text.endswith(" const"):
+        text = text[: -len(" const")].rstrip()
+    if not text.endswith(")"):
+        return name.strip()
+    depth = 0
+    for index in range(len(text) - 1, -1, -1):
+        if text[index] == ")":
+            depth += 1
+        elif text[index] == "(":
+            depth -= 1
+            if depth == 0:
+                head = text[:index].rstrip()
+                return head or name.strip()
+    return name.strip()
+
+
+def frame_names(function: str) -> tuple[str, ...]:
+    """The names an entry's `function` regex is tried against, most specific first."""
+    name = _RUST_HASH.sub("", _strip_arguments(function or ""))
+    names = [name]
+    if "::" not in name and "." in name:
+        # pystack and some tracebacks give Class.method; py-spy and faulthandler the bare method.
+        names.append(name.rsplit(".", 1)[1])
+    return tuple(names)
+
+
+def _frame_file(file: str | None) -> str:
+    if not file:
+        return ""
+    return _LINE_SUFFIX.sub("", file.strip().replace("\\", "/"))
+
+
+def frame_matches(entries, function: str, file: str | None) -> list[dict]:
+    """Every entry that matches the frame, best first: entries pinned to a file before the rest."""
+    names = frame_names(function)
+    path = _frame_file(file)
+    pinned, unpinned = [], []
+    for entry in entries:
+        pattern = _compiled(entry["function"])
+        if not any(pattern.fullmatch(name) for name in names):
+            continue
+        file_pattern = entry.get("file")
+        if file_pattern:
+            if path and _compiled(file_pattern).search(path):
+                pinned.append(entry)
+        else:
+            unpinned.append(entry)
+    return pinned + unpinned
+
+
+def match_frame(entries, function: str, file: str | None) -> dict | None:
+    """The entry that says what this frame waits on, or None when no library entry covers it."""
+    found = frame_matches(entries, function, file)
+    return found[0] if found else None
+
+
+def _fold(text: str) -> str:
+    return _SPACES.sub(" ", text).strip().lower()
+
+
+def _collapse(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()
+
+
+def _groups(entry, text: str) -> dict:
+    pattern = entry.get("extract")
+    if not pattern:
+        return {}
+    found = _compiled(pattern).search(_collapse(text))
+    if not found:
+        return {}
+    return {key: value for key, value in found.groupdict().items() if value is not None}
+
+
+def _line_starts(parts: list[str], separator: str) -> list[int]:
+    starts, offset = [], 0
+    for part in parts:
+        starts.append(offset)
+        offset += len(part) + len(separator)
+    return starts
+
+
+def _candidate_lines(prepared, folded: list[str]) -> dict[int, set[int]]:
+    """Line -> entries worth checking there: where the entry's longest token occurs, found with
+    str.find over the whole text (joined at a space and mid-word) instead of entry by line."""
+    candidates: dict[int, set[int]] = {}
+    for separator in (" ", ""):
+        joined = separator.join(folded)
+        starts = _line_starts(folded, separator)
+        for number, (_entry, tokens) in enumerate(prepared):
+            anchor = max(tokens, key=len)
+            position = joined.find(anchor)
+            while position != -1:
+                line = bisect_right(starts, position) - 1
+                for index in (line - 1, line):  # a wrapped message starts on the line before
+                    if index >= 0:
+                        candidates.setdefault(index, set()).add(number)
+                position = joined.find(anchor, position + 1)
+    return candidates
+
+
+def _match_at(entry, tokens, lines, folded, index):
+    if all(token in folded[index] for token in tokens):
+        return _groups(entry, lines[index])
+    if index + 1 >= len(lines) or all(token in folded[index + 1] for token in tokens):
+        return None  # the next line reports it on its own
+    # Wrapped at a space, or hard-wrapped mid-word by a terminal or a paste.
+    for joined in (lines[index] + " " + lines[index + 1], lines[index] + lines[index + 1]):
+        if all(token in _fold(joined) for token in tokens):
+            return _groups(entry, joined)
+    return None
+
+
+def match_log(entries, text: str) -> list[tuple[dict, dict]]:
+    """(entry, extracted groups) for each line of `text` a catalog entry describes, in line order.
+
+    A line matches when every token of the entry is in it (case and whitespace ignored), or in the
+    line joined with the next one when the message was wrapped there, at a space or mid-word.
+    """
+    lines = (text or "").splitlines()
+    folded = [_fold(line) for line in lines]
+    prepared = [(entry, [_fold(token) for token in entry["tokens"]]) for entry in entries]
+    results = []
+    for index, numbers in sorted(_candidate_lines(prepared, folded).items()):
+        for number in sorted(numbers):
+            entry, tokens = prepared[number]
+            groups = _match_at(entry, tokens, lines, folded, index)
+            if groups is not None:
+                results.append((entry, groups))
+    return results
