@@ -18,6 +18,17 @@ diagnose` and `watch` send it only to a process whose marker they found: the sam
 process without the handler would end it. Files live in ``$DEBUG_STUCK_HOOK_DIR`` or
 ``/tmp/debug-stuck-hook-<uid>`` (a private folder, 0700), named by PID, and are removed at exit.
 
+When the job runs with the Flight Recorder on (TORCH_FR_BUFFER_SIZE, formerly
+TORCH_NCCL_TRACE_BUFFER_SIZE, above 0), install() also makes a FIFO ``<pid>.frreq`` and a daemon
+thread that sleeps in read() on it: a write there makes the thread call torch's own dump
+(``_dump_nccl_trace()`` where a CUDA build's NCCL recorder has entries, else ``_dump_fr_trace()``)
+and write ``<pid>.fr`` (the pickle NCCL writes at a watchdog timeout; atomic, 0600) or, if that
+fails, ``<pid>.fr.err``. A thread, not a signal: faulthandler's C handler cannot
+call Python, and a Python signal handler runs only when the main thread gets back to the
+interpreter, which a rank blocked in a collective never does; the thread runs while the main
+thread waits in C with the GIL released (gloo and NCCL waits release it). The marker names the
+FIFO and both files (keys fr_request, fr_dump, fr_error).
+
 Importing this module is cheap (standard library only) and never touches the job until install().
 """
 
@@ -31,12 +42,16 @@ import os
 import signal
 import stat
 import sys
+import threading
 import time
 from typing import Optional
 
 ENV_DIR = "DEBUG_STUCK_HOOK_DIR"
 _HEARTBEAT_WIDTH = 64  # the heartbeat file is rewritten in place, always this many bytes
 _BLANK = b" " * _HEARTBEAT_WIDTH
+FR_BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")  # the order torch reads them
+# NCCL's recorder (CUDA builds; what the watchdog writes), then the generic one (gloo, torch >= 2.7)
+_FR_DUMPERS = ("_dump_nccl_trace", "_dump_fr_trace")
 
 _state: dict = {}
 
@@ -144,15 +159,97 @@ def _install(folder: Optional[str], made: list) -> str:
     }
     from debug_stuck.writer import write_file  # 0600, fsynced, renamed into place, never through a link
 
+    fr_files = _offer_fr_dumps(where, pid, made) if fr_enabled() else None
+    if fr_files:
+        marker.update(fr_request=fr_files[0], fr_dump=fr_files[1], fr_error=fr_files[2])
     write_file(marker_path, json.dumps(marker))
     os.pwrite(beat_fd, _BLANK[:-1] + b"\n", 0)
     beat = mmap.mmap(beat_fd, _HEARTBEAT_WIDTH)  # shared: readers of the file see every step at once
     os.close(beat_fd)
     _state.update(pid=pid, marker=marker_path, stacks=stacks, beat=beat, signum=signum)
-    _state["files"] = [marker_path, stacks_path, beat_path]
+    _state["files"] = [marker_path, stacks_path, beat_path, *(fr_files or ())]
     atexit.register(_remove)
+    if fr_files:
+        threading.Thread(target=_serve_fr_requests, args=fr_files, name="debug_stuck.hook:fr", daemon=True).start()
     _beat(None)
     return marker_path
+
+
+def fr_enabled(env: Optional[dict] = None) -> bool:
+    """The Flight Recorder is on in this job: the first of FR_BUFFER_VARS that is set is above 0."""
+    env = os.environ if env is None else env
+    for name in FR_BUFFER_VARS:
+        value = env.get(name, "").strip()
+        if value:
+            try:
+                return int(value) > 0
+            except ValueError:
+                return False
+    return False
+
+
+def _offer_fr_dumps(where: str, pid: int, made: list) -> tuple:
+    """(request FIFO, dump file, error file) in the hook's folder; the FIFO is made here."""
+    request = os.path.join(where, f"{pid}.frreq")
+    try:
+        os.unlink(request)  # left by an earlier process with our PID
+    except FileNotFoundError:
+        pass
+    os.mkfifo(request, 0o600)
+    made.append(request)
+    return request, os.path.join(where, f"{pid}.fr"), os.path.join(where, f"{pid}.fr.err")
+
+
+def _serve_fr_requests(request: str, dump_path: str, error_path: str) -> None:
+    """Sleep in read() on the FIFO (no polling, no CPU); every request gets one dump."""
+    try:
+        # O_RDWR: the open never waits for a writer, and read() never sees end-of-file
+        fd = os.open(request, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    while _state.get("pid") == os.getpid():
+        try:
+            if not os.read(fd, 4096):
+                return
+        except OSError:
+            return
+        _write_fr_dump(dump_path, error_path)
+
+
+def _write_fr_dump(dump_path: str, error_path: str) -> None:
+    from debug_stuck.writer import write_file
+
+    try:
+        write_file(dump_path, _fr_bytes())
+    except Exception as exc:
+        try:
+            write_file(error_path, f"{type(exc).__name__}: {exc}\n")
+        except Exception:
+            pass
+
+
+def _fr_bytes() -> bytes:
+    """torch's own Flight Recorder dump, from the torch the job already imported (importing it from
+    this thread could deadlock against the main thread's imports)."""
+    c10d = sys.modules.get("torch._C._distributed_c10d")
+    if c10d is None:
+        torch = sys.modules.get("torch")
+        c10d = getattr(getattr(torch, "_C", None), "_distributed_c10d", None)
+    if c10d is None:
+        raise RuntimeError("torch.distributed is not loaded in the job (yet)")
+    dumps = [bytes(getattr(c10d, name)()) for name in _FR_DUMPERS if hasattr(c10d, name)]
+    if not dumps:
+        raise RuntimeError("this torch has no Flight Recorder dump function (_dump_fr_trace)")
+    return next((d for d in dumps if _has_entries(d)), dumps[-1])
+
+
+def _has_entries(dump: bytes) -> bool:
+    import pickle  # torch's own output from this very process: plain pickle is safe here
+
+    try:
+        return bool(pickle.loads(dump).get("entries"))
+    except Exception:
+        return False
 
 
 def step(n: Optional[int] = None) -> None:
