@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
 import shutil
 import signal
@@ -31,10 +32,11 @@ def call_with_timeout(fn: Callable[[], T], seconds: float, what: str = "call") -
     in a daemon thread lets us give up on it and still write a report.
     """
     box: dict = {}
+    context = contextvars.copy_context()  # the caller's context variables hold in the thread too
 
     def runner() -> None:
         try:
-            box["value"] = fn()
+            box["value"] = context.run(fn)
         except BaseException as exc:  # handed back to the caller below
             box["error"] = exc
 

@@ -70,6 +70,7 @@ PLACEHOLDERS = {
     "cwd": "the job's working directory",
     "output_dir": "the job's output folder",
     "checkpoint": "the job's newest checkpoint",
+    "partial_checkpoint": "the checkpoint file a hung save left half-written (never the one resume starts from)",
     "blocked_path": "the file the job is blocked on",
     "log": "the job's log file",
     "master_addr": "the rendezvous address (MASTER_ADDR)",

@@ -19,7 +19,9 @@ ROOTS = {"assistant": "debug_stuck", "probes": "debug_stuck.probes"}
 LAYERS = [
     (
         "foundation",
-        re.compile(r"^debug_stuck(\.(contract|errors|paths|bounded|redact|writer|tables|interpreter|yamlio|hook))?$"),
+        re.compile(
+            r"^debug_stuck(\.(contract|errors|paths|bounded|inputs|redact|writer|tables|interpreter|yamlio|hook))?$"
+        ),
     ),
     ("probes", re.compile(r"^debug_stuck\.probes(\.|$)")),
     ("core", re.compile(r"^debug_stuck\.core(\.|$)")),

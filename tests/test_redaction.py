@@ -24,11 +24,13 @@ import pytest
 from debug_stuck.redact import (
     REDACTED,
     is_secret_name,
+    quote_markers,
     redact_argv,
     redact_command,
     redact_env,
     redact_obj,
     redact_text,
+    redacted_command_line,
 )
 
 TARGET = Path(__file__).resolve().parent / "targets" / "secrets_job.py"
@@ -336,3 +338,280 @@ def test_no_secret_reaches_the_interactive_session(secret_job, tmp_path, monkeyp
     found = {name: leaked(text) for name, text in shown.items()}
     assert {name: names for name, names in found.items() if names} == {}
     assert REDACTED in shown["saved json"] and REDACTED in shown["resume"]
+
+
+# -- secrets in every shape (issue 23, item 3) ------------------------------------------------------
+
+SHAPES_TARGET = Path(__file__).resolve().parent / "targets" / "secret_shapes_job.py"
+
+SHAPE_SECRETS = {
+    # Hydra/OmegaConf overrides
+    "hydra": "hydrakey-5081",
+    "hydra +": "hydrapass-5082",
+    "hydra ++": "hydratok-5083",
+    "hydra ~": "hydrasec-5084",
+    # a URL password holding / and +: each piece must go
+    "url 1": "pgA1b2",
+    "url 2": "Cd3e4q",
+    "url 3": "Fg5h6w",
+    "wandb-key": "wandbkey-6612",
+    "dash value": "hunter2-dash-7723",
+    # the log
+    "yaml": "yamlapikey-8801",
+    "yaml quoted": "yamlhftok-8802",
+    "json": "jsonpass-8803",
+    "dict": "dictwandb-8804",
+    "ini": "iniawssecret-8805",
+    "basic": "dXNlcjpiYXNpYzg4MDY=",
+    "bearer": "bear8807",
+    "token": "tok8808",
+    "cookie": "cookiesess-8809",
+}
+
+# (what the job prints, what every report must show of it)
+SHAPE_LOG_LINES = [
+    (f"api_key: {SHAPE_SECRETS['yaml']}", f"api_key: {REDACTED}"),
+    (f'hf_token: "{SHAPE_SECRETS["yaml quoted"]}"', f'hf_token: "{REDACTED}"'),
+    (f'{{"password": "{SHAPE_SECRETS["json"]}", "lr": 0.1}}', f'{{"password": "{REDACTED}", "lr": 0.1}}'),
+    (f"{{'wandb_api_key': '{SHAPE_SECRETS['dict']}', 'epochs': 3}}", f"{{'wandb_api_key': '{REDACTED}', 'epochs': 3}}"),
+    (f"aws_secret_access_key = {SHAPE_SECRETS['ini']}", f"aws_secret_access_key = {REDACTED}"),
+    (f"Authorization: Basic {SHAPE_SECRETS['basic']}", f"Authorization: Basic {REDACTED}"),
+    (f"Authorization: Bearer {SHAPE_SECRETS['bearer']}", f"Authorization: Bearer {REDACTED}"),
+    (f"Authorization: token {SHAPE_SECRETS['token']}", f"Authorization: token {REDACTED}"),
+    (f"Cookie: session={SHAPE_SECRETS['cookie']}; theme=dark", f"Cookie: {REDACTED}"),
+    ("num_tokens: 512", "num_tokens: 512"),
+    ("keys: [a, b]", "keys: [a, b]"),
+]
+
+# options a training script uses for data fields, counts and paths: none may be blanked
+HARMLESS_OPTIONS = [
+    "--tokenizer_name", "gpt2", "--max_new_tokens", "100", "--token_budget", "5", "--password_file", "/tmp/pw.txt",
+    "--key_column", "text", "--sort-key", "length", "--metric_key", "val_loss", "--label_key", "labels",
+]  # fmt: skip
+
+
+def shapes_argv() -> list:
+    s = SHAPE_SECRETS
+    return [
+        sys.executable,
+        str(SHAPES_TARGET),
+        f"wandb.api_key={s['hydra']}",
+        f"+db.password={s['hydra +']}",
+        f"++trainer.hf_token={s['hydra ++']}",
+        f"~x.secret={s['hydra ~']}",
+        "--db_url",
+        f"postgres://dbuser:{s['url 1']}/{s['url 2']}+{s['url 3']}@db.example/runs",
+        "--wandb-key",
+        s["wandb-key"],
+        "--password",
+        f"-{s['dash value']}",
+        *HARMLESS_OPTIONS,
+    ]
+
+
+def shapes_env(ready: Path, lines: Path) -> dict:
+    env = dict(os.environ)
+    env.update(SHAPES_READY=str(ready), SHAPES_LINES=str(lines), TOKENIZERS_PARALLELISM="false")
+    return env
+
+
+def shape_leaks(text: str) -> list:
+    return [name for name, value in SHAPE_SECRETS.items() if value in text]
+
+
+def bare_markers(command: str) -> int:
+    """How many <redacted> bash would read as a redirection (outside any quotes)."""
+    words = list(shlex.shlex(command, posix=True, punctuation_chars=True))
+    return sum(1 for a, b in zip(words, words[1:]) if a == "<" and b == "redacted")
+
+
+def assert_printable(command: str) -> None:
+    assert shlex.split(command, comments=True), command
+    assert bare_markers(command) == 0, command
+
+
+@pytest.fixture
+def shapes_job(tmp_path, request):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"{line}\n" for line, _ in SHAPE_LOG_LINES))
+    ready = tmp_path / "READY"
+    log = open(tmp_path / "train.log", "wb")
+    proc = subprocess.Popen(
+        shapes_argv(),
+        cwd=tmp_path,
+        env=shapes_env(ready, lines),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+
+    def stop():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+    request.addfinalizer(stop)
+    wait_for(ready)
+    return proc
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["wandb.api_key=k1"], [f"wandb.api_key={REDACTED}"]),
+        (["+db.password=p/1+x"], [f"+db.password={REDACTED}"]),
+        (["++trainer.hf_token=t1"], [f"++trainer.hf_token={REDACTED}"]),
+        (["~x.secret=s1"], [f"~x.secret={REDACTED}"]),
+        (["model.tokenizer_name=gpt2", "trainer.max_steps=10"], ["model.tokenizer_name=gpt2", "trainer.max_steps=10"]),
+        (["--wandb-key", "w1", "--hf_key=h1"], ["--wandb-key", REDACTED, f"--hf_key={REDACTED}"]),
+        (["--password", "-hunter2", "--lr", "1"], ["--password", REDACTED, "--lr", "1"]),
+        (["--password", "--verbose"], ["--password", "--verbose"]),
+        (["--api-key", "--lr=1"], ["--api-key", "--lr=1"]),
+        (["--db", "postgres://user:abcd/efgh+ijkl@db/x"], ["--db", f"postgres://user:{REDACTED}@db/x"]),
+        (HARMLESS_OPTIONS, HARMLESS_OPTIONS),
+    ],
+)
+def test_overrides_service_keys_dash_values_and_urls_in_argv(argv, shown):
+    assert redact_argv(["python", "train.py", *argv]) == ["python", "train.py", *shown]
+
+
+@pytest.mark.parametrize(
+    "name", ["--wandb-key", "--wandb_key", "HF_KEY", "--openai-key", "ANTHROPIC_KEY", "comet_key", "--neptune-key",
+             "MLFLOW_KEY", "aws_key", "AZURE_KEY", "--gcp-key", "s3_key", "wandb.api_key", "+db.password", "~x.secret"],
+)  # fmt: skip
+def test_service_keys_and_key_paths_are_secret_names(name):
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["--sort-key", "--primary-key", "--key-column", "--keyframe", "--monitor_key", "--metric_key",
+             "--input_key", "--text_key", "--label_key", "--image_key", "--key", "num_tokens", "keys",
+             "--token_budget", "--password_file", "--key_column", "model.tokenizer_name", "pad_token", "--eos_token"],
+)  # fmt: skip
+def test_data_field_keys_are_not_secret_names(name):
+    assert not is_secret_name(name)
+
+
+@pytest.mark.parametrize("line, shown", SHAPE_LOG_LINES)
+def test_config_dumps_dicts_ini_and_headers_in_log_lines(line, shown):
+    assert redact_text(line) == shown
+    assert redact_text(shown) == shown
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("postgres://user:abcd/efgh+ijkl@db/x", f"postgres://user:{REDACTED}@db/x"),
+        ("db at https://me:p@ss/w+rd@db.example:5432/runs ok", f"db at https://me:{REDACTED}@db.example:5432/runs ok"),
+        ("https://host:8080/users/alice@example.org", "https://host:8080/users/alice@example.org"),
+        ("python t.py wandb.api_key=k1 +db.password=p2 lr=0.1", f"python t.py wandb.api_key={REDACTED} "
+         f"+db.password={REDACTED} lr=0.1"),
+        ("--password -hunter2 --lr 1", f"--password {REDACTED} --lr 1"),
+        ("--wandb-key X --sort-key length", f"--wandb-key {REDACTED} --sort-key length"),
+        ('{"Authorization": "Bearer abc", "Cookie": "s=1", "Accept": "json"}',
+         f'{{"Authorization": "Bearer {REDACTED}", "Cookie": "{REDACTED}", "Accept": "json"}}'),
+        ("curl -H 'Authorization: Bearer abc' https://x", f"curl -H 'Authorization: Bearer {REDACTED}' https://x"),
+        ("hub_token: None", "hub_token: None"),
+        ('{"pad_token": "[PAD]", "mask_token": "[MASK]"}', '{"pad_token": "[PAD]", "mask_token": "[MASK]"}'),
+        ("    token = tokenizer(text)", "    token = tokenizer(text)"),
+        ("TOKENIZERS_PARALLELISM=false --tokenizer_name gpt2 --max_new_tokens 100 --token_budget 5",
+         "TOKENIZERS_PARALLELISM=false --tokenizer_name gpt2 --max_new_tokens 100 --token_budget 5"),
+        ("--password_file /p --key_column text num_tokens: 512 keys: [a, b]",
+         "--password_file /p --key_column text num_tokens: 512 keys: [a, b]"),
+    ],
+)  # fmt: skip
+def test_free_text_shapes(text, shown):
+    assert redact_text(text) == shown
+
+
+def test_printed_commands_quote_the_marker_and_still_parse():
+    argv = ["python", "t.py", "wandb.api_key=k1", "--password", "-hunter2", "--db", "postgres://u:a/b+c@db/x"]
+    line = redacted_command_line(argv)
+    assert line == (
+        f"python t.py wandb.api_key='{REDACTED}' --password '{REDACTED}' --db postgres://u:'{REDACTED}'@db/x"
+    )
+    assert shlex.split(line) == redact_argv(argv)
+    # an env prefix stays a prefix; shell syntax ($VAR, pipes) is kept as written
+    assert redact_command("HF_TOKEN=abc python t.py --token $HF_TOKEN --password x | tee log") == (
+        f"HF_TOKEN='{REDACTED}' python t.py --token $HF_TOKEN --password '{REDACTED}' | tee log"
+    )
+    nested = redacted_command_line(["bash", "-c", "python t.py --password hunter2 && echo ok"])
+    assert shlex.split(shlex.split(nested)[2]) == ["python", "t.py", "--password", REDACTED, "&&", "echo", "ok"]
+    for command in (line, nested, redact_command("python t.py --password <redacted>")):
+        assert_printable(command)
+    assert quote_markers(f"echo '{REDACTED}' \"{REDACTED}\"") == f"echo '{REDACTED}' \"{REDACTED}\""
+    fix = redact_obj({"commands": ["python t.py --password hunter2 --batch-size 1"]})
+    assert fix == {"commands": [f"python t.py --password '{REDACTED}' --batch-size 1"]}
+
+
+def test_jobs_with_secrets_in_every_shape_show_none_and_print_runnable_commands(shapes_job, tmp_path):
+    """Overrides, a URL password with / and +, --wandb-key, a -dash value on the command line;
+    config dumps, JSON, dicts, ini and headers in the log, each in turn its last line."""
+    pid = shapes_job.pid
+    outputs = {}
+    for fmt in ("json", "markdown", "text"):
+        result = debug_stuck("diagnose", "--pid", pid, "--format", fmt, "--window", "0.5")
+        assert result.returncode == 0, result.stderr
+        outputs[f"diagnose {fmt}"] = result.stdout + result.stderr
+    snapshot = debug_stuck("snapshot", "--pid", pid, "--window", "0.5")
+    assert snapshot.returncode == 0, snapshot.stderr
+    outputs["snapshot"] = snapshot.stdout + snapshot.stderr
+    resume_text = debug_stuck("resume", "--pid", pid)
+    resume_json = debug_stuck("resume", "--pid", pid, "--format", "json")
+    assert resume_text.returncode == 0 and resume_json.returncode == 0, resume_text.stderr + resume_json.stderr
+    outputs["resume text"] = resume_text.stdout + resume_text.stderr
+    outputs["resume json"] = resume_json.stdout + resume_json.stderr
+    from debug_stuck.frontends.session.jobs import summarize_job
+
+    job = summarize_job(pid)
+    outputs["job list"] = f"{job.command}\n{job.last_line}"
+
+    # the log: each line in turn is the last one, as reports carry it
+    for n, (_, shown) in enumerate(SHAPE_LOG_LINES, start=1):
+        os.kill(pid, signal.SIGUSR1)
+        wait_for(tmp_path / f"READY-{n}")
+        for fmt in ("json", "markdown"):
+            result = debug_stuck("diagnose", "--pid", pid, "--format", fmt, "--window", "0.2")
+            assert result.returncode == 0, result.stderr
+            outputs[f"diagnose {fmt} after line {n}"] = result.stdout + result.stderr
+        report = json.loads(outputs[f"diagnose json after line {n}"].split("\ndebug-stuck")[0])
+        assert [entry["last_line"] for entry in report["logs"]] == [shown]
+        assert f"last line: `{shown}`" in outputs[f"diagnose markdown after line {n}"]
+
+    found = {name: shape_leaks(text) for name, text in outputs.items()}
+    assert {name: names for name, names in found.items() if names} == {}
+
+    # every printed command parses, its markers quoted; the harmless options are kept as they were
+    report = json.loads(outputs["diagnose json"].split("\ndebug-stuck")[0])
+    commands = [next(p["cmdline"] for p in report["processes"] if p["pid"] == pid), report["resume"]["command"]]
+    commands += [c for d in report["diagnoses"] for f in d["fixes"] for c in f["commands"] if REDACTED in c]
+    commands += [c for d in report["diagnoses"] for c in d["checks"] if REDACTED in c]
+    plan = json.loads(resume_json.stdout)
+    commands.append(plan["command"])
+    assert job.command == redacted_command_line(shapes_argv())[:300]  # the job list cuts it short
+    for name in ("diagnose markdown", "diagnose text", "resume text"):
+        commands += [line.strip() for line in outputs[name].splitlines() if f"{SHAPES_TARGET} " in line]
+    assert len(commands) >= 7
+    for command in commands:
+        assert_printable(command)
+        assert " ".join(HARMLESS_OPTIONS) in command, command
+    assert shlex.split(plan["command"])[-len(HARMLESS_OPTIONS) :] == HARMLESS_OPTIONS
+
+    # and it runs: bash reads no `<redacted>` as a redirection
+    again = tmp_path / "READY-AGAIN"
+    rerun = subprocess.Popen(
+        ["bash", "-c", plan["command"]],
+        cwd=plan["cwd"],
+        env=shapes_env(again, tmp_path / "lines.txt"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        wait_for(again)
+    finally:
+        os.killpg(rerun.pid, signal.SIGKILL)
+        rerun.wait(timeout=10)

@@ -15,7 +15,7 @@ import pytest
 from zoo.fixtures import zoo  # noqa: F401
 
 from conftest import REPO, run_subprocess
-from debug_stuck.errors import BadInput
+from debug_stuck.errors import NotInspectable
 from debug_stuck.recovery.stop import _describe_left, _Tracked, signal_if_same, stop_job
 from debug_stuck.zoo.spawn import is_alive
 
@@ -106,10 +106,12 @@ def test_a_reused_pid_is_never_signalled(zoo):  # noqa: F811
 
 
 def test_stop_refuses_a_tree_holding_debug_stuck_itself():
-    with pytest.raises(BadInput, match="holds this debug-stuck"):
+    # exit 3, as for any process that is not a training job (README: exit codes)
+    with pytest.raises(NotInspectable, match="holds this debug-stuck"):
         stop_job(os.getpid(), write_report=False, grace=0.1)
-    with pytest.raises(BadInput, match="not a training job"):
+    with pytest.raises(NotInspectable, match="not a training job"):
         stop_job(1, write_report=False, grace=0.1)
+    assert NotInspectable.exit_code == 3
 
 
 def _cli(*args, timeout=90):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from typing import Dict, Iterable, Optional
 
@@ -12,9 +11,11 @@ import yaml
 from debug_stuck.contract import UNKNOWN
 from debug_stuck.core.tree import Question
 from debug_stuck.errors import BadInput
+from debug_stuck.inputs import read_input
 from debug_stuck.yamlio import load_yaml
 
 MAX_ANSWERS_FILE_BYTES = 1024 * 1024
+ANSWERS_EXPECTED = "give a YAML or JSON file of key: value"
 
 
 @dataclass
@@ -71,20 +72,9 @@ def parse_answer_flags(questions: Dict[str, Question], flags: Iterable[str]) -> 
 
 def load_answers_file(questions: Dict[str, Question], path: str) -> Dict[str, Answer]:
     """Read a YAML or JSON mapping of key: value (or key: {value: ...})."""
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_ANSWERS_FILE_BYTES:
-            raise BadInput(
-                f"answers file {path} is {size} bytes", "expected a small YAML or JSON mapping (under 1 MiB)"
-            )
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        raise BadInput(f"answers file {path} does not exist", "give a YAML or JSON file of key: value") from None
-    except IsADirectoryError:
-        raise BadInput(f"answers file {path} is a directory", "give a YAML or JSON file of key: value") from None
-    except OSError as exc:
-        raise BadInput(f"answers file {path}: cannot read ({exc.strerror})", "check the path and permissions") from None
+    raw = read_input(path, "answers file", MAX_ANSWERS_FILE_BYTES + 1, expected=ANSWERS_EXPECTED)
+    if len(raw) > MAX_ANSWERS_FILE_BYTES:
+        raise BadInput(f"answers file {path} is over 1 MiB", "expected a small YAML or JSON mapping (under 1 MiB)")
     if b"\x00" in raw:
         raise BadInput(f"answers file {path} is binary", "expected a YAML or JSON mapping of key: value")
     try:

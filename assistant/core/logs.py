@@ -12,8 +12,14 @@ from debug_stuck.core.tree import Tree
 from debug_stuck.probes.collectors.logtail import LogTail, parse_progress, read_log_tail
 
 
-def observe_log(tree: Tree, path: str, obs: Observations, max_bytes: Optional[int] = None) -> LogTail:
-    tail = read_log_tail(path, max_bytes=max_bytes) if max_bytes else read_log_tail(path)
+def observe_log(
+    tree: Tree, path: str, obs: Observations, max_bytes: Optional[int] = None, read_path: Optional[str] = None
+) -> LogTail:
+    """`read_path`: where a job's own open log is read (/proc/P/fd/N); `path` names it."""
+    if max_bytes:
+        tail = read_log_tail(path, max_bytes=max_bytes, read_path=read_path)
+    else:
+        tail = read_log_tail(path, read_path=read_path)
     if tail.error:
         return tail
     for text, number in zip(tail.lines, tail.line_numbers):

@@ -103,7 +103,9 @@ def _offer_stack_event(knowledge: Knowledge, snap: Snapshot, groups: List[StackG
 
 def fill_live(report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observations, live: LiveAnalysis) -> None:
     report.processes = process_entries(snap)
-    report.notes = list(snap.notes)
+    from debug_stuck.live.kernel_scope import context_notes, kernel_verdicts
+
+    report.notes = list(snap.notes) + context_notes(kernel_verdicts(snap))
     report.missing = [dict(m) for m in snap.missing]
     if snap.gpus is not None:
         report.gpus = [d.to_dict() for d in snap.gpus.devices]

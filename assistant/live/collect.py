@@ -6,7 +6,6 @@ whole collection costs about one window however many processes the job has.
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,11 +21,13 @@ from debug_stuck.probes.collectors.procs import (
     group_jobs,
     job_key,
     job_processes,
+    nfs_servers,
     read_states,
     sample_window,
     shm_usage,
 )
 
+TRAINING_ROLES = ("launcher", "rank", "dataloader-worker")
 DEFAULT_WINDOW = 1.0
 DEFAULT_SAMPLES = 2
 
@@ -38,9 +39,18 @@ PTRACE_HINT = (
 
 @dataclass
 class LogGrowth:
-    path: str
+    path: str  # as the job sees it (or as the user gave it)
     size_before: Optional[int]
     size_after: Optional[int]
+    read_path: Optional[str] = None  # /proc/P/fd/N for a file the job holds open: read it there
+    role: str = "log"  # stdout | stderr | written | log (given with --log)
+
+    @property
+    def text_log(self) -> bool:
+        """A log whose tail is read as evidence (a written file only when its name says text)."""
+        from debug_stuck.probes.collectors.jobfiles import TEXT_LOG
+
+        return self.role != "written" or bool(TEXT_LOG.search(self.path))
 
     @property
     def grew(self) -> bool:
@@ -63,6 +73,7 @@ class Snapshot:
     # evidence that could not be read, why, and the one command or setting that would get it
     missing: List[dict] = field(default_factory=list)
     heartbeats: Dict[int, dict] = field(default_factory=dict)  # pid -> {"at", "step"} from debug_stuck.hook
+    nfs_servers: List[str] = field(default_factory=list)  # NFS servers mounted where the job runs
 
     def process(self, pid: int) -> Optional[ProcInfo]:
         return next((p for p in self.processes if p.pid == pid), None)
@@ -89,16 +100,8 @@ class Snapshot:
             "notes": self.notes,
             "missing": self.missing,
             "heartbeats": {str(pid): beat for pid, beat in self.heartbeats.items()},
+            "nfs_servers": self.nfs_servers,
         }
-
-
-def _size(path: str) -> Optional[int]:
-    from debug_stuck.bounded import CallTimedOut, call_with_timeout
-
-    try:
-        return call_with_timeout(lambda: os.stat(path).st_size, 2.0, f"stat {path}")
-    except (OSError, CallTimedOut):
-        return None
 
 
 def resolve_targets(pids: List[int], auto: bool) -> Tuple[List[ProcInfo], List[str]]:
@@ -130,7 +133,7 @@ def resolve_targets(pids: List[int], auto: bool) -> Tuple[List[ProcInfo], List[s
 
             climbed = []
             for pid in pids:
-                top, note = trainer_of(pid)  # a DataLoader worker's PID stands for its whole job
+                top, note = trainer_of(pid, given=pids)  # a DataLoader worker's PID stands for its whole job
                 climbed.append(top)
                 if note:
                     notes.append(note)
@@ -138,7 +141,7 @@ def resolve_targets(pids: List[int], auto: bool) -> Tuple[List[ProcInfo], List[s
         return job_processes(pids), notes
     except InspectError as exc:
         hint = PTRACE_HINT if exc.kind == "permission" else "check the PID with ps; give a running process"
-        raise NotInspectable(exc.message, hint) from None
+        raise NotInspectable(exc.message, exc.hint or hint) from None
 
 
 def _with_siblings(pids: List[int], notes: List[str]) -> List[int]:
@@ -180,13 +183,13 @@ def collect(
         )
     snap = Snapshot(host=socket.gethostname(), taken_at=time.time(), window=window, processes=procs)
     snap.notes.extend(target_notes)
-    log_paths = []
-    for info in procs:
-        for kind, target in ((info.fd1, info.fd1_target), (info.fd2, info.fd2_target)):
-            if kind == "file" and target and not target.startswith("/dev/"):
-                log_paths.append(target)
-    log_paths = list(dict.fromkeys(log_paths + list(extra_logs or [])))
-    before = {path: _size(path) for path in log_paths}
+    from debug_stuck.probes.collectors.jobfiles import job_files, sizes_of
+
+    alive = [p for p in procs if p.state != "Z"]
+    files = job_files([p.pid for p in alive], [p.pid for p in alive if p.role in TRAINING_ROLES])
+    given = [f for f in dict.fromkeys(extra_logs or []) if f not in {jf.path for jf in files}]
+    watched = [jf.read_path for jf in files] + given
+    before = sizes_of(watched)
     python_pids = [p.pid for p in procs if p.python and p.state != "Z"]
 
     from debug_stuck.probes.collectors.gpu.collect import collect_gpus
@@ -206,7 +209,10 @@ def collect(
         snap.gpus = _result(gpus, snap.errors, "GPU state", None)
         snap.kernel = _result(kernel, snap.errors, "kernel log", None)
     snap.shm = shm_usage()
-    snap.logs = [LogGrowth(path, before[path], _size(path)) for path in log_paths]
+    snap.nfs_servers = nfs_servers(procs[0].pid)
+    after = sizes_of(watched)
+    snap.logs = [LogGrowth(jf.path, before[jf.read_path], after[jf.read_path], jf.read_path, jf.role) for jf in files]
+    snap.logs += [LogGrowth(path, before[path], after[path]) for path in given]
     _refine_roles(snap)
     _resolve_waits(snap)
     for info in procs:

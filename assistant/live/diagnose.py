@@ -19,7 +19,7 @@ def run_diagnosis(request: DiagnoseRequest, knowledge: Optional[Knowledge] = Non
     obs = Observations()
     report = Report()
     snap = None
-    logs = list(request.logs)
+    logs = [(path, None) for path in request.logs]
     if request.live:
         from debug_stuck.live.collect import collect
         from debug_stuck.live.observe import observe
@@ -34,9 +34,9 @@ def run_diagnosis(request: DiagnoseRequest, knowledge: Optional[Knowledge] = Non
             progress=request.progress,
         )
         observe(snap, obs)
-        logs = [lg.path for lg in snap.logs]
+        logs = [(lg.path, lg.read_path) for lg in snap.logs if lg.text_log]
         report.errors.extend(snap.errors)
-    tails = [observe_log(knowledge.tree, path, obs, request.log_bytes) for path in logs]
+    tails = [observe_log(knowledge.tree, path, obs, request.log_bytes, read_path) for path, read_path in logs]
     for tail in tails:
         if tail.error:
             report.errors.append(tail.error)

@@ -84,22 +84,33 @@ def observe(snap: Snapshot, obs: Observations) -> None:
             for frame in thread.frames:
                 obs.add("stack", ObservedLine(frame.text(), subject=who, pid=info.pid))
     if snap.gpus is not None:
-        for device in snap.gpus.devices:
+        for device in job_devices(snap):
             obs.add("gpu", ObservedLine(device.fact_line(), subject=f"GPU {device.index}"))
     if snap.kernel is not None:
-        from debug_stuck.probes.collectors.kernel import interesting
+        from debug_stuck.live.kernel_scope import kernel_verdicts
 
-        for line in interesting(snap.kernel.lines):
-            obs.add("kernel", ObservedLine(line, file=snap.kernel.source))
+        # Only lines that belong to this job are evidence (fill_live reports the rest as context).
+        for verdict in kernel_verdicts(snap):
+            if verdict.belongs:
+                obs.add("kernel", ObservedLine(verdict.line, file=snap.kernel.source))
     _derive(snap, obs)
+
+
+def job_devices(snap: Snapshot) -> list:
+    """The GPUs the job's processes hold memory on; every GPU when that is not known (no per-process
+    table, as in many containers)."""
+    gpus = snap.gpus
+    if gpus is None or not gpus.devices:
+        return []
+    job_pids = {p.pid for p in snap.processes}
+    used = {gp.gpu_index for gp in gpus.processes if gp.pid in job_pids}
+    return [d for d in gpus.devices if not used or d.index in used]
 
 
 def _derive(snap: Snapshot, obs: Observations) -> None:
     gpus = snap.gpus
     if gpus is not None and gpus.available and gpus.devices:
-        job_pids = {p.pid for p in snap.processes}
-        used = {gp.gpu_index for gp in gpus.processes if gp.pid in job_pids}
-        devices = [d for d in gpus.devices if not used or d.index in used]
+        devices = job_devices(snap)
         utils = [d.util for d in devices if d.util is not None]
         if utils:
             value = "busy" if max(utils) >= GPU_IDLE_UTIL else "idle"

@@ -142,6 +142,7 @@ def judge_progress(snap: Snapshot, waiting_pids: Sequence[int] = (), tails: Sequ
     validation or checkpoint pass seen on a main thread."""
     logs = rhythms(snap, tails)
     grew = [lg.path for lg in snap.logs if lg.grew]
+    grown = next((lg for lg in snap.logs if lg.grew), None)
     ranks = [p for p in snap.processes if p.role == "rank"]
     trainers = [p for p in snap.processes if p.role in ("rank", "dataloader-worker")]
     motion = {}
@@ -171,8 +172,11 @@ def judge_progress(snap: Snapshot, waiting_pids: Sequence[int] = (), tails: Sequ
                 stuck_on=[p.pid for p in busy],
             )
     reasons = []
-    if grew:
-        reasons.append(f"log {grew[0]} grew during the {snap.window:.0f} s window")
+    if grown is not None:
+        if grown.role == "written":
+            reasons.append(f"the job wrote to {grown.path} during the {snap.window:.0f} s window")
+        else:
+            reasons.append(f"log {grown.path} grew during the {snap.window:.0f} s window")
     for info in moving:
         reasons.append(f"{info.label()} main thread moved between samples")
     for info in writers:

@@ -194,8 +194,8 @@ def _kernel_to_wire(kernel) -> Optional[dict]:
     # Which lines matter travels too: the node reads its own log, the collector of 1,000 nodes
     # need not run every kernel pattern over every node's lines again.
     out: Dict[str, Any] = {"lines": kept, "interesting": flagged}
-    for key in ("source", "error", "notes"):
-        value = getattr(kernel, key)
+    for key in ("source", "error", "notes", "boot_time"):
+        value = getattr(kernel, key, None)
         if value:
             out[key] = value
     return out
@@ -220,7 +220,15 @@ def _kernel_from_wire(data: Optional[dict]):
         source=data.get("source"),
         error=data.get("error"),
         notes=list(data.get("notes") or []),
+        boot_time=data.get("boot_time"),
     )
+
+
+def _log_to_wire(lg: LogGrowth) -> list:
+    row = [lg.path, lg.size_before, lg.size_after]
+    if lg.read_path or lg.role != "log":
+        row += [lg.read_path, lg.role]  # later elements, so readers of three-element rows still work
+    return row
 
 
 def snapshot_to_wire(snap: Snapshot, **extra: Any) -> dict:
@@ -239,11 +247,12 @@ def snapshot_to_wire(snap: Snapshot, **extra: Any) -> dict:
         "gpus": _gpus_to_wire(snap.gpus),
         "kernel": _kernel_to_wire(snap.kernel),
         "shm": snap.shm,
-        "logs": [[lg.path, lg.size_before, lg.size_after] for lg in snap.logs],
+        "logs": [_log_to_wire(lg) for lg in snap.logs],
         "errors": list(snap.errors),
         "notes": list(snap.notes),
         "missing": [dict(m) for m in snap.missing],
         "heartbeats": {str(pid): dict(beat) for pid, beat in snap.heartbeats.items()},
+        "nfs_servers": list(snap.nfs_servers),
     }
     for key, value in extra.items():
         if value is not None:
@@ -282,11 +291,12 @@ def snapshot_from_wire(data: dict) -> Snapshot:
             gpus=_gpus_from_wire(data.get("gpus")),
             kernel=_kernel_from_wire(data.get("kernel")),
             shm=data.get("shm"),
-            logs=[LogGrowth(*entry[:3]) for entry in data.get("logs") or []],
+            logs=[LogGrowth(*entry[:5]) for entry in data.get("logs") or []],
             errors=list(data.get("errors") or []),
             notes=list(data.get("notes") or []),
             missing=[dict(m) for m in data.get("missing") or [] if isinstance(m, dict)],
             heartbeats={int(k): dict(v) for k, v in (data.get("heartbeats") or {}).items() if isinstance(v, dict)},
+            nfs_servers=[str(s) for s in data.get("nfs_servers") or []],
         )
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise WireError(f"malformed snapshot: {type(exc).__name__}: {exc}") from None

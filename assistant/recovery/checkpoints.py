@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.recovery.reading import at
 
 CHECK_SECONDS = 5.0
 SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024  # the format's own limit
@@ -159,7 +160,7 @@ def check_file(path: str, want_values: Iterable[str] = ()) -> FileCheck:
     read without unpickling; the first occurrence of each is returned in ``values``.
     """
     result = FileCheck(path)
-    st, problem = bounded(lambda: os.stat(path), f"stat {path}", path)
+    st, problem = bounded(lambda: os.stat(at(path)), f"stat {path}", path)
     if problem:
         result.problem = problem
         return result
@@ -205,19 +206,19 @@ def check_file(path: str, want_values: Iterable[str] = ()) -> FileCheck:
 
 
 def _read_head(path: str, n: int) -> bytes:
-    with open(path, "rb") as fh:
+    with open(at(path), "rb") as fh:
         return fh.read(n)
 
 
 def _read_tail(path: str, n: int) -> bytes:
-    with open(path, "rb") as fh:
+    with open(at(path), "rb") as fh:
         fh.seek(-n, os.SEEK_END)
         return fh.read(n)
 
 
 def _check_zip(path: str, size: int, want: Tuple[str, ...]) -> Tuple[Optional[str], Dict[str, Optional[int]]]:
     def read():
-        with zipfile.ZipFile(path) as zf:
+        with zipfile.ZipFile(at(path)) as zf:
             infos = zf.infolist()
             names = [i.filename for i in infos]
             pkl = next((n for n in names if n.endswith("/data.pkl") or n == "data.pkl"), None)
@@ -284,8 +285,8 @@ def check_safetensors(path: str, size: Optional[int] = None) -> Optional[str]:
     """None when the header parses and every tensor's data fits the file, else the problem."""
 
     def read():
-        file_size = size if size is not None else os.stat(path).st_size
-        with open(path, "rb") as fh:
+        file_size = size if size is not None else os.stat(at(path)).st_size
+        with open(at(path), "rb") as fh:
             raw = fh.read(8)
             if len(raw) < 8:
                 return f"truncated: {file_size} bytes, shorter than the 8-byte header size"
@@ -333,7 +334,7 @@ def check_json(path: str) -> Tuple[Optional[object], Optional[str]]:
     """(parsed JSON, None) or (None, problem)."""
 
     def read():
-        with open(path, "rb") as fh:
+        with open(at(path), "rb") as fh:
             return fh.read(64 * 1024 * 1024)
 
     raw, problem = bounded(read, f"reading {path}", path)
@@ -365,7 +366,7 @@ ACCELERATE_STATE = re.compile(
 
 
 def list_dir(path: str) -> Tuple[List[str], Optional[str]]:
-    names, problem = bounded(lambda: sorted(os.listdir(path)), f"listing {path}", path)
+    names, problem = bounded(lambda: sorted(os.listdir(at(path))), f"listing {path}", path)
     return (names or []), problem
 
 

@@ -8,7 +8,7 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from debug_stuck.recovery.commandline import has_option, option_value, parse_launch
-from debug_stuck.recovery.reading import bounded_read, read_source
+from debug_stuck.recovery.reading import at, bounded_read, read_source
 from debug_stuck.recovery.scan import Scan, walk
 from debug_stuck.recovery.source import script_path
 from debug_stuck.yamlio import load_yaml
@@ -82,11 +82,11 @@ class TrainingJob:
             full = self.path(value)
             if full is None:
                 continue
-            if bounded_read(lambda f=full: os.path.isdir(f), f"stat {full}", False):
+            if bounded_read(lambda f=full: os.path.isdir(at(f)), f"stat {full}", False):
                 out.append(full)
             elif re.search(r"\.(pt|pth|ckpt|safetensors)$", value) and re.search(r"save|out|ckpt|checkpoint", key):
                 parent = os.path.dirname(full)
-                if bounded_read(lambda p=parent: os.path.isdir(p), f"stat {parent}", False):
+                if bounded_read(lambda p=parent: os.path.isdir(at(p)), f"stat {parent}", False):
                     out.append(parent)
         if self.cwd:
             out.append(self.cwd)

@@ -4,12 +4,11 @@ and list the whole tree a stop may end (never init, a daemon, or this debug-stuc
 from __future__ import annotations
 
 import os
-import re
 from typing import List, Tuple
 
 import psutil
 
-from debug_stuck.errors import BadInput, NotInspectable
+from debug_stuck.errors import NotInspectable
 from debug_stuck.recovery.commandline import parse_launch
 from debug_stuck.recovery.reading import bounded_read
 
@@ -75,25 +74,21 @@ def protected_pids() -> set:
     return pids
 
 
-# processes that hold other people's work: a tree rooted at one of these is never a training job
-NOT_A_JOB = re.compile(
-    r"^(systemd|init|kthreadd|sshd|tmux.*|screen|login|su|sudo|containerd.*|dockerd|docker-init|tini|dumb-init|"
-    r"slurmd|slurmstepd|jupyter.*|code-server|agetty|cron|supervisord)$"
-)
-
-
 def job_tree_pids(pid: int) -> Tuple[int, List[int]]:
     """(root PID, every PID of the job) for the job pid belongs to.
 
-    Raises NotInspectable (no such process) or BadInput when the tree is not one a stop may end:
-    init, a system daemon, or a tree that holds this very process (the user's own shell).
+    Raises NotInspectable (exit 3) when there is no such process, or when the tree is not one a stop
+    may end: init, a system daemon, or a tree that holds this very process (the user's own shell).
     """
-    from debug_stuck.probes.collectors.procs import InspectError, job_processes
+    from debug_stuck.probes.collectors.procs import SESSION_HOLDER, InspectError, job_processes
 
     root = job_root(pid)
     name = bounded_read(root.name, f"reading the name of {root.pid}", "") or ""
-    if root.pid <= 2 or NOT_A_JOB.match(name):
-        raise BadInput(f"refusing to stop process {root.pid} ({name or 'init'}): it is not a training job", _GIVE_JOB)
+    # a tree rooted at a process that holds other people's work is never a training job
+    if root.pid <= 2 or SESSION_HOLDER.match(name):
+        raise NotInspectable(
+            f"refusing to stop process {root.pid} ({name or 'init'}): it is not a training job", _GIVE_JOB
+        )
     try:
         procs = job_processes([root.pid])
     except InspectError as exc:
@@ -104,7 +99,7 @@ def job_tree_pids(pid: int) -> Tuple[int, List[int]]:
     pids = list(dict.fromkeys([root.pid, *(p.pid for p in procs if p.pid in children), *sorted(children)]))
     mine = protected_pids() & set(pids)
     if mine:
-        raise BadInput(
+        raise NotInspectable(
             f"refusing to stop process {root.pid}: its tree holds this debug-stuck (pid {min(mine)})", _GIVE_JOB
         )
     return root.pid, pids

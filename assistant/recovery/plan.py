@@ -24,7 +24,7 @@ from debug_stuck.recovery import frameworks
 from debug_stuck.recovery.job import TrainingJob
 from debug_stuck.recovery.jobtree import job_root, read_cmdline
 from debug_stuck.recovery.model import NO_CHECKPOINT, Checkpoint, ResumePlan
-from debug_stuck.recovery.reading import READ_SECONDS, bounded_read
+from debug_stuck.recovery.reading import READ_SECONDS, bounded_read, seen_from
 from debug_stuck.redact import REDACTED, redact_argv, redact_env, redact_obj
 
 SKIPPED_SHOWN = 20
@@ -132,7 +132,8 @@ def plan_resume_for_pid(pid: int) -> ResumePlan:
     except CallTimedOut as exc:
         raise NotInspectable(str(exc), "its working directory may be on a hung mount; use --cmd and --dir") from None
     environ = _full_environ(root)
-    plan = plan_resume(cmdline, cwd, environ if environ is not None else dict(os.environ))
+    with seen_from(root.pid):  # its paths name its own files (a container, a private mount namespace)
+        plan = plan_resume(cmdline, cwd, environ if environ is not None else dict(os.environ))
     if environ is None:
         plan.notes.append(f"could not read the environment of process {root.pid}: this shell's was used")
     else:

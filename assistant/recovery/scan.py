@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, List
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.recovery.reading import at
 
 SCAN_SECONDS = 10.0
 SCAN_MAX_ENTRIES = 20_000
@@ -65,13 +66,13 @@ def walk(roots: Iterable[str], max_depth: int = SCAN_MAX_DEPTH, seconds: float =
         if stop.is_set() or len(found) >= SCAN_MAX_ENTRIES:
             return
         try:
-            with os.scandir(path) as it:
+            with os.scandir(at(path)) as it:
                 children = list(it)
         except OSError:
             return
         names = sorted(c.name for c in children)
         try:
-            mtime = os.stat(path).st_mtime
+            mtime = os.stat(at(path)).st_mtime
         except OSError:
             mtime = 0.0
         found.append(Entry(path, True, mtime, names))
@@ -80,18 +81,19 @@ def walk(roots: Iterable[str], max_depth: int = SCAN_MAX_DEPTH, seconds: float =
         for child in sorted(children, key=lambda c: c.name):
             if stop.is_set() or len(found) >= SCAN_MAX_ENTRIES:
                 return
+            named = os.path.join(path, child.name)  # as the job names it, not as it is reached from here
             try:
                 if child.is_dir(follow_symlinks=False):
                     if child.name in SKIP_DIRS or (child.name.startswith(".") and child.name != ".cache"):
                         continue
                     if depth < max_depth:
-                        visit(child.path, depth + 1)
+                        visit(named, depth + 1)
                     else:
-                        found.append(Entry(child.path, True, child.stat(follow_symlinks=False).st_mtime))
+                        found.append(Entry(named, True, child.stat(follow_symlinks=False).st_mtime))
                 elif child.is_file():
-                    found.append(Entry(child.path, False, child.stat().st_mtime))
+                    found.append(Entry(named, False, child.stat().st_mtime))
                 elif not child.is_symlink():
-                    found.append(Entry(child.path, False, child.stat(follow_symlinks=False).st_mtime))
+                    found.append(Entry(named, False, child.stat(follow_symlinks=False).st_mtime))
             except OSError:
                 continue
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from debug_stuck.recovery.commandline import Launch
-from debug_stuck.recovery.reading import bounded_read
+from debug_stuck.recovery.reading import at, bounded_read
 
 
 def script_path(launch: Launch, cwd: str, env: Dict[str, str]) -> Optional[str]:
@@ -21,7 +21,7 @@ def script_path(launch: Launch, cwd: str, env: Dict[str, str]) -> Optional[str]:
         for root in roots:
             root = root if os.path.isabs(root) else os.path.join(cwd, root)
             for candidate in (os.path.join(root, rel + ".py"), os.path.join(root, rel, "__main__.py")):
-                if bounded_read(lambda c=candidate: os.path.isfile(c), f"stat {candidate}", False):
+                if bounded_read(lambda c=candidate: os.path.isfile(at(c)), f"stat {candidate}", False):
                     return candidate
     return None
 

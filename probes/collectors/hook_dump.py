@@ -9,6 +9,7 @@ tell a frozen thread from a moving one, like two py-spy samples.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import stat
@@ -18,6 +19,7 @@ from typing import List, Optional, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
 from debug_stuck.hook import ENV_DIR, hook_dir, process_start_ticks
+from debug_stuck.inputs import InputError, read_input
 from debug_stuck.probes.collectors.dumptext import parse_faulthandler, short_path
 from debug_stuck.probes.collectors.procs import InspectError, process_uid, read_process_environ
 from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
@@ -39,11 +41,10 @@ class HookMarker:
 
 
 def _read(path: str, limit: int = 65536) -> bytes:
-    def read() -> bytes:
-        with open(path, "rb") as fh:
-            return fh.read(limit)
-
-    return call_with_timeout(read, READ_SECONDS, f"reading {path}")
+    try:
+        return read_input(path, "hook file", limit, READ_SECONDS)
+    except InputError as exc:
+        raise OSError(exc.one_line()) from None  # the callers' "cannot read" path
 
 
 def _target_env_dir(pid: int) -> Optional[str]:
@@ -112,8 +113,50 @@ def _size(path: str) -> int:
         return -1
 
 
+LOCK_WAIT = 2 * DUMP_WAIT + READ_SECONDS  # another request's dump, read, then ours
+
+
+def _lock_stacks(path: str) -> Tuple[Optional[int], Optional[str]]:
+    """An exclusive lock on the job's stack file, so that two diagnoses at once each get a dump of
+    their own: without it both signals land in one stretch of the file and each reader lists every
+    thread twice. faulthandler writes through its own descriptor and ignores the (advisory) lock."""
+
+    def opened() -> int:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    try:
+        fd = call_with_timeout(opened, READ_SECONDS, f"opening {path}")
+    except (OSError, CallTimedOut) as exc:
+        return None, f"cannot open the hook's stack file {path}: {exc}"
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None, f"the hook's stack file {path} is not a regular file"
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd, None
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None, f"another diagnosis kept the job's stack file locked for {LOCK_WAIT:g} s"
+            time.sleep(0.05)
+        except OSError:  # a file system without flock: go on unlocked
+            return fd, None
+
+
 def _one_dump(marker: HookMarker) -> Tuple[Optional[StackDump], Optional[str]]:
     started = time.monotonic()
+    fd, problem = _lock_stacks(marker.stacks)
+    if fd is None:
+        return None, problem
+    try:
+        return _dump_locked(marker, fd, started)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _dump_locked(marker: HookMarker, fd: int, started: float) -> Tuple[Optional[StackDump], Optional[str]]:
     before = _size(marker.stacks)
     if before < 0:
         return None, f"cannot read the hook's stack file {marker.stacks}"
@@ -139,9 +182,8 @@ def _one_dump(marker: HookMarker) -> Tuple[Optional[StackDump], Optional[str]]:
         return None, f"the hook wrote no dump within {DUMP_WAIT:g} s of {marker.signal_name}"
 
     def read() -> bytes:
-        with open(marker.stacks, "rb") as fh:
-            fh.seek(max(before, size - MAX_DUMP_BYTES))
-            return fh.read(size - before)
+        start = max(before, size - MAX_DUMP_BYTES)
+        return os.pread(fd, size - start, start)
 
     try:
         text = call_with_timeout(read, READ_SECONDS, f"reading {marker.stacks}").decode("utf-8", "replace")
@@ -155,7 +197,11 @@ def parse_dump(pid: int, lines: List[str]) -> List[ThreadStack]:
     """faulthandler's "Thread 0x... (most recent call first):" blocks as threads; the one whose
     outermost frame is a module's top level is the main thread (its tid is the PID, as py-spy has it)."""
     threads = []
+    seen = set()
     for ident, found in parse_faulthandler(lines):
+        if ident in seen:  # a second dump in the same stretch (someone else's signal): one copy each
+            continue
+        seen.add(ident)
         frames = [Frame(func, short_path(file, basename=True), line, path=file) for func, file, line in found]
         main = bool(frames) and frames[-1].function == "<module>"
         tid = pid if main else int(ident, 16)
@@ -175,3 +221,69 @@ def dump_by_hook(marker: HookMarker, samples: int = 2, interval: float = 1.0) ->
             break
         series.dumps.append(dump)
     return series
+
+
+FR_WAIT = 20.0  # torch symbolizes every entry's Python frames: a full ring buffer takes seconds
+_FR_REQUEST = b"dump\n"
+
+
+def _identity(path: str) -> Optional[Tuple[int, int]]:
+    """(inode, mtime) of path, None when absent: the hook renames every new file into place."""
+    try:
+        st = call_with_timeout(lambda: os.lstat(path), READ_SECONDS, f"stat {path}")
+    except (OSError, CallTimedOut):
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def request_fr_dump(marker: HookMarker, wait: float = FR_WAIT) -> Tuple[Optional[str], Optional[str]]:
+    """Ask the job's hook for a Flight Recorder dump: (path of the fresh `<pid>.fr`, None), or
+    (None, why not). Writes one line into the hook's request FIFO; nothing else in the job."""
+    import errno  # here, not at the top: the functions above predate this one and stay as they are
+
+    try:
+        data = json.loads(_read(marker.path))
+    except (OSError, CallTimedOut, ValueError) as exc:
+        return None, f"cannot read the hook's marker {marker.path}: {exc}"
+    request, dump, error = (data.get(k) for k in ("fr_request", "fr_dump", "fr_error"))
+    if not all(isinstance(p, str) for p in (request, dump, error)):
+        return None, "the job's hook offers no Flight Recorder dump (TORCH_FR_BUFFER_SIZE was not above 0 at install)"
+    folder = os.path.dirname(marker.path)
+    if any(os.path.dirname(p) != folder for p in (request, dump, error)):
+        return None, f"{marker.path} names files outside its folder: not trusted"
+    try:
+        st = call_with_timeout(lambda: os.lstat(request), READ_SECONDS, f"stat {request}")
+    except (OSError, CallTimedOut) as exc:
+        return None, f"cannot find the hook's request FIFO {request}: {exc}"
+    uid = process_uid(marker.pid)
+    if uid is None:
+        return None, f"process {marker.pid} is gone"
+    if not stat.S_ISFIFO(st.st_mode) or st.st_uid != uid:
+        return None, f"{request} is not a FIFO of the job's user: not trusted"
+    before = _identity(dump), _identity(error)
+    try:
+        fd = os.open(request, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            return None, f"the hook of {marker.pid} does not listen on {request} (has the job exited?)"
+        return None, f"cannot open the hook's request FIFO {request}: {exc.strerror or exc}"
+    try:
+        os.write(fd, _FR_REQUEST)
+    except BlockingIOError:
+        pass  # the FIFO is full of requests not yet served: ours is among them
+    except OSError as exc:
+        return None, f"cannot write to the hook's request FIFO {request}: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if _identity(dump) not in (None, before[0]):
+            return dump, None
+        if _identity(error) not in (None, before[1]):
+            try:
+                why = _read(error, 4096).decode("utf-8", "replace").strip()
+            except (OSError, CallTimedOut) as exc:
+                why = f"(its error file is unreadable: {exc})"
+            return None, f"the hook could not dump the Flight Recorder: {why}"
+        time.sleep(0.05)
+    return None, f"the hook wrote no Flight Recorder dump within {wait:g} s (a thread of the job may hold the GIL)"

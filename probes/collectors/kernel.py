@@ -30,6 +30,7 @@ class KernelLog:
     source: Optional[str] = None  # "dmesg" | "journalctl" | "/var/log/kern.log" | None
     error: Optional[str] = None  # set when no source could be read
     notes: List[str] = field(default_factory=list)  # sources tried before the one that worked
+    boot_time: Optional[float] = None  # epoch seconds of boot (/proc/stat btime): dates plain dmesg's uptime stamps
 
     @property
     def ok(self) -> bool:
@@ -141,6 +142,21 @@ def _tail(text: str, max_lines: int) -> List[str]:
     return lines[-max_lines:] if max_lines > 0 else []
 
 
+def boot_time() -> Optional[float]:
+    """When this machine booted (epoch seconds), from /proc/stat's btime; None when unreadable."""
+    try:
+        text = call_with_timeout(lambda: _read_tail("/proc/stat", 1 << 20), 1.0, "/proc/stat")
+    except (OSError, CallTimedOut):
+        return None
+    for line in text.splitlines():
+        if line.startswith("btime "):
+            try:
+                return float(line.split()[1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
 def read_kernel_log(
     max_lines: int = 2000,
     timeout: float = 3.0,
@@ -148,6 +164,12 @@ def read_kernel_log(
     kern_log: str = KERN_LOG,
 ) -> KernelLog:
     """The last `max_lines` kernel log lines, from the first source that works within `timeout` s."""
+    log = _read_kernel_log(max_lines, timeout, runner, kern_log)
+    log.boot_time = boot_time()
+    return log
+
+
+def _read_kernel_log(max_lines: int, timeout: float, runner: Runner, kern_log: str) -> KernelLog:
     deadline = time.monotonic() + max(timeout, 0.1)
     reasons: List[str] = []
 

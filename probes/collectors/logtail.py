@@ -6,9 +6,7 @@ interval, the last timestamp, and how long ago the file last changed.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -16,8 +14,10 @@ from datetime import datetime
 from typing import List, Optional
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.inputs import InputError, open_input, read_span
 
 DEFAULT_TAIL_BYTES = 256 * 1024
+LOG_EXPECTED = "give the job's log file"
 DEFAULT_READ_SECONDS = 5.0
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -68,6 +68,7 @@ class LogTail:
     line_numbers: List[int] = field(default_factory=list)
     error: Optional[str] = None
     progress: Progress = field(default_factory=Progress)
+    read_path: Optional[str] = None  # /proc/P/fd/N when the job's own open file was read
 
     @property
     def ok(self) -> bool:
@@ -94,23 +95,31 @@ class LogTail:
         age = self.seconds_since_modified()
         if age is not None:
             out["seconds_since_modified"] = round(age, 1)
+        if self.read_path:
+            out["read_from"] = self.read_path
         if self.error:
             out["error"] = self.error
         return out
 
 
-def read_log_tail(path: str, max_bytes: int = DEFAULT_TAIL_BYTES, timeout: float = DEFAULT_READ_SECONDS) -> LogTail:
-    """Read and parse the last `max_bytes` of `path`. Never raises: problems land in `.error`."""
-    tail = LogTail(path=path)
+def read_log_tail(
+    path: str,
+    max_bytes: int = DEFAULT_TAIL_BYTES,
+    timeout: float = DEFAULT_READ_SECONDS,
+    read_path: Optional[str] = None,
+) -> LogTail:
+    """Read and parse the last `max_bytes` of `path`. Never raises: problems land in `.error`.
+    `read_path` (/proc/P/fd/N) reads the file a job holds open, reported under its own `path`."""
+    tail = LogTail(path=path, read_path=read_path)
     try:
         raw, size, mtime, offset, bom, cut = call_with_timeout(
-            lambda: _read_raw(path, max_bytes), timeout, what=f"reading {path}"
+            lambda: _read_raw(read_path or path, max_bytes), timeout, what=f"reading {path}"
         )
     except CallTimedOut as exc:
         tail.error = f"log {path}: {exc} (is it on a hung network mount?)"
         return tail
-    except _NotReadable as exc:
-        tail.error = f"log {path}: {exc}"
+    except InputError as exc:
+        tail.error = exc.naming(path)
         return tail
     except OSError as exc:
         tail.error = f"log {path}: cannot read: {exc.strerror or exc}"
@@ -134,29 +143,15 @@ def read_log_tail(path: str, max_bytes: int = DEFAULT_TAIL_BYTES, timeout: float
     return tail
 
 
-class _NotReadable(Exception):
-    pass
-
-
 def _read_raw(path: str, max_bytes: int):
-    st = os.stat(path)
-    if stat.S_ISDIR(st.st_mode):
-        raise _NotReadable("is a directory, not a log file")
-    if not stat.S_ISREG(st.st_mode):
-        # Opening a FIFO would block until a writer shows up.
-        raise _NotReadable("is not a regular file (FIFO, socket or device); give a log file")
-    with open(path, "rb") as fh:
-        bom = fh.read(4)
+    with open_input(path, "log", LOG_EXPECTED) as (fd, st):
+        bom = read_span(fd, 0, 4)
         offset = max(0, st.st_size - max_bytes)
         if bom[:2] in (b"\xff\xfe", b"\xfe\xff") and offset % 2:
             offset += 1
-        cut = False
-        if offset > 0:
-            fh.seek(offset - 1)
-            # The first line read is partial unless a newline (or a sparse hole) precedes it.
-            cut = fh.read(1) not in (b"\n", b"\x00")
-        fh.seek(offset)
-        raw = fh.read(max_bytes)
+        # The first line read is partial unless a newline (or a sparse hole) precedes it.
+        cut = offset > 0 and read_span(fd, offset - 1, 1) not in (b"\n", b"\x00")
+        raw = read_span(fd, offset, st.st_size - offset)
     return raw, st.st_size, st.st_mtime, offset, bom, cut
 
 

@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import psutil
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
-from debug_stuck.redact import redact_argv, redact_env
+from debug_stuck.redact import redact_env, redacted_command_line
 
 PROC_READ_SECONDS = 2.0
 
@@ -37,12 +37,14 @@ HELPER_CHILD = re.compile(r"multiprocessing\.resource_tracker|multiprocessing\.f
 
 
 class InspectError(Exception):
-    """A target cannot be inspected. kind: gone | permission."""
+    """A target cannot be inspected. kind: gone | permission | timeout | not-a-job; hint: what to
+    give instead, where the message alone does not say."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, hint: str = ""):
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.hint = hint
 
 
 @dataclass
@@ -77,6 +79,7 @@ class ProcInfo:
     children: List[int] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)
     host: Optional[str] = None  # the node it runs on, set when snapshots of several nodes are merged
+    cgroup: Optional[str] = None  # its cgroup (v2 path, or v1 memory controller's), to tie kernel lines to it
 
     @property
     def python(self) -> bool:
@@ -94,7 +97,7 @@ class ProcInfo:
             "pid": self.pid,
             "ppid": self.ppid,
             "name": self.name,
-            "cmdline": " ".join(redact_argv(self.cmdline))[:500],
+            "cmdline": redacted_command_line(self.cmdline)[:500],
             "role": self.role,
             "rank": self.rank,
             "local_rank": self.local_rank,
@@ -117,6 +120,7 @@ class ProcInfo:
             "children": self.children,
             "errors": self.errors,
             **({"host": self.host} if self.host is not None else {}),
+            **({"cgroup": self.cgroup} if self.cgroup is not None else {}),
         }
 
 
@@ -212,8 +216,37 @@ def read_process(pid: int) -> ProcInfo:
         setattr(info, f"fd{fd}", _fd_kind(target) if target is not None else "closed")
         setattr(info, f"fd{fd}_target", target)
     info.loads_torch = bool(_bounded(lambda: _maps_mention(pid, "libtorch"), f"reading /proc/{pid}/maps", False))
+    info.cgroup = parse_cgroup(read_proc_file(f"/proc/{pid}/cgroup") or "")
     info.children = [c.pid for c in _bounded(proc.children, f"listing children of {pid}", []) or []]
     return info
+
+
+def parse_cgroup(text: str) -> Optional[str]:
+    """The cgroup path from /proc/P/cgroup: the unified (v2) one, else the v1 memory controller's,
+    which is the one the OOM killer names (task_memcg=)."""
+    memory = None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            return parts[2].strip() or None
+        if "memory" in parts[1].split(","):
+            memory = parts[2].strip() or None
+    return memory
+
+
+def nfs_servers(pid: int) -> List[str]:
+    """The servers of the NFS mounts in pid's mount namespace (/proc/P/mountinfo: reading it does
+    not touch the mounts, so a hung server cannot block it)."""
+    text = read_proc_file(f"/proc/{pid}/mountinfo") or ""
+    servers = []
+    for line in text.splitlines():
+        _, sep, tail = line.partition(" - ")
+        fields = tail.split()
+        if sep and len(fields) >= 2 and fields[0].startswith("nfs") and ":" in fields[1]:
+            servers.append(fields[1].rsplit(":", 1)[0].strip("[]"))
+    return list(dict.fromkeys(servers))
 
 
 def _maps_mention(pid: int, needle: str) -> bool:
@@ -263,12 +296,14 @@ def _order(procs: Iterable[ProcInfo]) -> List[ProcInfo]:
 MAX_CLIMB = 8  # worker of a worker of... a trainer: more levels than any real job has
 
 
-def trainer_of(pid: int) -> Tuple[int, Optional[str]]:
+def trainer_of(pid: int, given: Iterable[int] = ()) -> Tuple[int, Optional[str]]:
     """The trainer process that `pid` works for, and a note on how it was found: a DataLoader
     worker (forked with its trainer's command line, or started by multiprocessing.spawn) leads to
     its trainer, so a worker's PID diagnoses the whole job. Raises InspectError when `pid` cannot
-    be read; a parent that cannot be read ends the climb."""
+    be read or is no training job (see check_target; `given`: every PID the user named); a parent
+    that cannot be read ends the climb."""
     info = read_process(pid)
+    check_target(info, given)
     for _ in range(MAX_CLIMB):
         if info.ppid <= 1:
             break
@@ -282,6 +317,107 @@ def trainer_of(pid: int) -> Tuple[int, Optional[str]]:
     if info.pid == pid:
         return pid, None
     return info.pid, f"pid {pid} is a worker process of pid {info.pid}: reading the whole job from pid {info.pid}"
+
+
+# Processes that hold other people's work: named by --pid, they stand for no training job.
+SESSION_HOLDER = re.compile(
+    r"^(systemd|init|kthreadd|sshd|tmux.*|screen|login|su|sudo|containerd.*|dockerd|docker-init|tini|dumb-init|"
+    r"slurmd|slurmstepd|jupyter.*|code-server|agetty|cron|supervisord)$"
+)
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "ash"}
+_GIVE_JOB = "give the PID of the training job (ps -eo pid,args | grep python), or use --auto"
+_LISTED = 5
+
+
+def check_target(info: ProcInfo, given: Iterable[int] = ()) -> None:
+    """Raise InspectError unless the process the user named can stand for a training job. Refused:
+    this debug-stuck and its parents (the shell that runs it) unless one is the job; a zombie,
+    unless its parent was named too; init, a daemon or a login shell; a wrapper of several unrelated
+    jobs. A non-Python process is taken as the launcher or wrapper (torchrun, srun, a job script) of
+    the one job below it."""
+    pid, name = info.pid, info.name
+    if pid == os.getpid():
+        raise InspectError("not-a-job", f"pid {pid} is debug-stuck itself, not a training job", _GIVE_JOB)
+    if info.state == "Z":
+        if info.ppid in set(given):
+            return  # a dead worker of the trainer named beside it: evidence of the trainer's job
+        raise InspectError(
+            "gone",
+            f"process {pid} has exited (zombie, not yet reaped by its parent {info.ppid})",
+            f"give its parent's PID to diagnose the parent: --pid {info.ppid}",
+        )
+    holder = pid == 1 or bool(SESSION_HOLDER.match(name))  # better answered with the jobs below it
+    if not holder and pid in _my_ancestors() and not (info.loads_torch or LAUNCHER.search(" ".join(info.cmdline))):
+        what = "the shell that runs debug-stuck" if _shell(name) else "a parent process of this debug-stuck"
+        raise InspectError("not-a-job", f"pid {pid} ({name}) is {what}, not a training job", _GIVE_JOB)
+    if info.python and not holder:
+        return
+    if LAUNCHER.search(" ".join(info.cmdline)):
+        return
+    mine = {os.getpid()} | _my_ancestors()
+    roots = [(p, cmd) for p, cmd in _python_roots_below(pid) if p not in mine]
+    jobs = len({_job_of(p, cmd) for p, cmd in roots})
+    reason = _holder_reason(info) or (f"it runs {jobs} unrelated jobs" if jobs > 1 else "")
+    if not reason:
+        return  # a wrapper of one job (or of none: then it is "not a Python process")
+    shown = ", ".join(f"{p} ({redacted_command_line(cmd)[:60]})" for p, cmd in roots[:_LISTED])
+    more = f" and {len(roots) - _LISTED} more" if len(roots) > _LISTED else ""
+    below = f"Python processes below it: {shown}{more}" if roots else "no Python process runs below it"
+    hint = "give the PID of the one to diagnose, or use --auto" if roots else _GIVE_JOB
+    raise InspectError("not-a-job", f"pid {pid} ({name}) is not a training job: {reason}; {below}", hint)
+
+
+def _shell(name: str) -> bool:
+    return name.lstrip("-") in SHELLS
+
+
+def _holder_reason(info: ProcInfo) -> str:
+    name, args = info.name, info.cmdline[1:]
+    if info.pid == 1:
+        return "it is the first process of this machine or container (init)"
+    if SESSION_HOLDER.match(name):
+        return f"{name} holds other people's work"
+    login = (info.cmdline[:1] or [""])[0].startswith("-")
+    if _shell(name) and (login or not _runs_script(args)):
+        return "it is an interactive or login shell"
+    return ""
+
+
+def _runs_script(args: List[str]) -> bool:
+    """A shell given a script or a -c command (a job's wrapper), not one a person types into."""
+    return "-c" in args or any(not a.startswith("-") for a in args)
+
+
+def _my_ancestors() -> set:
+    parents = _bounded(lambda: psutil.Process().parents(), "listing the parents of debug-stuck", []) or []
+    return {p.pid for p in parents}
+
+
+def _python_roots_below(pid: int) -> List[Tuple[int, List[str]]]:
+    """(pid, cmdline) of the top Python process of each family below pid, by PID."""
+
+    def scan() -> Dict[int, dict]:
+        below = {p.pid for p in psutil.Process(pid).children(recursive=True)}
+        return {
+            proc.info["pid"]: proc.info
+            for proc in psutil.process_iter(["pid", "ppid", "name", "cmdline"])
+            if proc.info["pid"] in below
+        }
+
+    found = _bounded(scan, f"listing the processes below {pid}", {}) or {}
+    python = {p: i for p, i in found.items() if _looks_python(i["cmdline"] or [], i["name"] or "")}
+    return [(p, i["cmdline"] or [i["name"] or "?"]) for p, i in sorted(python.items()) if i["ppid"] not in python]
+
+
+def _job_of(pid: int, cmdline: List[str]) -> tuple:
+    """What ties a family to its job; with nothing shared, ranks that mpirun or pdsh started side by
+    side still run one command line."""
+    key = job_key(pid)
+    return ("command", tuple(cmdline)) if key[0] == "pid" else key
+
+
+def _looks_python(cmdline: List[str], name: str) -> bool:
+    return "python" in (" ".join(cmdline[:1]) + " " + name).lower()  # as ProcInfo.python
 
 
 def job_processes(pids: List[int]) -> List[ProcInfo]:

@@ -6,6 +6,7 @@ Only argparse and the standard library are imported here: `debug-stuck --help` m
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Callable, Optional
 
@@ -24,6 +25,62 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+MAX_PID = 2**31 - 1  # pid_t; a PID above the kernel's pid_max is left to say "does not exist" (exit 3)
+
+
+def pid_number(text: str) -> int:
+    """argparse type of every --pid: a positive integer (0 and negatives are signal groups to the kernel)."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        value = None
+    if value is None or not 1 <= value <= MAX_PID:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a process id; give a positive PID, as ps -ef shows it")
+    return value
+
+
+def number(low: float = -math.inf, high: float = math.inf, above: bool = False, unit: str = "seconds"):
+    """argparse type of a float option: finite (nan and inf compare false with every bound) and
+    within [low, high] (above: more than low). Without bounds only finiteness is checked here; the
+    command checks its range."""
+    if math.isinf(low) and math.isinf(high):
+        valid = "a finite number"
+    elif math.isinf(high):
+        valid = f"{unit} {'over' if above else 'from'} {low:g}"
+    else:
+        valid = f"{unit} {'over' if above else 'from'} {low:g} {'and at most' if above else 'to'} {high:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number; give {valid}") from None
+        if not math.isfinite(value) or value < low or value > high or (above and value == low):
+            raise argparse.ArgumentTypeError(f"{text} is out of range; give {valid}")
+        return value
+
+    return parse
+
+
+window_seconds = number(0, 60, above=True)  # --window: between the stack samples
+
+
+def count(low: int, high: int, unit: str):
+    """argparse type of an integer option within [low, high]."""
+    valid = f"{low} to {high} {unit}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give {valid}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is too {'small' if value < low else 'large'}; give {valid}")
+        return value
+
+    return parse
 
 
 def add_command(subparsers, name: str, run: Callable, **kwargs) -> argparse.ArgumentParser:

@@ -6,9 +6,21 @@ targeted probes as extra evidence (`--probe`). Writes the report as text, Markdo
 
 from __future__ import annotations
 
-from debug_stuck.frontends.commands.common import add_command, emit, progress_printer
+import sys
+
+from debug_stuck.frontends.commands.common import (
+    add_command,
+    count,
+    emit,
+    number,
+    pid_number,
+    progress_printer,
+    window_seconds,
+)
 
 MAX_NODE_TIMEOUT = 3600.0
+MIN_LOG_BYTES = 1024
+MAX_LOG_BYTES = 64 * 1024 * 1024  # the tail is held in memory and decoded whole
 
 
 def register(subparsers) -> None:
@@ -27,10 +39,21 @@ def register(subparsers) -> None:
         help="a triage answer (repeatable), e.g. phase=start",
     )
     d.add_argument(
-        "--pid", action="append", type=int, default=[], metavar="P", help="a process of the hung job (repeatable)"
+        "--pid",
+        action="append",
+        type=pid_number,
+        default=[],
+        metavar="P",
+        help="a process of the hung job (repeatable)",
     )
     d.add_argument("--auto", action="store_true", help="find the training processes on this machine")
-    d.add_argument("--window", type=float, default=1.0, metavar="S", help="seconds between stack samples (default 1)")
+    d.add_argument(
+        "--window",
+        type=window_seconds,
+        default=1.0,
+        metavar="S",
+        help="seconds between stack samples, up to 60 (default 1)",
+    )
     d.add_argument(
         "--no-native",
         dest="native",
@@ -47,10 +70,10 @@ def register(subparsers) -> None:
     )
     d.add_argument(
         "--log-bytes",
-        type=int,
+        type=count(MIN_LOG_BYTES, MAX_LOG_BYTES, "bytes (64 MiB)"),
         default=None,
         metavar="N",
-        help="how many bytes of each log's tail to read (default 262144)",
+        help="how many bytes of each log's tail to read, 1024 to 64 MiB (default 262144)",
     )
     d.add_argument(
         "--format", choices=("json", "markdown", "text"), default="text", help="report format (default text)"
@@ -74,7 +97,7 @@ def register(subparsers) -> None:
     )
     nodes.add_argument(
         "--node-timeout",
-        type=float,
+        type=number(),
         default=None,
         metavar="S",
         help="seconds to wait for the nodes; the ones that have not answered by then are named (default 30)",
@@ -93,17 +116,12 @@ def run(args) -> int:
     from debug_stuck.core.examples import list_examples, load_example
     from debug_stuck.core.kb import load_knowledge
     from debug_stuck.core.request import DiagnoseRequest
-    from debug_stuck.errors import BadInput
     from debug_stuck.render import render
 
     if args.list_examples:
         for name, title in list_examples().items():
             print(f"{name:28} {title}")
         return 0
-    if args.log_bytes is not None and args.log_bytes < 1024:
-        raise BadInput(f"--log-bytes {args.log_bytes} is too small", "give at least 1024")
-    if args.window <= 0 or args.window > 60:
-        raise BadInput(f"--window {args.window} is out of range", "give seconds between 0.1 and 60")
     knowledge = load_knowledge()
     questions = knowledge.tree.questions
     request = load_example(knowledge, args.example) if args.example else DiagnoseRequest()
@@ -120,8 +138,18 @@ def run(args) -> int:
     request.allow_exec = args.allow_exec
     request.progress = progress_printer()
     report = run_multinode(args, knowledge, request.answers) or _this_machine(request)
+    say_unread_logs(report.errors, args.log)
     emit(render(report, args.format), args.output)
     return 0
+
+
+def say_unread_logs(errors, logs) -> None:
+    """A --log that could not be read stays in the report's errors, and is said on stderr too: a
+    report read from a FIFO, a directory or a typo is not what the user meant to ask about."""
+    prefixes = tuple(f"log {path}:" for path in logs)
+    for error in errors:
+        if prefixes and error.startswith(prefixes):
+            print(f"debug-stuck: {error}", file=sys.stderr)
 
 
 def _this_machine(request):

@@ -15,7 +15,16 @@ import sys
 import time
 from typing import List
 
-from debug_stuck.frontends.commands.common import add_command, emit, progress_printer, stdin_is_tty
+from debug_stuck.frontends.commands.common import (
+    add_command,
+    emit,
+    pid_number,
+    progress_printer,
+    stdin_is_tty,
+    window_seconds,
+)
+
+MAX_REPORT_BYTES = 20 * 1024 * 1024
 
 
 def register(subparsers) -> None:
@@ -31,11 +40,13 @@ def register(subparsers) -> None:
         epilog="exit codes: 0 shown (or applied); 2 bad usage, the job still runs, no --yes without a terminal, or "
         "the file changed since the report; 3 the job could not be inspected",
     )
-    f.add_argument("--pid", action="append", type=int, default=[], metavar="P", help="a process of the hung job")
+    f.add_argument("--pid", action="append", type=pid_number, default=[], metavar="P", help="a process of the hung job")
     f.add_argument("--report", metavar="FILE", help="a JSON report written by diagnose --format json or by stop")
     f.add_argument("--apply", action="store_true", help="write the suggested edits (the job must have stopped)")
     f.add_argument("--yes", "-y", action="store_true", help="do not ask before writing (needed without a terminal)")
-    f.add_argument("--window", type=float, default=1.0, metavar="S", help="seconds between stack samples (default 1)")
+    f.add_argument(
+        "--window", type=window_seconds, default=1.0, metavar="S", help="seconds between stack samples (default 1)"
+    )
     f.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     f.add_argument("--output", metavar="FILE", help="also save the full JSON report here (for a later --apply)")
 
@@ -45,8 +56,6 @@ def run(args) -> int:
 
     if bool(args.pid) == bool(args.report):
         raise BadInput("give the job (--pid P) or a saved report (--report FILE)", "debug-stuck fix --pid 12345")
-    if args.window <= 0 or args.window > 60:
-        raise BadInput(f"--window {args.window} is out of range", "give seconds between 0.1 and 60")
     report = _load_report(args.report) if args.report else _diagnose(args)
     if args.apply:
         return _apply(report, args)
@@ -72,18 +81,11 @@ def _diagnose(args) -> dict:
 
 def _load_report(path: str) -> dict:
     from debug_stuck.errors import BadInput
-    from debug_stuck.recovery.reading import bounded_read
+    from debug_stuck.inputs import read_input
 
-    def read():
-        with open(path, "rb") as f:
-            return f.read(20 * 1024 * 1024 + 1)
-
-    try:
-        data = bounded_read(read, f"reading {path}", None)
-    except OSError as exc:
-        raise BadInput(f"cannot read --report {path}: {exc.strerror or exc}", "give a JSON report file") from None
-    if data is None or len(data) > 20 * 1024 * 1024:
-        raise BadInput(f"--report {path} could not be read in time or is over 20 MiB", "give a JSON report file")
+    data = read_input(path, "--report", MAX_REPORT_BYTES + 1, expected="give a JSON report file")
+    if len(data) > MAX_REPORT_BYTES:
+        raise BadInput(f"--report {path} is over 20 MiB", "give a JSON report file")
     try:
         report = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):

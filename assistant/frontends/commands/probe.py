@@ -7,7 +7,9 @@ import argparse
 import json
 import sys
 
-from debug_stuck.frontends.commands.common import EXIT_CODES, add_command, progress_printer
+from debug_stuck.frontends.commands.common import EXIT_CODES, add_command, number, pid_number, progress_printer
+
+MAX_PROBE_TIMEOUT = 86400.0  # a day: longer is a typo, and a bound past threading's largest wait fails
 
 
 class _ProbeHelp(argparse.Action):
@@ -43,10 +45,15 @@ def register(subparsers) -> None:
     pr.add_argument("-h", "--help", action=_ProbeHelp, help="show this help (after NAME: that probe's own) and exit")
     pr.add_argument("name", nargs="?", metavar="NAME", help="the probe to run")
     pr.add_argument("--list", action="store_true", help="list the probes, one line each")
-    pr.add_argument("--timeout", type=float, metavar="S", help="time limit in seconds (default: the probe's own)")
+    pr.add_argument(
+        "--timeout",
+        type=number(0, MAX_PROBE_TIMEOUT, above=True),
+        metavar="S",
+        help="time limit in seconds (default: the probe's own)",
+    )
     pr.add_argument("--allow-exec", action="store_true", help="consent to running your code or command")
     pr.add_argument("--format", choices=("json", "text"), default="text")
-    pr.add_argument("--pid", action="append", type=int, default=[], metavar="P", help="a process of the job")
+    pr.add_argument("--pid", action="append", type=pid_number, default=[], metavar="P", help="a process of the job")
     pr.add_argument("--path", action="append", default=[], metavar="DIR", help="a path the job reads or writes")
     pr.add_argument("--factory", metavar="MODULE:FUNC", help="dataloader: returns your Dataset or DataLoader")
     pr.add_argument("--script", metavar="FILE", help="gc: the script to run under GC timing")
@@ -77,8 +84,6 @@ def run(args) -> int:
             raise BadInput("which probe?", "give a NAME; 'debug-stuck probe --list' shows them")
         spec = probe_spec(args.name)
         timeout = args.timeout if args.timeout is not None else spec.timeout
-        if timeout <= 0:
-            raise BadInput(f"--timeout {timeout} must be positive", "give seconds, e.g. --timeout 60")
         ctx = ProbeContext(
             timeout=timeout,
             allow_exec=args.allow_exec,

@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 
-from debug_stuck.frontends.commands.common import add_command
+from debug_stuck.frontends.commands.common import add_command, pid_number
 
 HELP = "print the command that resumes a job from its newest valid checkpoint"
 
@@ -28,7 +28,9 @@ def register(subparsers) -> None:
         '  debug-stuck resume --cmd "torchrun --nproc_per_node=8 -m scripts.base_train" --dir ~/nanochat\n'
         "  debug-stuck resume --pid 12345 --format json   # the report's `resume` object",
     )
-    r.add_argument("--pid", type=int, metavar="P", help="a process of the running job (any rank, worker or launcher)")
+    r.add_argument(
+        "--pid", type=pid_number, metavar="P", help="a process of the running job (any rank, worker or launcher)"
+    )
     r.add_argument("--cmd", metavar='"COMMAND"', help="the job's command line, quoted, for a job that already ended")
     r.add_argument("--dir", metavar="DIR", help="with --cmd: the directory the job ran in (default: this one)")
     r.add_argument("--format", choices=("json", "text"), default="text", help="output format (default text)")

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import List
 
-from debug_stuck.frontends.commands.common import add_command, progress_printer, stdin_is_tty
+from debug_stuck.frontends.commands.common import add_command, number, pid_number, progress_printer, stdin_is_tty
 
 EXIT_NOT_STOPPED = 1  # the question was answered no (or not at all): nothing was done
 EXIT_PROCESSES_LEFT = 4  # some processes survived SIGKILL (D state), listed in the output
@@ -26,10 +26,14 @@ def register(subparsers) -> None:
         epilog=f"exit codes: 0 stopped; {EXIT_NOT_STOPPED} not stopped (the question was answered no); 2 bad usage, "
         f"or no --yes without a terminal; 3 no such process; {EXIT_PROCESSES_LEFT} some processes survived SIGKILL",
     )
-    s.add_argument("--pid", type=int, metavar="P", required=True, help="a process of the job to stop")
+    s.add_argument("--pid", type=pid_number, metavar="P", required=True, help="a process of the job to stop")
     s.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation (needed without a terminal)")
     s.add_argument(
-        "--grace", type=float, default=10.0, metavar="S", help="seconds to wait after SIGINT and after SIGTERM (10)"
+        "--grace",
+        type=number(0, 600),
+        default=10.0,
+        metavar="S",
+        help="seconds to wait after SIGINT and after SIGTERM, up to 600 (10)",
     )
     s.add_argument("--report-dir", metavar="DIR", help="where the report goes (default: this directory)")
     s.add_argument("--format", choices=("json", "text"), default="text", help="output format (default text)")
@@ -40,8 +44,6 @@ def run(args) -> int:
     from debug_stuck.recovery.jobtree import job_tree_pids
     from debug_stuck.recovery.stop import stop_job
 
-    if not (0 <= args.grace <= 600):
-        raise BadInput(f"--grace {args.grace:g} is out of range", "give seconds between 0 and 600")
     report_dir = os.path.abspath(os.path.expanduser(args.report_dir or "."))
     try:
         os.makedirs(report_dir, exist_ok=True)
@@ -84,7 +86,7 @@ def _stop_hint(exc) -> str:
 
 def _confirm(root: int, pids: List[int]) -> bool:
     from debug_stuck.probes.collectors.procs import job_processes
-    from debug_stuck.redact import redact_argv
+    from debug_stuck.redact import redacted_command_line
 
     try:
         procs = job_processes([root])
@@ -92,7 +94,7 @@ def _confirm(root: int, pids: List[int]) -> bool:
         procs = []
     print(f"debug-stuck stop: job {root}, {len(pids)} process(es):", file=sys.stderr)
     for p in procs[:40]:
-        print(f"  {p.pid:>7}  {p.role:18} {' '.join(redact_argv(p.cmdline))[:90]}", file=sys.stderr)
+        print(f"  {p.pid:>7}  {p.role:18} {redacted_command_line(p.cmdline)[:90]}", file=sys.stderr)
     print("A report is written first; then SIGINT, SIGTERM and SIGKILL end them.", file=sys.stderr)
     try:
         answer = input("Stop them? [y/N] ")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from debug_stuck.errors import BadInput
-from debug_stuck.frontends.commands.common import add_command, seconds_text
+from debug_stuck.frontends.commands.common import add_command, number, pid_number, seconds_text
 
 WATCH_EPILOG = """examples:
   debug-stuck watch -- torchrun --nproc_per_node=8 train.py --config c.yaml
@@ -25,12 +25,15 @@ WATCH_EPILOG = """examples:
 
 a stall: no new step for max(--floor, --multiple x the median step interval, 2 x the longest recent
 interval); a checkpoint save or validation recognised on the stack is allowed --phase-multiple times
-that while it shows activity (CPU, I/O, stack movement). Before the first steps: no activity at all
-for --startup seconds.
+that while it shows activity (CPU, I/O, stack movement), and so is a busy phase (computing through
+changing functions); a silence computing on one chain of functions is a stall unless the job ended
+such silences with a step before (then up to 2 x the longest). Before the first steps: no activity
+at all for --startup seconds.
 
 exit status: the job's own when it ends by itself; 124 when it stalled and watch stopped it
 (--on-hang stop, or --on-hang restart gave up); 128+N when watch got signal N (passed on to the job);
-2 bad usage; 3 the --pid cannot be inspected."""
+2 bad usage, or a stop or restart not done because the report could not be written; 3 the --pid
+cannot be inspected."""
 
 
 ON_HANG = ("report", "stop", "restart")
@@ -49,7 +52,7 @@ def register(subparsers) -> None:
         epilog=WATCH_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--pid", type=int, metavar="P", help="attach to this running job instead of launching one")
+    p.add_argument("--pid", type=pid_number, metavar="P", help="attach to this running job instead of launching one")
     p.add_argument(
         "--on-hang",
         choices=ON_HANG,
@@ -74,35 +77,35 @@ def register(subparsers) -> None:
         "--log", action="append", default=[], metavar="FILE", help="another log to follow for progress (repeatable)"
     )
     p.add_argument("--quiet", action="store_true", help="do not echo the job's output (it still goes to its log)")
-    p.add_argument("--poll", type=float, metavar="S", help="seconds between checks (default 1)")
-    p.add_argument("--floor", type=float, metavar="S", help="the shortest stall threshold (default 10)")
+    p.add_argument("--poll", type=number(), metavar="S", help="seconds between checks (default 1)")
+    p.add_argument("--floor", type=number(), metavar="S", help="the shortest stall threshold (default 10)")
     p.add_argument(
         "--multiple",
-        type=float,
+        type=number(),
         metavar="X",
         help="threshold as a multiple of the median step interval (default 8)",
     )
     p.add_argument(
         "--phase-multiple",
-        type=float,
+        type=number(),
         metavar="X",
-        help="allowance for a recognised checkpoint/validation phase, times the threshold (default 30)",
+        help="allowance for a recognised checkpoint/validation phase or a busy phase, times the threshold (default 30)",
     )
     p.add_argument(
         "--startup",
-        type=float,
+        type=number(),
         metavar="S",
         help="before steps flow: seconds with no activity at all that count as a stall (default 300)",
     )
     p.add_argument(
         "--progress-every",
-        type=float,
+        type=number(),
         metavar="S",
         help="a progress event every S seconds (default 60; 0: none)",
     )
     p.add_argument(
         "--grace",
-        type=float,
+        type=number(),
         metavar="S",
         help="stopping: seconds to wait after SIGINT and after SIGTERM before SIGKILL (default 10)",
     )
@@ -118,8 +121,6 @@ def run(args) -> int:
         raise BadInput("give either --pid or a command after --, not both", "--pid P attaches, -- CMD launches")
     if args.pid is None and not launch:
         raise BadInput("nothing to watch", "give a command after --, e.g. debug-stuck watch -- python train.py")
-    if args.pid is not None and args.pid <= 0:
-        raise BadInput(f"--pid {args.pid} is not a process id", "give the PID of the training job")
     json_mode = args.format == "json"
     given = {
         name: getattr(args, name)
@@ -140,7 +141,7 @@ def run(args) -> int:
     settings = WatchSettings(
         on_hang=args.on_hang,
         native=args.native,
-        logs=list(args.log),
+        logs=followable_logs(args.log),
         echo=None if args.quiet else _echo_to(sys.stderr if json_mode else sys.stdout),
         journal=args.journal,
         **given,
@@ -150,6 +151,25 @@ def run(args) -> int:
     if args.pid is not None:
         return watcher.watch_pid(args.pid)
     return watcher.watch_command(launch)
+
+
+def followable_logs(paths: List[str]) -> List[str]:
+    """The --log files worth following. One that exists but is no regular file (a FIFO, a device, a
+    directory) would be followed for ever without a line: said once on stderr and left out. One that
+    does not exist yet is kept: the job may create it."""
+    from debug_stuck.inputs import InputError, check_input
+    from debug_stuck.probes.collectors.logtail import LOG_EXPECTED
+
+    kept = []
+    for path in paths:
+        try:
+            check_input(path, "log", LOG_EXPECTED)
+        except InputError as exc:
+            if not exc.missing:
+                print(f"debug-stuck watch: {exc.one_line()}", file=sys.stderr, flush=True)
+                continue
+        kept.append(path)
+    return kept
 
 
 def _echo_to(stream) -> Callable[[bytes], None]:
@@ -179,6 +199,8 @@ def _print_json(event: dict) -> None:
         sys.stdout.flush()
     except (OSError, ValueError):
         pass
+    if event.get("refused"):  # a stop or restart not done: the person at the terminal hears it too
+        _print_text(event)
 
 
 def _print_text(event: dict) -> None:
@@ -204,6 +226,13 @@ def describe_event(e: dict) -> Optional[str]:
         interval = e.get("interval")
         rhythm = f", a step every {interval:.2f} s" if interval else ""
         return f"step {e['step']}{rhythm}; stall threshold {seconds_text(e.get('threshold'))}"
+    if kind == "phase" and e.get("phase") == "busy":
+        how = "computing through changing functions" if e.get("motion") == "moving" else "computing"
+        learned = f", as it did for {seconds_text(e['learned'])} before" if e.get("learned") else ""
+        return (
+            f"busy phase ({how}{learned}; {e.get('frame')}): allowing up to {seconds_text(e.get('allowance'))} "
+            "without a step"
+        )
     if kind == "phase":
         return (
             f"{e.get('phase')} phase ({e.get('frame')}): allowing up to {seconds_text(e.get('allowance'))} "

@@ -207,7 +207,7 @@ class Session:
         for log in report.logs:
             obs = Observations()
             with contextlib.suppress(Exception):
-                observe_log(self.knowledge.tree, log["path"], obs)
+                observe_log(self.knowledge.tree, log["path"], obs, read_path=log.get("read_from"))
             for key, answer in obs.derived.items():
                 if key not in found and key in questions:
                     why = obs.derived_why.get(key, "")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from debug_stuck.errors import NotInspectable
-from debug_stuck.redact import redact_argv
+from debug_stuck.redact import redact_text, redacted_command_line
 from debug_stuck.render.text import clip
 
 LOG_PEEK_BYTES = 16 * 1024
@@ -135,17 +135,18 @@ def summarize_job(pid: int, gpu_map: Optional[Dict[int, List[int]]] = None) -> J
     top = launcher or next((p for p in procs if p.ppid not in pids), procs[0])
     ranks = [p for p in procs if p.role == "rank"]
     writers = sorted(ranks, key=lambda p: (p.rank is None, p.rank or 0)) + [top]
-    log_path = None
+    log_path = read_path = None
     for info in writers:
-        for kind, target in ((info.fd1, info.fd1_target), (info.fd2, info.fd2_target)):
+        for fd, kind, target in ((1, info.fd1, info.fd1_target), (2, info.fd2, info.fd2_target)):
             if kind == "file" and target and not target.startswith("/dev/") and not target.endswith(" (deleted)"):
-                log_path = log_path or target
+                if log_path is None:  # read the job's own open file, never its path again (mount namespaces)
+                    log_path, read_path = target, f"/proc/{info.pid}/fd/{fd}"
     summary = JobSummary(
         pid=top.pid,
         pids=pids,
         launcher=_launcher_name(top.cmdline),
         ranks=len(ranks),
-        command=" ".join(redact_argv(top.cmdline))[:300],
+        command=redacted_command_line(top.cmdline)[:300],
         started=top.create_time,
         user=top.username,
         workers=sum(1 for p in procs if p.role == "dataloader-worker"),
@@ -154,10 +155,10 @@ def summarize_job(pid: int, gpu_map: Optional[Dict[int, List[int]]] = None) -> J
         summary.gpus = sorted({i for p in pids for i in gpu_map.get(p, [])})
     if log_path:
         summary.log_path = log_path
-        tail = read_log_tail(log_path, max_bytes=LOG_PEEK_BYTES, timeout=LOG_PEEK_SECONDS)
+        tail = read_log_tail(log_path, max_bytes=LOG_PEEK_BYTES, timeout=LOG_PEEK_SECONDS, read_path=read_path)
         summary.log_mtime = tail.mtime
         if tail.lines:
-            summary.last_line = tail.lines[-1]
+            summary.last_line = redact_text(tail.lines[-1])
         elif tail.error:
             summary.last_line = tail.error
     return summary

@@ -59,17 +59,54 @@ def _personalize_fixes(diagnosis, facts: JobFacts) -> None:
     fixes = []
     for fix, verdict, why in order(judged):
         fix.condition = None if verdict == APPLIES else why
-        commands, unfilled = [], []
-        for text, language in zip(fix.commands, fix.languages or [""] * len(fix.commands)):
+        n = len(fix.commands)
+        languages = fix.languages or [""] * n
+        safeties = fix.safety if len(fix.safety) == n else [None] * n
+        kept, unfilled = [], []
+        for text, language, safety in zip(fix.commands, languages, safeties):
             text = _with_flag(text, fix.flag, facts) if fix.flag else text
             filled, missing = fill(text, facts.values, language)
-            commands.append(filled)
+            if endangers(filled, facts.valid_checkpoint):
+                why = (
+                    f"a command that would move or remove {facts.valid_checkpoint}, "
+                    "the checkpoint resume starts from, is left out"
+                )
+                fix.condition = f"{fix.condition}; {why}" if fix.condition else why
+                continue
+            kept.append((filled, language, safety))
             unfilled += [m for m in missing if m not in unfilled]
-        fix.commands, fix.unfilled = commands, unfilled
-        fix.safety = [_filled_note(s, facts) for s in fix.safety]
+        fix.commands = [c for c, _, _ in kept]
+        fix.languages = [lang for _, lang, _ in kept] if fix.languages else []
+        if len(fix.safety) == n:
+            fix.safety = [_filled_note(s, facts) for _, _, s in kept]
+        else:
+            fix.safety = [_filled_note(s, facts) for s in fix.safety]
+        fix.unfilled = unfilled
         fixes.append(fix)
     diagnosis.fixes = fixes
     diagnosis.fixes_left_out = left_out
+
+
+DESTRUCTIVE = re.compile(
+    r"(?:^|[\s;&|(])(?:mv|rm|unlink|shred|truncate|rmdir)\s"
+    r"|os\.(?:remove|unlink|replace|rename)\(|shutil\.(?:move|rmtree)\(|\.unlink\(|\.rename\("
+)
+
+
+def endangers(command: str, valid: Optional[str]) -> bool:
+    """Would this command move or remove the valid checkpoint (or a folder holding it)?"""
+    if not valid or not DESTRUCTIVE.search(command):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    valid = valid.rstrip("/")
+    for word in words:
+        path = word.strip("'\"(),").rstrip("/")
+        if path and (path == valid or valid.startswith(path + "/")):
+            return True
+    return valid in command
 
 
 def _with_flag(text: str, flag: str, facts: JobFacts) -> str:

@@ -111,15 +111,16 @@ def _first_edit(cause: str, rules: List[dict], frames: List[Tuple[str, int]]) ->
 
 
 def read_source(path: str) -> Optional[str]:
-    def read() -> Optional[str]:
-        if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > MAX_SOURCE_BYTES:
-            return None
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8")
+    """The exact text of a source file to edit: None for a link (an edit must not write through one),
+    a file too big to be a script, or one that is not UTF-8 (a diff of a guess would be wrong)."""
+    from debug_stuck.inputs import InputError, read_input
 
+    if bounded_read(lambda: os.path.islink(path), f"lstat {path}", True):
+        return None
     try:
-        return bounded_read(read, f"reading {path}", None)
-    except (OSError, UnicodeDecodeError):
+        raw = read_input(path, "source", MAX_SOURCE_BYTES + 1)
+        return None if len(raw) > MAX_SOURCE_BYTES else raw.decode("utf-8")
+    except (InputError, UnicodeDecodeError):
         return None
 
 

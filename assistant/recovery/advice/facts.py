@@ -32,6 +32,7 @@ class JobFacts:
     cwd: Optional[str] = None
     source_files: List[str] = field(default_factory=list)  # the job's own Python files seen on its stacks
     running: bool = False  # the report looked at a live job
+    valid_checkpoint: Optional[str] = None  # the one resume starts from: no fix may move or remove it
 
     def to_dict(self) -> dict:
         return {"values": dict(self.values), "context": dict(self.context)}
@@ -90,7 +91,8 @@ def gather_facts(report) -> JobFacts:
 
         facts.context["framework"] = frameworks.detect(job)
 
-    checkpoint = resume.get("checkpoint")
+    facts.valid_checkpoint = resume.get("checkpoint")
+    checkpoint = facts.valid_checkpoint
     if not checkpoint and resume.get("skipped"):
         checkpoint = resume["skipped"][0].get("path")
     if checkpoint:
@@ -98,6 +100,9 @@ def gather_facts(report) -> JobFacts:
     blocked = _blocked_path(report.chain)
     if blocked:
         values["blocked_path"] = blocked
+    partial = _partial_checkpoint(_blocked_save(report.chain), resume)
+    if partial:
+        values["partial_checkpoint"] = partial
     log = _log(report, processes)
     if log:
         values["log"] = log
@@ -153,6 +158,39 @@ def _blocked_path(chain) -> Optional[str]:
         waits = hop.get("waits_on") or {}
         if hop.get("terminal") and waits.get("kind") in PATH_KINDS and str(waits.get("object", "")).startswith("/"):
             return waits["object"]
+    return None
+
+
+def _partial_checkpoint(blocked: Optional[str], resume: dict) -> Optional[str]:
+    """The file a hung save left half-written: the one it is blocked on, else one that resume skipped
+    for failing its checks. Never the checkpoint resume judges valid."""
+    valid = resume.get("checkpoint")
+    candidates = [blocked] + [s.get("path") for s in resume.get("skipped") or [] if isinstance(s, dict)]
+    for path in candidates:
+        if path and path != valid and not _same_file(path, valid):
+            return path
+    return None
+
+
+def _same_file(a: str, b: Optional[str]) -> bool:
+    # by name only: a stat could hang on the very mount the save is stuck on
+    return bool(b) and os.path.normpath(a) == os.path.normpath(b)
+
+
+SAVE_FRAME = re.compile(r"(?i)\bsave|serializ|checkpoint|_write_file|safetensors")
+CHECKPOINT_NAME = re.compile(r"(?i)\.(pt|pth|ckpt|safetensors|bin|pkl|pickle|h5|npz)$|ckpt|checkpoint")
+
+
+def _blocked_save(chain) -> Optional[str]:
+    """The file the chain ends on, when what is blocked on it is a save (a save frame, or a
+    checkpoint's name): a data file a loader waits on is not a partial checkpoint."""
+    for hop in chain or []:
+        waits = hop.get("waits_on") or {}
+        path = str(waits.get("object", ""))
+        if not (hop.get("terminal") and waits.get("kind") in PATH_KINDS and path.startswith("/")):
+            continue
+        if SAVE_FRAME.search(str(hop.get("where") or "")) or CHECKPOINT_NAME.search(os.path.basename(path)):
+            return path
     return None
 
 

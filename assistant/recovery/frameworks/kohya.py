@@ -12,7 +12,7 @@ from debug_stuck.recovery.candidates import checked, newest_paths
 from debug_stuck.recovery.commandline import set_option
 from debug_stuck.recovery.job import TrainingJob
 from debug_stuck.recovery.model import Checkpoint, ResumePlan
-from debug_stuck.recovery.reading import bounded_read, mtime_of
+from debug_stuck.recovery.reading import at, bounded_read, mtime_of
 from debug_stuck.recovery.scan import Entry, walk
 
 NAME = "kohya"
@@ -92,7 +92,7 @@ def resume(job: TrainingJob, plan: ResumePlan) -> List[str]:
 
 
 def _newest_lora(output_dir: str, output_name: Optional[str]) -> Optional[str]:
-    names = bounded_read(lambda: os.listdir(output_dir), f"listing {output_dir}", []) or []
+    names = bounded_read(lambda: os.listdir(at(output_dir)), f"listing {output_dir}", []) or []
     candidates = [
         os.path.join(output_dir, n)
         for n in names

@@ -11,6 +11,7 @@ from debug_stuck.recovery.candidates import checked, newest_paths, step_from_nam
 from debug_stuck.recovery.commandline import set_option
 from debug_stuck.recovery.job import TrainingJob
 from debug_stuck.recovery.model import Checkpoint, ResumePlan
+from debug_stuck.recovery.reading import at, bounded_read
 from debug_stuck.recovery.scan import Entry, walk
 from debug_stuck.recovery.source import imports, resume_flag
 
@@ -29,7 +30,7 @@ def find(job: TrainingJob) -> List[Checkpoint]:
     roots = job.output_dirs()
     for m in re.finditer(r"dirpath\s*=\s*[rf]?['\"]([^'\"{}]+)['\"]", job.source):
         full = job.path(m.group(1))
-        if os.path.isdir(full):
+        if bounded_read(lambda full=full: os.path.isdir(at(full)), f"stat {full}", False):
             roots.insert(0, full)
     default_root = job.opt("--trainer.default_root_dir", "--default_root_dir")
     if default_root:

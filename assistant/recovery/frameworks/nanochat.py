@@ -11,7 +11,7 @@ from debug_stuck.recovery.candidates import checked, newest_paths
 from debug_stuck.recovery.commandline import set_option
 from debug_stuck.recovery.job import TrainingJob
 from debug_stuck.recovery.model import Checkpoint, ResumePlan
-from debug_stuck.recovery.reading import bounded_read, home_dir, mtime_of
+from debug_stuck.recovery.reading import at, bounded_read, home_dir, mtime_of
 from debug_stuck.recovery.source import imports, resume_flag
 
 NAME = "nanochat"
@@ -25,11 +25,19 @@ NANOCHAT_CHECKPOINT_DIRS = {
 }
 
 
+def _is_dir(path: str) -> bool:
+    return bool(bounded_read(lambda: os.path.isdir(at(path)), f"stat {path}", False))
+
+
 def claims(job: TrainingJob) -> bool:
     module = job.launch.module or ""
     return (
         imports(job.source, "nanochat")
-        or (module.startswith("scripts.") and job.cwd is not None and os.path.isdir(os.path.join(job.cwd, "nanochat")))
+        or (
+            module.startswith("scripts.")
+            and job.cwd is not None
+            and os.path.isdir(at(os.path.join(job.cwd, "nanochat")))
+        )
         or (module.startswith("scripts.") and module.rsplit(".", 1)[-1] in NANOCHAT_CHECKPOINT_DIRS)
     )
 
@@ -48,7 +56,7 @@ def _nanochat_dir(job: TrainingJob) -> Tuple[str, List[str]]:
     depth = job.opt("--depth")
     if not tag and depth and depth.isdigit():
         tag = f"d{depth}"
-    names = bounded_read(lambda: sorted(os.listdir(root)), f"listing {root}", []) or []
+    names = bounded_read(lambda: sorted(os.listdir(at(root))), f"listing {root}", []) or []
     if tag and tag in names:
         return root, [os.path.join(root, tag)]
     if not tag and "d20" in names and not depth:
@@ -60,7 +68,7 @@ def find(job: TrainingJob) -> List[Checkpoint]:
     _, dirs = _nanochat_dir(job)
     out = []
     for d in dirs:
-        names = bounded_read(lambda d=d: sorted(os.listdir(d)), f"listing {d}", []) or []
+        names = bounded_read(lambda d=d: sorted(os.listdir(at(d))), f"listing {d}", []) or []
         models = [(os.path.join(d, n), mtime_of(os.path.join(d, n))) for n in names if re.match(r"^model_\d+\.pt", n)]
         for path in newest_paths(models, lambda p: int(re.match(r"^model_(\d+)", os.path.basename(p)).group(1))):
             m = re.match(r"^model_(\d+)\.pt$", os.path.basename(path))

@@ -10,7 +10,7 @@ from debug_stuck.recovery import checkpoints as ck
 from debug_stuck.recovery.candidates import checked, newest_paths
 from debug_stuck.recovery.job import TrainingJob
 from debug_stuck.recovery.model import Checkpoint, ResumePlan
-from debug_stuck.recovery.reading import bounded_read, home_dir, read_source
+from debug_stuck.recovery.reading import at, bounded_read, home_dir, read_source
 from debug_stuck.recovery.scan import Entry, walk
 from debug_stuck.recovery.source import imports
 
@@ -44,7 +44,7 @@ def _ultralytics_runs(job: TrainingJob) -> List[str]:
         m = re.search(r"""["']?runs_dir["']?\s*:\s*["']?([^"',\n}]+)""", text)
         if m:
             roots.append(m.group(1).strip())
-    return [r for r in dict.fromkeys(roots) if bounded_read(lambda r=r: os.path.isdir(r), f"stat {r}", False)]
+    return [r for r in dict.fromkeys(roots) if bounded_read(lambda r=r: os.path.isdir(at(r)), f"stat {r}", False)]
 
 
 def find(job: TrainingJob) -> List[Checkpoint]:

@@ -20,7 +20,7 @@ class AttachHistory:
         newest = None
         stepped = None  # (mtime, tail) of the newest log with a step counter
         for follower in self.followers:
-            tail = read_log_tail(follower.path)
+            tail = read_log_tail(follower.path, read_path=follower.read_path)
             if tail.error:
                 continue
             if tail.mtime is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
 from debug_stuck.recovery.reading import READ_SECONDS
@@ -17,19 +17,22 @@ MAX_PARTIAL_LINE = 64 * 1024
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
-def unique_logs(paths: Iterable[str]) -> List[str]:
+def unique_logs(paths: Iterable[str], opened: Optional[Dict[str, str]] = None) -> List[str]:
     """Each log once, named by its real path: the same file given absolutely and relatively, through a
     link, or by a second hard link is one log (same device and inode), read once. A file that does not
     exist yet keeps its real path (it is matched by that). Bounded: a hung mount costs the dedup by
-    inode, never the watch."""
+    inode, never the watch. `opened`: logs an attached job holds open (its path -> /proc/P/fd/N):
+    named as the job names them and looked at through its descriptor, never resolved in our mount
+    namespace, where the same path may be another file."""
     paths = [str(p) for p in paths]
+    opened = opened or {}
 
     def resolve() -> List[str]:
         seen, out = set(), []
         for path in paths:
-            real = os.path.realpath(os.path.expanduser(path))
+            real = path if path in opened else os.path.realpath(os.path.expanduser(path))
             try:
-                st = os.stat(real)
+                st = os.stat(opened.get(path, real))
                 key: tuple = ("inode", st.st_dev, st.st_ino)
             except OSError:
                 key = ("path", real)
@@ -41,41 +44,54 @@ def unique_logs(paths: Iterable[str]) -> List[str]:
     try:
         return call_with_timeout(resolve, READ_SECONDS, "resolving the log paths")
     except CallTimedOut:
-        return list(dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths))
+        return list(dict.fromkeys(p if p in opened else os.path.abspath(os.path.expanduser(p)) for p in paths))
 
 
 class LogFollower:
     """New complete lines of a growing log file since the last read (tqdm redraws count as lines)."""
 
-    def __init__(self, path: str, echo: Optional[Callable[[bytes], None]] = None, from_end: bool = False):
+    def __init__(
+        self,
+        path: str,
+        echo: Optional[Callable[[bytes], None]] = None,
+        from_end: bool = False,
+        read_path: Optional[str] = None,
+    ):
         self.path = path
+        self.read_path = read_path  # /proc/P/fd/N: an attached job's own open log
         self.echo = echo
         self.offset = 0
         self.partial = b""
         self.error: Optional[str] = None
         if from_end:
             try:
-                self.offset = call_with_timeout(lambda: os.stat(path).st_size, READ_SECONDS, f"stat {path}")
+                where = read_path or path
+                self.offset = call_with_timeout(lambda: os.stat(where).st_size, READ_SECONDS, f"stat {path}")
             except (OSError, CallTimedOut):
                 self.offset = 0
 
     def _read_new(self) -> bytes:
-        size = os.stat(self.path).st_size
-        if size < self.offset:  # truncated or rotated: start over
-            self.offset, self.partial = 0, b""
-        if size == self.offset:
-            return b""
-        with open(self.path, "rb") as fh:
-            fh.seek(self.offset)
-            data = fh.read(MAX_READ_PER_TICK)
+        from debug_stuck.inputs import open_input, read_span
+
+        with open_input(self.read_path or self.path, "log") as (fd, st):
+            size = st.st_size
+            if size < self.offset:  # truncated or rotated: start over
+                self.offset, self.partial = 0, b""
+            if size == self.offset:
+                return b""
+            data = read_span(fd, self.offset, min(MAX_READ_PER_TICK, size - self.offset))
         self.offset += len(data)
         return data
 
     def read(self, final: bool = False) -> Tuple[List[str], bool]:
         """(new lines, whether the file grew). Never raises; a read problem lands in .error."""
+        from debug_stuck.inputs import InputError
+
         try:
             data = call_with_timeout(self._read_new, READ_SECONDS, f"reading {self.path}")
-        except FileNotFoundError:
+        except InputError as exc:
+            if not exc.missing:  # a log that does not exist yet is no error: the job may create it
+                self.error = exc.naming(self.path)
             return [], False
         except (OSError, CallTimedOut) as exc:
             self.error = f"log {self.path}: {exc}"

@@ -25,6 +25,8 @@ class Job:
     proc: Optional[subprocess.Popen] = None  # None when attached
     log: Optional[str] = None  # the log we own (launched jobs)
     logs: List[str] = field(default_factory=list)  # every log followed for progress
+    # attached: the job's own open logs, path as it names them -> /proc/P/fd/N, where they are read
+    read_paths: Dict[str, str] = field(default_factory=dict)
     run: int = 1
 
     @property
@@ -96,12 +98,10 @@ def attach(pid: int) -> Job:
         raise NotInspectable(f"{exc}", "the process may be in uninterruptible sleep; try diagnose") from None
     if status == psutil.STATUS_ZOMBIE:
         raise NotInspectable(f"process {pid} has exited (zombie)", "nothing left to watch")
-    logs = []
-    for fd in (1, 2):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("/") and not target.startswith("/dev/") and os.path.isfile(target):
-            logs.append(target)
-    return Job(pid=pid, command=cmdline, cwd=cwd, env=env, logs=list(dict.fromkeys(logs)))
+    from debug_stuck.probes.collectors.jobfiles import std_streams
+
+    # read through the job's own descriptors: in its mount namespace the path may name another file
+    streams = {}
+    for entry in std_streams(pid):
+        streams.setdefault(entry.path, entry.read_path)
+    return Job(pid=pid, command=cmdline, cwd=cwd, env=env, logs=list(streams), read_paths=streams)

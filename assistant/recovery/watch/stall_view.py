@@ -25,6 +25,8 @@ class StallView:
                 out["states"] = odd
         if self.last_gpu is not None:
             out["gpu"] = self.last_gpu
+        if self.clock.verdict is not None:
+            out["motion"] = self.clock.verdict  # what the stacks said: stuck, busy (one chain), moving
         found = self._stall_thread()
         if found is not None:
             pid, thread = found

@@ -19,6 +19,7 @@ class TreeSample:
     alive: bool
     processes: int = 0
     cpu_percent: Optional[float] = None  # % of one core, the whole tree
+    cpu_by_pid: Dict[int, float] = field(default_factory=dict)  # % of one core, each process seen twice
     io_bytes_per_second: Optional[float] = None
     states: Dict[int, str] = field(default_factory=dict)
 
@@ -86,7 +87,9 @@ class ProcessTree:
                 before = self.counters.get(pid)
                 if before is None:
                     continue
-                cpu += max(0.0, cpu_s - before[0])
+                used = max(0.0, cpu_s - before[0])
+                cpu += used
+                sample.cpu_by_pid[pid] = round(100.0 * used / elapsed, 1)
                 if moved is not None and before[1] is not None:
                     io += max(0, moved - before[1])
                     known_io = True

@@ -40,7 +40,7 @@ from typing import Callable, Dict, List, Optional
 import psutil
 
 from debug_stuck.bounded import call_with_timeout
-from debug_stuck.errors import BadInput
+from debug_stuck.errors import EXIT_USAGE, BadInput
 from debug_stuck.live.observe import main_thread
 from debug_stuck.live.phases import phase_of
 from debug_stuck.recovery.watch.attach_history import AttachHistory
@@ -56,6 +56,8 @@ from debug_stuck.recovery.watch.clock import (
 from debug_stuck.recovery.watch.follow import LogFollower, unique_logs
 from debug_stuck.recovery.watch.job import Job, attach, launch
 from debug_stuck.recovery.watch.journaling import Journaling
+from debug_stuck.recovery.watch.motion import MotionTracker
+from debug_stuck.recovery.watch.motion_judging import MotionJudging
 from debug_stuck.recovery.watch.phases import quick_cause
 from debug_stuck.recovery.watch.stall_view import StallView
 from debug_stuck.recovery.watch.tree import ProcessTree, TreeSample
@@ -142,7 +144,7 @@ class _Interrupted(Exception):
         self.signum = signum
 
 
-class Watcher(AttachHistory, StallView, Journaling):
+class Watcher(AttachHistory, StallView, Journaling, MotionJudging):
     def __init__(self, settings: WatchSettings, emit: Callable[[dict], None]):
         settings.validate()
         # Absolute from here on: the job's log, the reports and the journal's paths must open from
@@ -176,6 +178,10 @@ class Watcher(AttachHistory, StallView, Journaling):
         # debug_stuck.hook heartbeats: pid -> (marker or None, when it was looked for, last beat seen)
         self.heartbeats: Dict[int, list] = {}
         self.steps_from_log = False  # the log gives step numbers: heartbeats are activity, not steps
+        self.motion = MotionTracker()
+        self.motion_undecided = False  # the last stack sample could not tell stuck from busy yet
+        self.busy_told: Optional[float] = None  # the silence (its start) whose busy phase was announced
+        self.refused: Optional[str] = None  # why a stop or restart was not done (no report written)
 
     # -- events -----------------------------------------------------------------------------------
 
@@ -225,11 +231,12 @@ class Watcher(AttachHistory, StallView, Journaling):
         own = unique_logs([job.log])[0] if job.log else None
         self.followers = [
             # The log we own is read from its start; any other only from now on (its past is not this run).
-            LogFollower(path, self.settings.echo if path == own else None, from_end=path != own)
+            LogFollower(path, self.settings.echo if path == own else None, path != own, job.read_paths.get(path))
             for path in logs
         ]
         self.tree = ProcessTree(job.pid)
         self.dumps, self.stack_sampled_at, self.stalled, self.last_sample = {}, None, None, None
+        self.motion = MotionTracker()
         now = time.monotonic()
         self.progress_emitted_at = now
         if restarted_from is not None:
@@ -253,7 +260,8 @@ class Watcher(AttachHistory, StallView, Journaling):
 
     def _logs(self) -> List[str]:
         """The job's logs and the --log ones, each once, by real path (and inode)."""
-        return unique_logs(list(self.job.logs if self.job else []) + list(self.settings.logs))
+        opened = self.job.read_paths if self.job else {}
+        return unique_logs(list(self.job.logs if self.job else []) + list(self.settings.logs), opened)
 
     def _follow_logs(self, now: float, final: bool = False) -> bool:
         stepped = False
@@ -356,7 +364,7 @@ class Watcher(AttachHistory, StallView, Journaling):
             elif last is not None:
                 self.clock.activity(when)
 
-    def _sample_stacks(self, now: float) -> None:
+    def _sample_stacks(self, now: float, final: bool = False) -> None:
         from debug_stuck.probes.collectors.stacks import sample_stacks
 
         pids = self.tree.python_pids() if self.tree is not None else []
@@ -365,6 +373,7 @@ class Watcher(AttachHistory, StallView, Journaling):
             return
         series = sample_stacks(pids, samples=1, native=False, timeout=STACK_TIMEOUT)
         self.stack_sampled_at = time.monotonic()
+        self.motion.begin(self.clock.last_progress)
         moved = False
         fresh = {}
         for pid, entry in series.items():
@@ -376,9 +385,12 @@ class Watcher(AttachHistory, StallView, Journaling):
             after = main_thread(dump, pid)
             if before is not None and after is not None and before.signature(lines=True) != after.signature(lines=True):
                 moved = True
+            if after is not None:
+                self.motion.add(pid, after, self.stack_sampled_at)
         if moved:
             self.clock.activity(self.stack_sampled_at)
         self.dumps = fresh
+        self._judge_motion(pids, final)
         for pid, dump in fresh.items():
             thread = main_thread(dump, pid)
             if thread is None:
@@ -473,18 +485,23 @@ class Watcher(AttachHistory, StallView, Journaling):
                 self.stalled = self.stalled_incident = None
             return None
         if stall is None:
+            self._announce_busy(now)
             return None
-        # Before calling it a stall, look at the stacks once more: a long phase gets its allowance.
+        # Before calling it a stall, look at the stacks once more: a long phase gets its allowance,
+        # a job computing through changing functions is busy, not stalled.
         # The tree is listed again first: every process (a launcher's ranks too) is in that sample.
         if self.tree is not None:
             self.tree.refresh(now)
         missing = set(self.tree.python_pids() if self.tree is not None else []) - set(self.dumps)
         if missing or self.stack_sampled_at is None or now - self.stack_sampled_at > STACK_MIN_EVERY:
             self._sample_stacks(now)
-            now = time.monotonic()
-            stall = self.clock.check(now)
-            if stall is None:
-                return None
+        if stall.rule == "steps":
+            self._settle_motion()
+        now = time.monotonic()
+        stall = self.clock.check(now)
+        if stall is None:
+            self._announce_busy(now)
+            return None
         return self._on_stall(stall, now)
 
     # -- a stall ----------------------------------------------------------------------------------
@@ -520,11 +537,34 @@ class Watcher(AttachHistory, StallView, Journaling):
             self.stalled, self.stalled_incident = stall, incident_id
             self._journal_update(incident_id, action="report")
             return None
+        if not report.get("paths"):
+            return self._refuse_action(stall, incident_id, report)
         if self.settings.on_hang == "stop":
             self._stop(reason="--on-hang stop")
             self._journal_update(incident_id, action="stop", outcome="stopped")
             return EXIT_STALLED
         return self._restart(stall, last_step, incident_id)
+
+    def _refuse_action(self, stall: Stall, incident_id: Optional[int], report: dict) -> None:
+        """No report on disk, no stop (`debug-stuck stop` refuses too): the evidence would go with the
+        job. Said in a `warning` event (and one stderr line); the watch goes on, reporting only."""
+        action = self.settings.on_hang
+        why = report.get("error") or "no report was written"
+        self.refused = (
+            f"did not {action} pid {self.job.pid}: its incident report could not be written ({why}); "
+            "watching on, reporting only; give a writable --report-dir"
+        )
+        self.emit("warning", message=self.refused, refused=action, pid=self.job.pid)
+        self.stalled, self.stalled_incident = stall, incident_id
+        self._journal_update(incident_id, action="report", outcome=f"no {action}: no report could be written")
+        return None
+
+    def _stall_note(self, stall: Stall, last_step: Optional[int]) -> str:
+        what = f"step {last_step}" if last_step is not None else "any progress"
+        return (
+            f"debug-stuck watch: no {'new step' if last_step is not None else 'progress'} for "
+            f"{stall.seconds:.0f} s (threshold {stall.threshold:.0f} s, rule {stall.rule}); last seen: {what}"
+        )
 
     def _diagnose(self, stall: Stall, last_step: Optional[int]):
         from debug_stuck.core.request import DiagnoseRequest
@@ -537,12 +577,7 @@ class Watcher(AttachHistory, StallView, Journaling):
             native=self.settings.native,
         )
         report = run_diagnosis(request, self.knowledge)
-        what = f"step {last_step}" if last_step is not None else "any progress"
-        report.notes.insert(
-            0,
-            f"debug-stuck watch: no {'new step' if last_step is not None else 'progress'} for "
-            f"{stall.seconds:.0f} s (threshold {stall.threshold:.0f} s, rule {stall.rule}); last seen: {what}",
-        )
+        report.notes.insert(0, self._stall_note(stall, last_step))
         if report.resume is None:
             plan = self._resume_plan()
             if plan is not None:
@@ -586,11 +621,12 @@ class Watcher(AttachHistory, StallView, Journaling):
         out: dict = {"pid": job.pid}
         try:
             report = call_with_timeout(lambda: self._diagnose(stall, last_step), DIAGNOSIS_SECONDS, "the diagnosis")
-        except Exception as exc:  # the job may have exited, or a collector failed: say so, keep watching
+        except Exception as exc:  # the job may have exited, or a collector failed: say so in a report of its own
+            from debug_stuck.core.report import Report
+
             message = exc.one_line() if hasattr(exc, "one_line") else f"{type(exc).__name__}: {exc}"
             out["error"] = f"could not diagnose: {message}"
-            self.emit("report", **out)
-            return out
+            report = Report(errors=[out["error"]], notes=[self._stall_note(stall, last_step)])
         from debug_stuck.render.files import write_report_files
 
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -600,7 +636,8 @@ class Watcher(AttachHistory, StallView, Journaling):
             markdown, data = write_report_files(report, str(base))
             out["paths"] = {"markdown": markdown, "json": data}
         except OSError as exc:
-            out["error"] = f"could not write the report into {self.settings.report_dir}: {exc.strerror or exc}"
+            failed = f"could not write the report into {self.settings.report_dir}: {exc.strerror or exc}"
+            out["error"] = f"{out['error']}; {failed}" if out.get("error") else failed
         verdict = report.verdict
         out.update(
             cause=verdict.cause,
@@ -807,6 +844,8 @@ class Watcher(AttachHistory, StallView, Journaling):
         else:
             how = "ended by itself"
         self._journal_ended(code, how)
+        if self.refused is not None:
+            return EXIT_USAGE  # asked to stop or restart, it could not: the --report-dir is to blame
         if self.job.proc is None:
             return 0
         return code if code is not None else 0
