@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from debug_stuck.contract import CAUSE_IDS
-from debug_stuck.core.kb import load_knowledge
+from debug_stuck.kb import load_knowledge
 
 FIELD = Path(__file__).parent / "fixtures" / "field"
 CASES = sorted((FIELD / "cases").glob("*.yaml"))
@@ -33,7 +33,7 @@ SPLIT = yaml.safe_load((FIELD / "split.yaml").read_text(encoding="utf-8"))
 EXAM_PROJECTS = set(SPLIT["exam_projects"])
 TOP1 = 0.85  # on the tuning set
 TOP3 = 0.95
-MIN_CASES = 115  # raise this as cases are added, never lower it
+MIN_CASES = 130  # raise this as cases are added, never lower it
 MIN_PROJECTS = 60
 
 
