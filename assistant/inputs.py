@@ -16,6 +16,7 @@ from debug_stuck.bounded import CallTimedOut, call_with_timeout
 from debug_stuck.errors import BadInput
 
 READ_SECONDS = 5.0
+LOG_EXPECTED = "give the job's log file"
 MISSING = "cannot read: it does not exist"
 _CHUNK = 1 << 20
 # O_NONBLOCK: a FIFO swapped in between the stat and the open cannot block the open (nor a read).

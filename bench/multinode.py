@@ -38,11 +38,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from debug_stuck.core.kb import load_knowledge  # noqa: E402
-from debug_stuck.live.merge import diagnose_merged  # noqa: E402
+from debug_stuck.kb import load_knowledge  # noqa: E402
 from debug_stuck.live.nodes import MergedSnapshot, node_from_wire  # noqa: E402
 from debug_stuck.live.slurm import collect_slurm  # noqa: E402
 from debug_stuck.live.snapshot import take_snapshot  # noqa: E402
+from debug_stuck.pipeline.judge import judge_nodes  # noqa: E402
 
 
 def real_template(root: Path, attempts: int = 3) -> dict:
@@ -109,7 +109,7 @@ def synthesize(template: dict, nodes: int, per_node: int, odd_rank: int) -> List
 def merge_and_classify(lines: List[str], knowledge, timeout: float = 30.0):
     nodes = [node_from_wire(json.loads(line)) for line in lines]
     merged = MergedSnapshot("synthetic", f"synthetic job of {len(lines)} nodes", nodes, timeout)
-    return diagnose_merged(merged, knowledge, {})
+    return judge_nodes(knowledge, merged)
 
 
 def real_slurm(repeat: int, root: Path) -> None:
@@ -133,7 +133,7 @@ def real_slurm(repeat: int, root: Path) -> None:
         for _ in range(repeat):
             started = time.perf_counter()
             merged = collect_slurm(job.jobid, timeout=30)
-            report = diagnose_merged(merged, knowledge, {})
+            report = judge_nodes(knowledge, merged)
             times.append(time.perf_counter() - started)
             assert report.culprit and report.culprit["rank"] == 1, report.culprit
         collect_only = merged.seconds

@@ -24,5 +24,5 @@ class CustomBuildHook(BuildHookInterface):
         with open(pth, "w", encoding="utf-8") as fh:
             fh.write("import _debug_stuck_editable\n")
         # Only the activation line: the standard wheel's data (skills/, SKILL.md) is read from the
-        # checkout by debug_stuck.paths in an editable install.
+        # checkout by debug_stuck.kb in an editable install.
         build_data["force_include_editable"] = {pth: PTH_NAME}

@@ -1,4 +1,6 @@
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -8,13 +10,84 @@ import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+TESTS = REPO / "tests"
+FIXTURES = TESTS / "fixtures"
+TARGETS = TESTS / "targets"
+
+
+def end_process_tree(proc: subprocess.Popen) -> None:
+    """End a job started in a session of its own: its whole process group, and every descendant
+    that left the group, each by its PID (never by name); then reap it."""
+    try:
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+@pytest.fixture
+def session_job(request):
+    """start(argv, **popen_options) -> Popen: a job in a session of its own, ended with its whole
+    tree when the test ends, however it ends (the one way tests start the jobs they hang)."""
+    started = []
+
+    def start(argv, **options):
+        proc = subprocess.Popen([str(a) for a in argv], start_new_session=True, **options)
+        started.append(proc)
+        return proc
+
+    def end():
+        for proc in started:
+            end_process_tree(proc)
+
+    request.addfinalizer(end)
+    return start
 
 
 @pytest.fixture(scope="session")
 def knowledge():
-    from debug_stuck.core.kb import load_knowledge
+    from debug_stuck.kb import load_knowledge
 
     return load_knowledge()
+
+
+def diagnosed(request, knowledge=None):
+    """The pipeline's report without the resume plan and the advice: what most tests look at."""
+    from debug_stuck.pipeline import diagnose
+
+    request.resume = False
+    request.advice = False
+    return diagnose(request, knowledge)
+
+
+def example_request(knowledge, name: str):
+    """A request holding a bundled example's answers and logs, as `diagnose --example NAME`."""
+    from debug_stuck.pipeline.options import answered_request
+
+    return answered_request(knowledge, example=name)
+
+
+def diagnose_with_options(knowledge, *argv):
+    """The report `debug-stuck diagnose ARGV` makes, as a Report (the request built by the CLI's own code)."""
+    from debug_stuck.frontends.commands.diagnose import request_from_args
+    from debug_stuck.pipeline import diagnose
+
+    return diagnose(request_from_args(parse_cli("diagnose", *argv), knowledge), knowledge)
 
 
 def parse_cli(*argv):

@@ -16,15 +16,15 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from debug_stuck.core.examples import load_example
+from conftest import diagnosed as run_diagnosis
+from conftest import example_request as load_example
+from debug_stuck.advice import advise
 from debug_stuck.frontends.session.gpu_history import GpuHistory
-from debug_stuck.frontends.session.jobs import JobSummary
 from debug_stuck.frontends.session.probes import ProbeOffer
 from debug_stuck.frontends.session.recorded import RecordedSession
-from debug_stuck.live.diagnose import run_diagnosis
+from debug_stuck.live.jobs import JobSummary
 from debug_stuck.probes.collectors.gpu.backends import RecordedBackend
 from debug_stuck.probes.collectors.gpu.collect import collect_gpus
-from debug_stuck.recovery.advice import complete_report
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE = "nanochat-collective"
@@ -56,7 +56,7 @@ def recorded_report(knowledge, tmp_path: Path):
     report.culprit = {k: v for k, v in live["culprit"].items() if k != "cause"}
     gpus = collect_gpus(backend=RecordedBackend(FIXTURES / "gpu" / "nvml-v100-nccl-spin.json"), samples=1)
     report.gpus = [d.to_dict() for d in gpus.devices if d.index in (0, 1)]
-    return complete_report(report, knowledge=knowledge)  # as the session does after every diagnosis
+    return advise(report, knowledge)  # as the session does after every diagnosis
 
 
 def recorded_gpus() -> GpuHistory:

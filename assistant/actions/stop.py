@@ -310,17 +310,16 @@ def write_stop_report(
 ) -> List[str]:
     """Diagnose the job and write the report (Markdown and JSON) into report_dir; returns the paths."""
     from debug_stuck.core.report import Report
-    from debug_stuck.core.request import DiagnoseRequest
     from debug_stuck.errors import DebugStuckError
-    from debug_stuck.live.diagnose import run_diagnosis
-    from debug_stuck.recovery.advice import complete_report
+    from debug_stuck.pipeline import DiagnoseRequest, diagnose
+    from debug_stuck.recovery.plan import add_resume
     from debug_stuck.render.files import write_report_files
 
     directory = os.path.abspath(report_dir or os.getcwd())
     failure = None
     try:
         if report is None:
-            report = run_diagnosis(DiagnoseRequest(pids=[pid], window=1.0, progress=progress))
+            report = diagnose(DiagnoseRequest(pids=[pid], window=1.0, progress=progress, resume_pid=pid))
     except DebugStuckError as exc:
         failure = f"could not diagnose before stopping: {exc.one_line()}"
     except Exception as exc:  # the report must not cost the user the stop they asked for
@@ -331,7 +330,7 @@ def write_stop_report(
         _fill_processes(report, pid)  # the process table at least: evidence of what was stopped
         if errors is not None:
             errors.append(failure)
-    complete_report(report, pid)
+        add_resume(report, pid)  # the way back matters most when the diagnosis itself failed
     report.notes.append(f"written by `debug-stuck stop` before stopping the job (pid {pid})")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(report.created))
     base = os.path.join(directory, f"debug-stuck-{pid}-{stamp}")
@@ -353,3 +352,16 @@ def _fill_processes(report, pid: int) -> None:
         report.processes = [p.to_dict() for p in procs]
     except Exception as exc:
         report.errors.append(f"could not read the processes: {exc}")
+
+
+def job_listing(root: int) -> List[tuple]:
+    """(pid, role, command line with secrets replaced) of every process of the job, for the question
+    that asks before stopping them."""
+    from debug_stuck.probes.collectors.procs import job_processes
+    from debug_stuck.redact import redacted_command_line
+
+    try:
+        procs = job_processes([root])
+    except Exception:  # the question is still asked, with the count only
+        return []
+    return [(p.pid, p.role, redacted_command_line(p.cmdline)) for p in procs]

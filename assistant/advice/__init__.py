@@ -1,8 +1,8 @@
 """A fix for this job: the playbooks' commands filled with its PIDs, paths and command, only the
 fixes that apply to its framework and command, checks that would disturb it held back, and the
-edit in the user's own code where the stack shows it (``debug_stuck.recovery.advice.edits``).
+edit in the user's own code where the stack shows it (``debug_stuck.advice.edits``).
 
-``personalize(report)`` runs last on every report (after the resume plan, which it reads), on
+``advise(report)`` runs last on every report (after the resume plan, which it reads), on
 whatever the report holds: a live job fills nearly everything, a log alone fills little and says
 what is missing.
 """
@@ -13,10 +13,10 @@ import re
 import shlex
 from typing import Optional
 
+from debug_stuck.advice.applies import APPLIES, NOT_HERE, job_flag_spelling, judge, order
+from debug_stuck.advice.facts import JobFacts, gather_facts
+from debug_stuck.advice.fill import fill
 from debug_stuck.contract import SAFETY_LABELS
-from debug_stuck.recovery.advice.applies import APPLIES, NOT_HERE, job_flag_spelling, judge, order
-from debug_stuck.recovery.advice.facts import JobFacts, gather_facts
-from debug_stuck.recovery.advice.fill import fill
 from debug_stuck.recovery.commandline import set_option
 
 SAFETY_ORDER = list(SAFETY_LABELS)  # strongest first
@@ -28,18 +28,14 @@ def personalize(report, knowledge=None) -> JobFacts:
     for diagnosis in report.diagnoses:
         _personalize_fixes(diagnosis, facts)
         _personalize_checks(diagnosis, facts, report)
-    from debug_stuck.recovery.advice.edits import propose_edits
+    from debug_stuck.advice.edits import propose_edits
 
     report.edits = [e.to_dict() for e in propose_edits(report, facts, knowledge)]
     return facts
 
 
-def complete_report(report, pid: Optional[int] = None, knowledge=None):
-    """The resume plan (for a live job) and the personal advice: what every front end adds last."""
-    if pid is not None:
-        from debug_stuck.recovery.plan import add_resume
-
-        add_resume(report, pid)
+def advise(report, knowledge=None):
+    """The advice filled for this job: the pipeline's last stage, after the resume plan it reads."""
     try:
         personalize(report, knowledge)
     except Exception as exc:  # the diagnosis stands with the playbooks' generic commands
@@ -166,4 +162,4 @@ def _probe_command(name: str, facts: JobFacts) -> str:
     return " ".join(parts)
 
 
-__all__ = ["JobFacts", "complete_report", "gather_facts", "personalize"]
+__all__ = ["JobFacts", "advise", "gather_facts", "personalize"]

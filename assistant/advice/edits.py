@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from debug_stuck.recovery.advice.facts import JobFacts, is_library_file
+from debug_stuck.advice.facts import JobFacts, is_library_file
 from debug_stuck.recovery.reading import bounded_read
 
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
@@ -58,7 +58,7 @@ def propose_edits(report, facts: JobFacts, knowledge=None) -> List[Edit]:
     if not frames:
         return []
     if knowledge is None:
-        from debug_stuck.core.kb import load_knowledge
+        from debug_stuck.kb import load_knowledge
 
         knowledge = load_knowledge()
     out: List[Edit] = []
@@ -301,22 +301,3 @@ def _add_imports(lines: List[str], tree: ast.Module, modules: List[str]) -> List
         else:
             break
     return lines[:at] + [f"import {m}\n" for m in missing] + lines[at:]
-
-
-def apply_edit(edit: dict, knowledge) -> Tuple[str, str]:
-    """(the diff, the new text) for an edit from a report, re-derived from the file as it is now;
-    raises ValueError when the file changed since the report or the edit no longer applies."""
-    path = edit["file"]
-    text = read_source(path)
-    if text is None:
-        raise ValueError(f"cannot read {path} (gone, not a regular file, not UTF-8, or over 2 MiB)")
-    if hashlib.sha256(text.encode("utf-8")).hexdigest() != edit["sha256"]:
-        raise ValueError(f"{path} changed since the report was made: diagnose again")
-    book = knowledge.playbooks.get(edit["cause"])
-    rules = getattr(book, "edits", None) or []
-    if not 0 <= int(edit["rule"]) < len(rules):
-        raise ValueError(f"the playbook {edit['cause']} has no edit rule {edit['rule']} any more")
-    found = edit_at(edit["cause"], int(edit["rule"]), rules[int(edit["rule"])], path, text, int(edit["line"]))
-    if found is None:
-        raise ValueError(f"{path}:{edit['line']}: the suggested change no longer applies")
-    return found.diff, found.new_text

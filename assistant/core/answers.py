@@ -11,7 +11,6 @@ import yaml
 from debug_stuck.contract import UNKNOWN
 from debug_stuck.core.tree import Question
 from debug_stuck.errors import BadInput
-from debug_stuck.inputs import read_input
 from debug_stuck.yamlio import load_yaml
 
 MAX_ANSWERS_FILE_BYTES = 1024 * 1024
@@ -70,9 +69,8 @@ def parse_answer_flags(questions: Dict[str, Question], flags: Iterable[str]) -> 
     return out
 
 
-def load_answers_file(questions: Dict[str, Question], path: str) -> Dict[str, Answer]:
-    """Read a YAML or JSON mapping of key: value (or key: {value: ...})."""
-    raw = read_input(path, "answers file", MAX_ANSWERS_FILE_BYTES + 1, expected=ANSWERS_EXPECTED)
+def answers_from_bytes(questions: Dict[str, Question], raw: bytes, path: str) -> Dict[str, Answer]:
+    """The answers of a YAML or JSON mapping of key: value (or key: {value: ...}) read from `path`."""
     if len(raw) > MAX_ANSWERS_FILE_BYTES:
         raise BadInput(f"answers file {path} is over 1 MiB", "expected a small YAML or JSON mapping (under 1 MiB)")
     if b"\x00" in raw:

@@ -7,9 +7,10 @@ from typing import List
 
 from debug_stuck.contract import CONTRACT_ANSWER_KEYS
 from debug_stuck.core.classify import Classification
-from debug_stuck.core.kb import Knowledge
+from debug_stuck.core.knowledge import Knowledge
+from debug_stuck.core.logtext import LogTail
 from debug_stuck.core.report import Evidence, Report
-from debug_stuck.probes.collectors.logtail import LogTail
+from debug_stuck.core.verdict import breaker_words
 
 # A log silent for this long, and for this many step intervals, counts as a hang.
 STALE_FLOOR_SECONDS = 300.0
@@ -55,12 +56,12 @@ def fill_report(report: Report, knowledge: Knowledge, result: Classification, ta
     if stale and report.verdict.hung is None:
         report.verdict.hung = True
         tail, age = stale[0]
-        note = f"{Path(tail.path).name} has not changed for {_duration(age)}"
+        silence = f"has not changed for {_duration(age)}"
         if tail.progress.last_step is not None:
-            note += f" (last step seen: {tail.progress.last_step})"
+            silence += f" (last step seen: {tail.progress.last_step})"
         for diagnosis in report.diagnoses[:1]:
-            diagnosis.evidence.append(Evidence("log", note, file=tail.path))
-        report.verdict.summary += f" The log {note[len(Path(tail.path).name) + 1 :]}."
+            diagnosis.evidence.append(Evidence("log", f"{Path(tail.path).name} {silence}", file=tail.path))
+        report.verdict.stale_log = silence
 
 
 TIE = 0.01  # confidences this close are a tie
@@ -72,19 +73,18 @@ def _state_the_tie(report: Report, knowledge: Knowledge) -> None:
     if len(ranked) < 2 or ranked[0].confidence - ranked[1].confidence >= TIE:
         return
     first, second = ranked[0], ranked[1]
-    how = None
+    tie = {"causes": [first.cause, second.cause], "confidence": first.confidence}
     for step in knowledge.tree.separating_questions(first.cause, second.cause, report.triage_path):
         question = knowledge.tree.questions[step]
         if (report.answers.get(step) or {}).get("source") != "user":
-            how = f"answer {step} ({question.text}) with --answer {step}=..."
+            tie.update(question=step, question_text=question.text)
             break
-    if how is None:
+    else:
         probes = [p for p in first.probes if p in second.probes] or list(first.probes) + list(second.probes)
         if probes:
-            how = f"run `debug-stuck probe {probes[0]}`"
-    text = f"{first.cause} and {second.cause} are tied at {first.confidence:.0%}"
-    report.verdict.tie = {"causes": [first.cause, second.cause], "breaker": how}
-    report.verdict.summary += f" {text}: {how} to tell them apart." if how else f" {text}."
+            tie["probe"] = probes[0]
+    tie["breaker"] = breaker_words(tie)
+    report.verdict.tie = tie
 
 
 def _duration(seconds: float) -> str:

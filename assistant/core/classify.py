@@ -15,8 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 from debug_stuck.contract import UNKNOWN
 from debug_stuck.core.answers import Answer
-from debug_stuck.core.kb import Knowledge
-from debug_stuck.core.knowledge import Signal
+from debug_stuck.core.knowledge import Knowledge, Signal
 from debug_stuck.core.report import CheckItem, Diagnosis, Evidence, FixItem, Verdict, safety_dict
 from debug_stuck.core.tree import Walk
 
@@ -256,7 +255,7 @@ def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observa
                 checks=[b.text for b in book.checks],
                 probes=list(book.probes),
                 check_items=[CheckItem(b.text, b.language, safety_dict(b.safety, b.note)) for b in book.checks],
-                probe_items=[probe_item(name) for name in book.probes],
+                probe_items=[probe_item(knowledge, name) for name in book.probes],
             )
         )
     diagnoses.sort(key=lambda d: (-d.confidence, d.cause))
@@ -276,11 +275,11 @@ def fix_item(fix) -> FixItem:
     )
 
 
-def probe_item(name: str) -> dict:
-    from debug_stuck.probes.targeted.registry import probe_spec
-
-    spec = probe_spec(name)
-    return {"name": name, "summary": spec.summary, "safety": safety_dict(spec.safety, spec.safety_note)}
+def probe_item(knowledge: Knowledge, name: str) -> dict:
+    """A probe a playbook names, as the report lists it: its summary and safety label (probes.yaml)."""
+    spec = knowledge.probes.get(name) or {}
+    summary = str(spec.get("summary") or "")
+    return {"name": name, "summary": summary, "safety": safety_dict(spec.get("safety"), spec.get("safety_note") or "")}
 
 
 def _verdict(knowledge: Knowledge, answers: Dict[str, Answer], walk: Walk, diagnoses: List[Diagnosis]) -> Verdict:
@@ -296,9 +295,5 @@ def _verdict(knowledge: Knowledge, answers: Dict[str, Answer], walk: Walk, diagn
         answer = answers.get(key)
         if answer and answer.value in question.verdict_phase:
             verdict.phase = question.verdict_phase[answer.value]
-    if verdict.cause:
-        verdict.summary = f"Most likely: {top.title} ({top.confidence:.0%}). {top.summary}"
-    else:
-        asked = ", ".join(dict.fromkeys(walk.assumed_keys)) or "phase, gpu, step"
-        verdict.summary = f"Too little is known to name a cause; answer {asked} or attach to the job."
+    verdict.open_questions = list(dict.fromkeys(walk.assumed_keys))
     return verdict

@@ -1,6 +1,7 @@
-"""Load the playbooks under skills/: YAML frontmatter for the machine, Markdown prose for people.
+"""The playbooks of the knowledge base, parsed: YAML frontmatter for the machine, Markdown prose for
+people. Pure: the texts come from debug_stuck.kb, the one module that reads the knowledge base.
 
-Loading never raises on a bad file by itself: every problem is collected as file:field: message,
+Parsing never raises on a bad file by itself: every problem is collected as file:field: message,
 so `skills check` can list them all and `diagnose` can refuse with the first one.
 """
 
@@ -9,13 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import yaml
 
 from debug_stuck.contract import CAUSE_IDS, EVIDENCE_SOURCES, FIX_CONTEXT, PATTERNS, PHASES, SAFETY_LABELS
-from debug_stuck.paths import skills_dir
-from debug_stuck.probes.targeted.registry import PROBE_NAMES
+from debug_stuck.core.problems import Problem
+from debug_stuck.core.tree import Tree
 from debug_stuck.yamlio import load_yaml
 
 REQUIRED_SECTIONS = ("Why it happens", "How to confirm", "Fixes", "References")
@@ -81,32 +82,22 @@ class Playbook:
     sections: Dict[str, str] = field(default_factory=dict)
     fixes: List[Fix] = field(default_factory=list)
     checks: List[CodeBlock] = field(default_factory=list)
-    edits: List[dict] = field(default_factory=list)  # code edit rules (debug_stuck.recovery.advice.edits)
+    edits: List[dict] = field(default_factory=list)  # code edit rules (debug_stuck.advice.edits)
 
     @property
     def relative_path(self) -> str:
         return f"skills/{self.path.name}"
 
 
-@dataclass
-class Problem:
-    file: str
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.field}: {self.message}"
-
-
-def load_playbooks(folder: Optional[Path] = None):
-    """Return ({cause id: Playbook}, [Problem]) for every `*.md` playbook in the folder."""
-    folder = folder or skills_dir()
+def parse_playbooks(texts: Dict[Path, object], probe_names: Sequence[str]):
+    """({cause id: Playbook}, [Problem]) from each playbook file's text (or the error reading it)."""
     playbooks: Dict[str, Playbook] = {}
     problems: List[Problem] = []
-    for path in sorted(folder.glob("*.md")):
-        if path.name == "README.md":
+    for path, text in sorted(texts.items()):
+        if not isinstance(text, str):
+            problems.append(Problem(path.name, "file", f"cannot read: {text}"))
             continue
-        book, found = parse_playbook(path)
+        book, found = parse_playbook(path, text, probe_names)
         problems.extend(found)
         if book is None:
             continue
@@ -119,14 +110,10 @@ def load_playbooks(folder: Optional[Path] = None):
     return playbooks, problems
 
 
-def parse_playbook(path: Path):
-    """Parse one playbook file into (Playbook or None, [Problem])."""
+def parse_playbook(path: Path, text: str, probe_names: Sequence[str]):
+    """Parse one playbook file's text into (Playbook or None, [Problem])."""
     name = path.name
     problems: List[Problem] = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(name, "file", f"cannot read: {exc}")]
     m = _FRONTMATTER.match(text)
     if not m:
         return None, [Problem(name, "frontmatter", "missing: the file must start with a '---' YAML block")]
@@ -163,8 +150,8 @@ def parse_playbook(path: Path):
             problems.append(Problem(name, "patterns", f"{p!r} is not a pattern; valid: {', '.join(PATTERNS)}"))
     if phase is not None and phase not in PHASES:
         problems.append(Problem(name, "phase", f"{phase!r} is not a phase; valid: {', '.join(PHASES)}"))
-    if not isinstance(probes, list) or any(p not in PROBE_NAMES for p in probes):
-        problems.append(Problem(name, "probes", f"must be a list of probe names: {', '.join(PROBE_NAMES)}"))
+    if not isinstance(probes, list) or any(p not in probe_names for p in probes):
+        problems.append(Problem(name, "probes", f"must be a list of probe names: {', '.join(probe_names)}"))
         probes = []
     signals = _parse_signals(name, cause or path.stem, meta.get("signals"), problems)
 
@@ -389,3 +376,44 @@ def _parse_body(body: str):
     if h2 is not None:
         sections[h2] = "\n".join(lines[h2_start:]).strip()
     return sections, fixes, checks
+
+
+@dataclass
+class Knowledge:
+    """The knowledge base, parsed and checked (debug_stuck.kb.load_knowledge gives it)."""
+
+    playbooks: Dict[str, Playbook]
+    tree: Tree
+    folder: Path
+    probes: Dict[str, dict] = field(default_factory=dict)  # skills/data/probes.yaml: name -> declaration
+
+    def signals(self):
+        for book in self.playbooks.values():
+            yield from book.signals
+
+
+def pattern_consistency(tree: Tree, playbooks: Dict[str, Playbook]) -> List[Problem]:
+    """A cause named under a pattern's subtree must list that pattern in its playbook."""
+    problems: List[Problem] = []
+
+    def visit(node_id: str, pattern: Optional[str]) -> None:
+        node = tree.nodes.get(node_id)
+        if node is None:
+            return
+        pattern = node.pattern or pattern
+        for cause in node.causes:
+            book = playbooks.get(cause)
+            if book and pattern and pattern not in book.patterns:
+                problems.append(
+                    Problem(
+                        f"{cause}.md",
+                        "patterns",
+                        f"lacks {pattern}: tree node {node_id!r} names it under pattern {pattern}",
+                    )
+                )
+        for child in node.branches.values():
+            visit(child, pattern)
+
+    if tree.root in tree.nodes:
+        visit(tree.root, None)
+    return problems

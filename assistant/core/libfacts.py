@@ -157,7 +157,11 @@ def match_log(entries, text: str) -> list[tuple[dict, dict]]:
     A line matches when every token of the entry is in it (case and whitespace ignored), or in the
     line joined with the next one when the message was wrapped there, at a space or mid-word.
     """
-    lines = (text or "").splitlines()
+    return [(entry, groups) for _, entry, groups in match_log_lines(entries, (text or "").splitlines())]
+
+
+def match_log_lines(entries, lines: list[str]) -> list[tuple[int, dict, dict]]:
+    """(index of the line, entry, extracted groups) for each of `lines` a catalog entry describes."""
     folded = [_fold(line) for line in lines]
     prepared = [(entry, [_fold(token) for token in entry["tokens"]]) for entry in entries]
     results = []
@@ -166,5 +170,5 @@ def match_log(entries, text: str) -> list[tuple[dict, dict]]:
             entry, tokens = prepared[number]
             groups = _match_at(entry, tokens, lines, folded, index)
             if groups is not None:
-                results.append((entry, groups))
+                results.append((index, entry, groups))
     return results

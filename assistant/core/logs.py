@@ -8,20 +8,16 @@ from typing import Dict, List, Optional
 from debug_stuck.core.answers import Answer
 from debug_stuck.core.classify import Observations, ObservedLine
 from debug_stuck.core.logstacks import extract_stacks
+from debug_stuck.core.logtext import LogTail, parse_progress
 from debug_stuck.core.tree import Tree
-from debug_stuck.probes.collectors.logtail import LogTail, parse_progress, read_log_tail
 
 
-def observe_log(
-    tree: Tree, path: str, obs: Observations, max_bytes: Optional[int] = None, read_path: Optional[str] = None
-) -> LogTail:
-    """`read_path`: where a job's own open log is read (/proc/P/fd/N); `path` names it."""
-    if max_bytes:
-        tail = read_log_tail(path, max_bytes=max_bytes, read_path=read_path)
-    else:
-        tail = read_log_tail(path, read_path=read_path)
+def observe_tail(tree: Tree, tail: LogTail, obs: Observations) -> LogTail:
+    """What a log's tail (already read) says, as observations: its lines, the stack dumps in it,
+    its rank census and progress, and the triage answers its lines give."""
     if tail.error:
         return tail
+    path = tail.path
     for text, number in zip(tail.lines, tail.line_numbers):
         obs.add("log", ObservedLine(text, file=path, line=number if tail.whole_file else None))
     run = _current_run(tree, tail.lines)

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from debug_stuck.probes.collectors.dumptext import FH_FRAME, FH_START, short_path
+from debug_stuck.core.dumptext import FH_FRAME, FH_START, short_path
 
 MAX_THREADS = 64
 MAX_FRAMES = 64

@@ -115,9 +115,17 @@ class Verdict:
     cause: Optional[str] = None
     phase: str = "unknown"
     confidence: float = 0.0
-    summary: str = ""
+    summary: str = ""  # composed once from the parts below (debug_stuck.core.verdict.compose)
     state: Optional[str] = None  # hung | slow | progressing; None when not observed
-    tie: Optional[dict] = None  # {"causes": [a, b], "breaker": the question or probe that separates them}
+    tie: Optional[dict] = None  # {"causes": [a, b], "breaker": words, "question" or "probe": what separates them}
+    # The parts the summary is phrased from, each set by the stage that knows it:
+    finding: Optional[dict] = None  # {"kind": chain | culprit | mismatch, "text": the terminal finding}
+    state_reasons: List[str] = field(default_factory=list)  # how the state was seen
+    slow_because: Optional[str] = None
+    stale_log: Optional[str] = None  # "has not changed for 2 h (last step seen: 50)"
+    open_questions: List[str] = field(default_factory=list)  # answers that would let it name a cause
+    silent_nodes: Optional[str] = None  # the nodes that did not answer, when every other rank waits
+    no_nodes: Optional[str] = None  # no node of the job answered at all
 
     def to_dict(self) -> dict:
         out = {
@@ -129,7 +137,9 @@ class Verdict:
             "summary": self.summary,
         }
         if self.tie is not None:
-            out["tie"] = self.tie
+            out["tie"] = {k: v for k, v in self.tie.items() if k in ("causes", "breaker", "question", "probe")}
+        if self.finding is not None:
+            out["finding"] = dict(self.finding)
         return out
 
 
@@ -160,6 +170,9 @@ class Report:
     # evidence that could not be read: `what`, `why`, and `get_it` (the command or setting that would)
     missing: List[dict] = field(default_factory=list)
     created: float = field(default_factory=time.time)
+    # every answer the evidence and the logs offered, on the triage path or off it (key -> value,
+    # source, why): the session pre-fills follow-ups from them; not part of the JSON report
+    suggested_answers: Dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The JSON report (docs/contract.md), every secret replaced (debug_stuck.redact)."""
@@ -177,6 +190,8 @@ class Report:
             setattr(self, field_name, [redact_text(line) for line in getattr(self, field_name)])
         self.gpu_note = redact_text(self.gpu_note) if self.gpu_note else self.gpu_note
         self.verdict.summary = redact_text(self.verdict.summary)
+        if self.verdict.finding:
+            self.verdict.finding = redact_obj(self.verdict.finding)
         for diagnosis in self.diagnoses:
             diagnosis.summary = redact_text(diagnosis.summary)
             for evidence in diagnosis.evidence:

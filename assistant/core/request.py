@@ -1,4 +1,5 @@
-"""What a diagnosis is asked to look at: answers, logs, live processes, probes."""
+"""What a diagnosis is asked to look at: answers, logs, live processes on this machine or on every
+node of a job, probes; and what to add to the report (the resume plan, the advice)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,24 @@ class DiagnoseRequest:
     # probes that already ran (ProbeResult.to_dict()): weighed like those run here, not run again
     probe_results: List[dict] = field(default_factory=list)
     allow_exec: bool = False
+    # Many nodes: every node of a Slurm job, or these hosts over ssh (with pids, auto or slurm_job
+    # naming the job's processes on each); the same options mean the same as on one node.
+    hosts: List[str] = field(default_factory=list)
+    slurm_job: Optional[str] = None
+    node_timeout: Optional[float] = None
+    ssh_options: List[str] = field(default_factory=list)
+    # What the report gets besides the diagnosis: the resume plan of a live job, the advice filled
+    # for the job. A front end that only wants the evidence (the session's first look) turns them off.
+    resume: bool = True
+    advice: bool = True
+    resume_pid: Optional[int] = None  # whose job to plan the resume for (default: the first process)
+    resume_plan: Optional[dict] = None  # a plan the caller made already (watch knows its own job's command)
+    notes: List[str] = field(default_factory=list)  # said first in the report's notes (why it was written)
+
+    @property
+    def many_nodes(self) -> bool:
+        return bool(self.hosts) or bool(self.slurm_job)
 
     @property
     def live(self) -> bool:
-        return bool(self.pids) or self.auto
+        return bool(self.pids) or self.auto or self.many_nodes

@@ -1,4 +1,4 @@
-"""The triage decision tree (skills/tree.yaml): load it, validate it, and walk it with answers.
+"""The triage decision tree (skills/tree.yaml): parse it, validate it, and walk it with answers.
 
 The engine knows nothing about hangs; the questions, branches and causes are all data.
 """
@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
 from debug_stuck.contract import CAUSE_IDS, CONTRACT_ANSWER_KEYS, PATTERNS, PHASES, UNKNOWN
-from debug_stuck.core.knowledge import PROBE_NAMES, Problem
-from debug_stuck.paths import skills_dir
+from debug_stuck.core.problems import Problem
 from debug_stuck.yamlio import load_yaml
 
 ASSUMED_PRIOR_DAMPING = 0.6
@@ -253,14 +251,13 @@ class Tree:
         return problems
 
 
-def load_tree(folder: Optional[Path] = None):
-    """Return (Tree or None, [Problem])."""
-    path = (folder or skills_dir()) / TREE_FILE
+def parse_tree(text, probe_names: Sequence[str]):
+    """(Tree or None, [Problem]) from tree.yaml's text (or the error reading it)."""
     f = TREE_FILE
+    if not isinstance(text, str):
+        return None, [Problem(f, "file", f"cannot read: {text}")]
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        return None, [Problem(f, "file", f"cannot read: {exc}")]
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         return None, [
@@ -275,7 +272,7 @@ def load_tree(folder: Optional[Path] = None):
     problems: List[Problem] = []
     questions: Dict[str, Question] = {}
     for key, raw in (data.get("questions") or {}).items():
-        q, found = _parse_question(str(key), raw)
+        q, found = _parse_question(str(key), raw, probe_names)
         problems.extend(found)
         if q:
             questions[q.key] = q
@@ -344,7 +341,7 @@ def _pattern_list(data: dict, key: str, problems: List[Problem], any_of=(), all_
     return out
 
 
-def _parse_question(key: str, raw) -> Tuple[Optional[Question], List[Problem]]:
+def _parse_question(key: str, raw, probe_names: Sequence[str]) -> Tuple[Optional[Question], List[Problem]]:
     f, where = TREE_FILE, f"questions.{key}"
     if not isinstance(raw, dict) or not raw.get("text") or not raw.get("why"):
         return None, [Problem(f, where, "needs text and why")]
@@ -373,8 +370,8 @@ def _parse_question(key: str, raw) -> Tuple[Optional[Question], List[Problem]]:
             problems.append(Problem(f, f"{where}.from_causes.{value}", "needs a valid value and cause ids"))
     probes = [str(p) for p in (raw.get("probes") or [])]
     for name in probes:
-        if name not in PROBE_NAMES:
-            problems.append(Problem(f, f"{where}.probes", f"{name!r} is not a probe; valid: {', '.join(PROBE_NAMES)}"))
+        if name not in probe_names:
+            problems.append(Problem(f, f"{where}.probes", f"{name!r} is not a probe; valid: {', '.join(probe_names)}"))
     verdict_phase = {str(k): str(v) for k, v in (raw.get("verdict_phase") or {}).items()}
     for value, phase in verdict_phase.items():
         if value not in values or phase not in PHASES:

@@ -11,7 +11,6 @@ Tests drive it through prompt_toolkit pipe input: run_prompts(session, input=...
 from __future__ import annotations
 
 import dataclasses
-import re
 import sys
 import threading
 import time
@@ -21,9 +20,9 @@ from debug_stuck.contract import UNKNOWN
 from debug_stuck.core.report import Report
 from debug_stuck.errors import DebugStuckError, NotInspectable
 from debug_stuck.frontends.session.core import Session
-from debug_stuck.frontends.session.jobs import format_duration
 from debug_stuck.frontends.session.probes import ProbeOffer
-from debug_stuck.render.text import doing_phrase
+from debug_stuck.render import verdict_words
+from debug_stuck.render.text import doing_phrase, format_duration
 
 MAX_PROCESSES_SHOWN = 12
 MAX_FINDINGS_SHOWN = 20
@@ -35,8 +34,6 @@ PROBE = "__probe__"
 # What a probe's findings are called in its summary ("2 problem(s), 1 warning(s), 4 note(s)").
 SEVERITY_WORDS = {"fail": "problem", "warn": "warning", "info": "note"}
 SEVERITY_ORDER = {"fail": 0, "warn": 1, "info": 2}
-# The scripted mode's advice inside the verdict, e.g. "answer step (...) with --answer step=...".
-SCRIPTED_ANSWER = re.compile(r" with --answer ([\w-]+)=\.\.\.")
 
 
 class QuitSession(Exception):
@@ -416,9 +413,8 @@ def open_questions(report: Report, session: Session) -> List[dict]:
     known = session.knowledge.tree.questions
     found = [q for q in report.next_questions if q.get("key") in known]
     # A tie the verdict says one answer would break, though the evidence answered it already.
-    breaker = SCRIPTED_ANSWER.search(str((report.verdict.tie or {}).get("breaker") or ""))
-    if breaker is not None and breaker.group(1) in known and all(q["key"] != breaker.group(1) for q in found):
-        key = breaker.group(1)
+    key = (report.verdict.tie or {}).get("question")
+    if key in known and all(q["key"] != key for q in found):
         found.append(dict(known[key].to_dict(), assumed=(report.answers.get(key) or {}).get("value")))
     return found
 
@@ -428,9 +424,7 @@ def report_text(report: Report, session: Session) -> str:
     and the questions worth answering offered here (not "rerun with --answer")."""
     from debug_stuck.render.text import render_text
 
-    verdict = dataclasses.replace(
-        report.verdict, summary=SCRIPTED_ANSWER.sub(" in the menu below", report.verdict.summary)
-    )
+    verdict = dataclasses.replace(report.verdict, summary=verdict_words(report, for_session=True))
     text = render_text(dataclasses.replace(report, verdict=verdict, next_questions=[]))
     probes: Dict[str, dict] = {
         f"Probe {p.get('name')}: {str(p.get('status', '')).upper()}: {p.get('summary')}": p for p in report.probes

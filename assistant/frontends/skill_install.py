@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Dict, List, Optional
 
 from debug_stuck.errors import BadInput
-from debug_stuck.paths import skill_md, skills_dir
+from debug_stuck.kb import skill_md, skills_dir
 from debug_stuck.writer import write_file
 
 DEFAULT_DEST = "~/.claude/skills/debug-stuck"

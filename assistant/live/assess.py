@@ -8,18 +8,19 @@ signals match); `fill_live` puts it all in the report after, and says it in the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from debug_stuck.core.answers import Answer
 from debug_stuck.core.classify import Observations, ObservedLine, classify, noisy_or
-from debug_stuck.core.kb import Knowledge
+from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.live.chain import Chain, build_chains, chain_sentence
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.culprit import WAITING_CAUSE, Culprit, Mismatch, find_culprit, find_mismatch, waits_in_collective
-from debug_stuck.live.observe import StackGroup, describe_ranks, group_ranks, main_thread, stack_motion
+from debug_stuck.live.observe import StackGroup, describe_ranks, group_ranks, stack_motion
 from debug_stuck.live.phases import phase_of
 from debug_stuck.live.progress import Progress, judge_progress
+from debug_stuck.probes.collectors.stacks import main_thread
 
 CULPRIT_WEIGHT = 0.5
 MISMATCH_WEIGHT = 0.7
@@ -141,10 +142,7 @@ def apply_culprit(report: Report, knowledge: Knowledge, culprit: Culprit, own: O
     verdict.phase = knowledge.playbooks[primary.cause].phase
     who = describe_ranks(culprit.group)
     who = who[:-1] + f", pid {culprit.pid})" if who.endswith(")") else f"{who} (pid {culprit.pid})"
-    verdict.summary = (
-        f"{who[:1].upper() + who[1:]} holds the job up: "
-        f"{primary.title} ({primary.confidence:.0%}); the other ranks wait for it in a collective."
-    )
+    verdict.finding = {"kind": "culprit", "text": who[:1].upper() + who[1:]}
 
 
 def apply_mismatch(report: Report, knowledge: Knowledge, mismatch: Mismatch) -> None:
@@ -160,23 +158,15 @@ def apply_mismatch(report: Report, knowledge: Knowledge, mismatch: Mismatch) -> 
     report.diagnoses = [top] + [d for d in report.diagnoses if d is not top]
     verdict.cause, verdict.confidence = top.cause, top.confidence
     verdict.phase = knowledge.playbooks[top.cause].phase
-    verdict.summary = (
-        f"Collective mismatch: {mismatch.describe()}; each side waits for the other for ever (uneven data "
-        f"across ranks, or control flow that differs by rank). Most likely: {top.title} ({top.confidence:.0%})."
-    )
+    verdict.finding = {"kind": "mismatch", "text": mismatch.describe()}
 
 
 def apply_chain(report: Report, chain: Optional[Chain]) -> None:
     """The verdict names the terminal blocker first: what the job waits on, in one sentence."""
-    if chain is None or not chain.hops or report.verdict.summary.startswith("Collective mismatch"):
+    finding = report.verdict.finding or {}
+    if chain is None or not chain.hops or finding.get("kind") == "mismatch":
         return
-    verdict = report.verdict
-    sentence = chain_sentence(chain)
-    top = report.diagnoses[0] if report.diagnoses else None
-    if verdict.cause and top is not None:
-        verdict.summary = f"{sentence}. Most likely: {top.title} ({top.confidence:.0%})."
-    else:
-        verdict.summary = f"{sentence}. {verdict.summary}"
+    report.verdict.finding = {"kind": "chain", "text": chain_sentence(chain)}
 
 
 def apply_progress(report: Report, progress: Progress) -> None:
@@ -184,17 +174,8 @@ def apply_progress(report: Report, progress: Progress) -> None:
     hung one says how it was seen."""
     verdict = report.verdict
     verdict.state = progress.state
+    verdict.state_reasons = list(progress.reasons)
+    verdict.slow_because = progress.slow_because
     if progress.state == "progressing":
         verdict.cause = None
         verdict.confidence = 0.0
-        verdict.summary = "The job is making progress: " + "; ".join(progress.reasons[:2]) + "."
-    elif progress.state == "slow":
-        reason = progress.reasons[-1]
-        verdict.summary = f"The job progresses, slowly: {reason}; why: {progress.slow_because}. " + (
-            verdict.summary if verdict.cause else ""
-        )
-    elif progress.hung:
-        verdict.summary += " Evidence of the hang: " + progress.reasons[0] + "."
-
-
-__all__ = ["Answer", "Dict", "LiveAnalysis", "analyze", "fill_live"]

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.observe import describe_ranks, main_thread
+from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.progress import frames_in_gc
+from debug_stuck.probes.collectors.stacks import main_thread
 
 MAX_HOPS = 8
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"threading", "socket", "queue", "subprocess"}

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from debug_stuck.core.kb import Knowledge
+from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.live.observe import StackGroup, describe_ranks
 
 WAITING_CAUSE = "collective"

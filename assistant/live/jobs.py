@@ -1,4 +1,4 @@
-"""Step 1 of the session: the training jobs running on this machine, each in one line."""
+"""The training jobs running on this machine, each summed up in one line (the session's first step)."""
 
 from __future__ import annotations
 
@@ -9,23 +9,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from debug_stuck.errors import NotInspectable
 from debug_stuck.redact import redact_text, redacted_command_line
-from debug_stuck.render.text import clip
+from debug_stuck.render.text import clip, format_duration
 
 LOG_PEEK_BYTES = 16 * 1024
 LOG_PEEK_SECONDS = 2.0
-
-
-def format_duration(seconds: Optional[float]) -> str:
-    if seconds is None:
-        return "?"
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds} s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
-    if seconds < 172800:
-        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
-    return f"{seconds // 86400} days"
 
 
 # -- step 1: the job ------------------------------------------------------------------------------

@@ -1,16 +1,15 @@
-"""Merge the nodes' snapshots of one job and classify it once: global ranks, stack groups across
-every node, the culprit rank and node, and the nodes that did not answer as evidence."""
+"""The merge stage of the pipeline, for a job on many nodes: global ranks, stack groups across every
+node, the culprit rank and node, and the nodes that did not answer as evidence."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from debug_stuck.core.answers import Answer
-from debug_stuck.core.assemble import fill_report
-from debug_stuck.core.classify import Observations, classify
-from debug_stuck.core.kb import Knowledge
-from debug_stuck.core.logs import observe_log
+from debug_stuck.core.classify import Observations
+from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.nodes import MergedSnapshot, NodeSnapshot
@@ -129,15 +128,46 @@ def groups_line(groups: List[StackGroup], limit: int = 6) -> str:
     return " / ".join(parts)
 
 
-def diagnose_merged(
-    merged: MergedSnapshot,
-    knowledge: Knowledge,
-    answers: Optional[Dict[str, Answer]] = None,
-    logs: Sequence[str] = (),
-) -> Report:
-    """Classify the whole job from every node's snapshot; what is missing is said, not hidden."""
+@dataclass
+class NodeAnalysis:
+    """One node's share of the job: its snapshot, what was observed on it and what the analysis made of it."""
+
+    node: NodeSnapshot
+    obs: Observations
+    live: object  # debug_stuck.live.assess.LiveAnalysis
+
+
+def observe_node(knowledge: Knowledge, node: NodeSnapshot, local: bool) -> Tuple[Observations, Snapshot]:
+    """A node's observations. On many nodes every process is named with its node and srun's ranks get
+    their global rank; observe() is handed the kernel lines that matter, as the node flagged them."""
+    from debug_stuck.live.observe import observe
+
+    snap = node.snapshot
+    if not local:
+        _place(node)
+        flagged = node.kernel_lines
+        if flagged is None:
+            flagged = snap.kernel.interesting() if snap.kernel is not None else []
+        if snap.kernel is not None:
+            snap = dataclasses.replace(snap, kernel=dataclasses.replace(snap.kernel, lines=list(flagged)))
+    obs = Observations()
+    observe(snap, obs)
+    return obs, snap
+
+
+def combine_nodes(merged: MergedSnapshot, per_node: List[NodeAnalysis]) -> Observations:
+    """One set of observations for the whole job (a line many ranks share kept once), with the
+    number of nodes as evidence when there are several."""
+    combined = _combine_observations([n.obs for n in per_node])
+    if len(merged.nodes) > 1:
+        combined.offer_answer(Answer("nodes", str(len(merged.nodes)), "evidence"), f"{merged.target}")
+    return combined
+
+
+def fill_merged(report: Report, knowledge: Knowledge, merged: MergedSnapshot, per_node: List[NodeAnalysis]) -> None:
+    """The merge stage: the whole job from every node's analysis, once classified. What is missing is
+    said, not hidden: a node that did not answer is evidence of its own."""
     from debug_stuck.live.assess import (
-        analyze,
         apply_chain,
         apply_culprit,
         apply_mismatch,
@@ -147,45 +177,18 @@ def diagnose_merged(
     )
     from debug_stuck.live.chain import build_chains
     from debug_stuck.live.culprit import find_culprit, find_mismatch, waits_in_collective
-    from debug_stuck.live.observe import observe
 
-    answers = dict(answers or {})
-    answered = merged.answered()
-    node_obs: Dict[str, Observations] = {}
-    node_snaps: Dict[str, Snapshot] = {}
-    groups: List[StackGroup] = []
-    progress: List[Tuple[str, Progress]] = []
-    node_chains: Dict[str, list] = {}
+    answered = [n.node for n in per_node]
+    node_obs = {n.node.node: n.obs for n in per_node}
+    node_snaps = {n.node.node: n.node.snapshot for n in per_node}
+    groups = [g for n in per_node for g in n.live.groups]
     kernel: List[str] = []
     for node in answered:
-        _place(node)
         snap = node.snapshot
         flagged = node.kernel_lines
         if flagged is None:
             flagged = snap.kernel.interesting() if snap.kernel is not None else []
         kernel += [f"{node.node}: {line}" for line in flagged]
-        if snap.kernel is not None:
-            # observe() reads only the lines that matter: hand it those, not the whole tail again
-            snap = dataclasses.replace(snap, kernel=dataclasses.replace(snap.kernel, lines=list(flagged)))
-        obs = Observations()
-        observe(snap, obs)
-        live = analyze(knowledge, node.snapshot, obs)
-        node_obs[node.node] = obs
-        node_snaps[node.node] = node.snapshot
-        groups += live.groups
-        node_chains[node.node] = live.chains
-        progress.append((node.node, live.progress))
-    combined = _combine_observations(list(node_obs.values()))
-    if len(merged.nodes) > 1:
-        combined.offer_answer(Answer("nodes", str(len(merged.nodes)), "evidence"), f"{merged.target}")
-    tails = [observe_log(knowledge.tree, path, combined) for path in logs]
-
-    report = Report()
-    result = classify(knowledge, answers, combined)
-    fill_report(report, knowledge, result, tails)
-    for tail in tails:
-        if tail.error:
-            report.errors.append(tail.error)
 
     report.processes = [entry for node in answered for entry in process_entries(node.snapshot)]
     report.gpus = [
@@ -201,7 +204,7 @@ def diagnose_merged(
 
     merged_groups = merge_groups(groups)
     report.stack_groups = [dict(g.to_dict(), label=describe_ranks(g)) for g in merged_groups]
-    overall = _combine_progress(progress)
+    overall = _combine_progress([(n.node.node, n.live.progress) for n in per_node])
     report.verdict.hung = overall.hung
     culprit = find_culprit(knowledge, merged_groups)
     mismatch = find_mismatch(knowledge, merged_groups) if culprit is None else None
@@ -213,7 +216,7 @@ def diagnose_merged(
     elif mismatch is not None:
         apply_mismatch(report, knowledge, mismatch)
     else:
-        chains = [chain for node in answered for chain in node_chains[node.node]]
+        chains = [chain for n in per_node for chain in n.live.chains]
     report.chains = [[hop.to_dict() for hop in c.hops] for c in chains]
     report.chain = report.chains[0] if report.chains else []
     apply_chain(report, chains[0] if chains else None)
@@ -237,17 +240,16 @@ def diagnose_merged(
         notes.insert(0, what)
         waiting = merged_groups and all(waits_in_collective(knowledge, g) for g in merged_groups)
         if culprit is None and answered and waiting:
-            report.verdict.summary = (
+            report.verdict.silent_nodes = (
                 f"Every rank that answered waits in a collective; {names} did not answer"
                 + (f" (ranks {compress_numbers(unseen)} unseen)" if unseen else "")
-                + ": look there first, the rank that holds the others up is probably on it. "
-                + report.verdict.summary
+                + ": look there first, the rank that holds the others up is probably on it."
             )
     if not answered:
         report.verdict.hung = None
         report.verdict.cause = None
         report.verdict.confidence = 0.0
-        report.verdict.summary = f"No node of {merged.target} gave a snapshot; see the errors for why."
+        report.verdict.no_nodes = f"No node of {merged.target} gave a snapshot; see the errors for why."
     head = f"{merged.target}: {len(answered)} of {len(merged.nodes)} node(s) answered in {merged.seconds:.1f} s"
     if merged_groups:
         head += f"; stack groups: {groups_line(merged_groups)}"
@@ -256,4 +258,3 @@ def diagnose_merged(
         dict(item, what=f"{node.node}: {item.get('what')}") for node in answered for item in node.snapshot.missing
     ][:MAX_LISTED]
     report.errors = list(merged.errors) + _capped(errors, "errors") + report.errors
-    return report.redact()

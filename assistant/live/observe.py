@@ -12,6 +12,7 @@ from typing import Dict, List, Optional
 from debug_stuck.core.answers import Answer
 from debug_stuck.core.classify import Observations, ObservedLine
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.probes.collectors.stacks import main_thread
 
 GPU_IDLE_UTIL = 5.0
 CPU_BUSY = 80.0
@@ -49,13 +50,6 @@ def stack_motion(series) -> Optional[str]:
         return None
     frozen = series.frozen()
     return None if frozen is None else ("frozen" if frozen else "moving")
-
-
-def main_thread(dump, pid: int):
-    """The thread whose tid is the pid, else the first one."""
-    if dump is None or not dump.threads:
-        return None
-    return next((t for t in dump.threads if t.tid == pid), dump.threads[0])
 
 
 def observe(snap: Snapshot, obs: Observations) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Optional, Tuple
 
-from debug_stuck.tables import load_table
+from debug_stuck.kb import load_table
 
 _NEVER = re.compile(r"(?!)")
 

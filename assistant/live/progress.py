@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.observe import main_thread
+from debug_stuck.probes.collectors.stacks import main_thread
 
 IO_PROGRESS_BYTES = 1 << 20
 STUCK_MULTIPLE = 20.0  # silent for this many step intervals: stuck

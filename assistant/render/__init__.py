@@ -20,3 +20,11 @@ def render(report, fmt: str) -> str:
     from debug_stuck.render.text import render_text
 
     return render_text(report)
+
+
+def verdict_words(report, for_session: bool = False) -> str:
+    """The verdict's sentence; for the interactive session, a question that would settle a tie is
+    offered in its menu rather than as a `--answer` flag."""
+    from debug_stuck.core.verdict import SCRIPTED, SESSION, compose
+
+    return compose(report.verdict, report.diagnoses, SESSION if for_session else SCRIPTED)

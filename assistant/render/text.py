@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import List
+from typing import List, Optional
 
 from debug_stuck.core.report import Report
 from debug_stuck.render.advice import (
@@ -191,3 +191,16 @@ def render_text(report: Report) -> str:
         out.append("Could not collect:")
         out.extend(f"  - {e}" for e in report.errors)
     return "\n".join(out) + "\n"
+
+
+def format_duration(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "?"
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    if seconds < 172800:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    return f"{seconds // 86400} days"

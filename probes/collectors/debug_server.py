@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.core.dumptext import parse_faulthandler
 from debug_stuck.core.fr_format import normalize_dump
-from debug_stuck.probes.collectors.dumptext import parse_faulthandler
 
 DEFAULT_PORT = 25999
 CONNECT_SECONDS = 3.0

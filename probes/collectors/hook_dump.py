@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.core.dumptext import parse_faulthandler, short_path
 from debug_stuck.hook import ENV_DIR, hook_dir, process_start_ticks
 from debug_stuck.inputs import InputError, read_input
-from debug_stuck.probes.collectors.dumptext import parse_faulthandler, short_path
 from debug_stuck.probes.collectors.procs import InspectError, process_uid, read_process_environ
 from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
 

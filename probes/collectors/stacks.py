@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout, run_command
+from debug_stuck.core.dumptext import short_path
 from debug_stuck.interpreter import isolated_python_code
-from debug_stuck.probes.collectors.dumptext import short_path
 
 MAX_THREADS = 256
 MAX_FRAMES = 200
@@ -665,3 +665,10 @@ def _safe_dump(pid: int, native: bool, timeout: float):
         return exc
     except Exception as exc:  # a probe reports what it could not collect; it does not crash the report
         return StackError("failed", f"reading the stacks of process {pid} failed: {type(exc).__name__}: {exc}")
+
+
+def main_thread(dump, pid: int):
+    """The thread whose tid is the pid (py-spy's main thread), else the first one."""
+    if dump is None or not dump.threads:
+        return None
+    return next((t for t in dump.threads if t.tid == pid), dump.threads[0])

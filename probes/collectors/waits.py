@@ -26,11 +26,9 @@ import stat
 import struct
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
-from debug_stuck.yamlio import load_yaml
 
 READ_SECONDS = 1.0
 RESOLVE_BUDGET = 3.0  # seconds for resolving every wait of a job
@@ -120,10 +118,13 @@ _TABLE: Optional[Tuple[Dict[int, str], Dict[str, dict]]] = None
 
 
 def syscall_table() -> Tuple[Dict[int, str], Dict[str, dict]]:
-    """(number -> name for this machine's architecture, name -> argument roles), from syscalls.yaml."""
+    """(number -> name for this machine's architecture, name -> argument roles), from
+    skills/data/syscalls.yaml."""
     global _TABLE
     if _TABLE is None:
-        data = load_yaml(Path(__file__).with_name("syscalls.yaml").read_text(encoding="utf-8"))
+        from debug_stuck.kb import load_table
+
+        data = load_table("syscalls.yaml")
         arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine(), platform.machine())
         numbers = {int(n): name for name, n in (data["numbers"].get(arch) or {}).items()}
         _TABLE = (numbers, data["syscalls"])

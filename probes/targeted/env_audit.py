@@ -20,6 +20,7 @@ import os
 import resource
 from typing import Dict, List, Optional, Tuple
 
+from debug_stuck.kb import load_table
 from debug_stuck.probes.collectors.procs import (
     InspectError,
     ProcInfo,
@@ -29,7 +30,6 @@ from debug_stuck.probes.collectors.procs import (
     shm_usage,
 )
 from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, TargetNotInspectable
-from debug_stuck.tables import load_table
 
 NAME = "env"
 SEVERITY_ORDER = {"fail": 0, "warn": 1, "info": 2}

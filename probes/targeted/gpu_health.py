@@ -17,13 +17,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout, run_command
+from debug_stuck.kb import load_table
 from debug_stuck.probes.collectors.gpu.backends import AMD_SMI_ARGV, AmdSmiBackend, NotSupported
 from debug_stuck.probes.collectors.gpu.collect import collect_gpus
 from debug_stuck.probes.collectors.gpu.model import GpuDevice, GpuSnapshot
 from debug_stuck.probes.collectors.gpu.parse import parse_json_text
 from debug_stuck.probes.collectors.kernel import KernelLog, Runner, interesting_tagged, read_kernel_log
 from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, worst_status
-from debug_stuck.tables import load_table
 
 NAME = "gpu-health"
 

@@ -1,6 +1,6 @@
 """Targeted probes: the checks an expert runs next, each bounded in time and safe.
 
-What probes exist, and what each needs, is data: `probes.yaml` beside this file (name, module,
+What probes exist, and what each needs, is data: `skills/data/probes.yaml` (name, module,
 summary, time limit, whether it runs the user's code, its inputs, the modes in which it does
 something else, examples). A probe's module, loaded lazily when it runs, exposes `NAME` and
 `run(ctx: ProbeContext) -> ProbeResult`.
@@ -16,7 +16,6 @@ import importlib
 import textwrap
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import psutil
@@ -31,10 +30,8 @@ from debug_stuck.probes.targeted.base import (
     ProbeUsageError,
     TargetNotInspectable,
 )
-from debug_stuck.yamlio import load_yaml
 
 INPUTS = ("pid", "path", "factory", "script", "command", "num_workers", "batches")
-DECLARATIONS = Path(__file__).with_name("probes.yaml")
 
 
 @dataclass(frozen=True)
@@ -102,13 +99,14 @@ class ProbeSpec:
         }
 
 
-def load_declarations(path: Path = DECLARATIONS) -> Dict[str, ProbeSpec]:
-    """The probes of probes.yaml, checked; a malformed file raises ValueError naming the field."""
+def load_declarations(data: Optional[dict] = None) -> Dict[str, ProbeSpec]:
+    """The probes of skills/data/probes.yaml, checked; a malformed one raises ValueError naming the field."""
+    from debug_stuck.kb import PROBES_TABLE, load_table
 
-    data = load_yaml(path.read_text(encoding="utf-8"))
+    data = load_table(PROBES_TABLE) if data is None else data
     out: Dict[str, ProbeSpec] = {}
     for name, entry in (data or {}).get("probes", {}).items():
-        where = f"{path.name}: probes.{name}"
+        where = f"{PROBES_TABLE}: probes.{name}"
         try:
             inputs = tuple(entry.get("inputs") or ())
             unknown = [i for i in inputs if i not in INPUTS]

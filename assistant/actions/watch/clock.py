@@ -7,7 +7,7 @@ interval)`` between step observations, so a slow job is not a hung one. A recogn
 the first steps, anything moving counts, for ``startup`` seconds.
 
 Past the threshold, the stacks have the last word (their verdict comes from
-debug_stuck.recovery.watch.motion): a job idle in a wait is stalled at once; one computing through
+debug_stuck.actions.watch.motion): a job idle in a wait is stalled at once; one computing through
 changing functions is in a busy phase, allowed ``phase_multiple`` times the threshold; one computing
 on a single chain of functions is stalled unless the job has shown such busy silences before and
 ended them with a step: those are learned for the whole run (not only the last 20 intervals), and a

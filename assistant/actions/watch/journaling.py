@@ -8,7 +8,7 @@ import shlex
 import time
 from typing import Optional
 
-from debug_stuck.recovery.watch.clock import Stall
+from debug_stuck.actions.watch.clock import Stall
 from debug_stuck.redact import redact_argv
 
 
@@ -16,7 +16,7 @@ class Journaling:
     def _journal_record(self, stall: Stall, last_step, report: dict, cause_hint) -> Optional[int]:
         if not self.settings.journal:
             return None
-        from debug_stuck.recovery.journal import Incident, Journal, JournalError
+        from debug_stuck.actions.journal import Incident, Journal, JournalError
 
         paths = report.get("paths") or {}
         incident = Incident(
@@ -61,7 +61,7 @@ class Journaling:
     def _journal_update(self, incident_id: Optional[int], **fields) -> None:
         if incident_id is None:
             return
-        from debug_stuck.recovery.journal import Journal, JournalError
+        from debug_stuck.actions.journal import Journal, JournalError
 
         try:
             Journal().update(incident_id, **fields)

@@ -8,8 +8,8 @@ from typing import List
 
 import psutil
 
-from debug_stuck.live.observe import main_thread
-from debug_stuck.recovery.watch.phases import describe_stack
+from debug_stuck.actions.watch.phases import describe_stack
+from debug_stuck.probes.collectors.stacks import main_thread
 
 
 class StallView:

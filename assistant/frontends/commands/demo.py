@@ -78,9 +78,7 @@ def list_scenarios() -> str:
 
 def run_demo(name: Optional[str], render: Callable, say: Callable[[str], None], window: float = 1.0) -> str:
     """Start the scenario, diagnose it, always stop it; return the rendered report."""
-    from debug_stuck.core.request import DiagnoseRequest
-    from debug_stuck.live.diagnose import run_diagnosis
-    from debug_stuck.recovery.advice import complete_report
+    from debug_stuck.pipeline import DiagnoseRequest, diagnose
     from debug_stuck.zoo import spawn
 
     name = name or default_scenario()
@@ -98,8 +96,7 @@ def run_demo(name: Optional[str], render: Callable, say: Callable[[str], None], 
         say(f"starting the demo job '{name}': {scenario.title}")
         job = spawn.start(scenario.program, workdir, on_spawn=jobs.append, **scenario.options)
         say(f"job running (pid {job.proc.pid}); diagnosing it live")
-        report = run_diagnosis(DiagnoseRequest(pids=[job.proc.pid], window=window, progress=say))
-        complete_report(report, job.proc.pid)
+        report = diagnose(DiagnoseRequest(pids=[job.proc.pid], window=window, progress=say, resume_pid=job.proc.pid))
         return render(report)
     finally:
         for job in jobs:

@@ -112,10 +112,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from debug_stuck.core.answers import load_answers_file, merge, parse_answer_flags
-    from debug_stuck.core.examples import list_examples, load_example
-    from debug_stuck.core.kb import load_knowledge
-    from debug_stuck.core.request import DiagnoseRequest
+    from debug_stuck.kb import load_knowledge
+    from debug_stuck.pipeline import diagnose
+    from debug_stuck.pipeline.options import list_examples
     from debug_stuck.render import render
 
     if args.list_examples:
@@ -123,11 +122,18 @@ def run(args) -> int:
             print(f"{name:28} {title}")
         return 0
     knowledge = load_knowledge()
-    questions = knowledge.tree.questions
-    request = load_example(knowledge, args.example) if args.example else DiagnoseRequest()
-    file_answers = load_answers_file(questions, args.answers) if args.answers else {}
-    flag_answers = parse_answer_flags(questions, args.answer)
-    request.answers = merge(request.answers, file_answers, flag_answers)
+    request = request_from_args(args, knowledge)
+    report = diagnose(request, knowledge)
+    say_unread_logs(report.errors, request.logs)
+    emit(render(report, args.format), args.output)
+    return 0
+
+
+def request_from_args(args, knowledge):
+    """The request every option of `diagnose` makes, the same on one node and on many."""
+    from debug_stuck.pipeline.options import answered_request, host_list
+
+    request = answered_request(knowledge, args.answer, args.answers, args.example)
     request.logs += args.log
     request.log_bytes = args.log_bytes
     request.pids = list(dict.fromkeys(args.pid))
@@ -136,11 +142,12 @@ def run(args) -> int:
     request.native = args.native
     request.probes = args.probe
     request.allow_exec = args.allow_exec
+    request.hosts = host_list(args.hosts)
+    request.slurm_job = args.slurm_job
+    request.node_timeout = args.node_timeout
+    request.ssh_options = list(args.ssh_option)
     request.progress = progress_printer()
-    report = run_multinode(args, knowledge, request.answers) or _this_machine(request)
-    say_unread_logs(report.errors, args.log)
-    emit(render(report, args.format), args.output)
-    return 0
+    return request
 
 
 def say_unread_logs(errors, logs) -> None:
@@ -150,53 +157,3 @@ def say_unread_logs(errors, logs) -> None:
     for error in errors:
         if prefixes and error.startswith(prefixes):
             print(f"debug-stuck: {error}", file=sys.stderr)
-
-
-def _this_machine(request):
-    from debug_stuck.live.diagnose import run_diagnosis
-    from debug_stuck.recovery.advice import complete_report
-
-    report = run_diagnosis(request)
-    pid = report.processes[0]["pid"] if request.live and report.processes else None
-    return complete_report(report, pid)
-
-
-def run_multinode(args, knowledge, answers):
-    """The whole job's report from every node (--slurm-job, or --hosts over ssh); None without them."""
-    from debug_stuck.errors import BadInput
-    from debug_stuck.live.merge import diagnose_merged
-    from debug_stuck.live.nodes import DEFAULT_NODE_TIMEOUT
-    from debug_stuck.live.slurm import collect_slurm
-    from debug_stuck.live.ssh import collect_hosts, parse_hosts
-
-    if not (args.slurm_job or args.hosts):
-        return None
-    timeout = DEFAULT_NODE_TIMEOUT if args.node_timeout is None else args.node_timeout
-    if timeout <= 0 or timeout > MAX_NODE_TIMEOUT:
-        raise BadInput(
-            f"--node-timeout {timeout:g} is out of range", f"give seconds between 1 and {MAX_NODE_TIMEOUT:g}"
-        )
-    progress = progress_printer()
-    pids = list(dict.fromkeys(args.pid))
-    if args.hosts:
-        merged = collect_hosts(
-            parse_hosts(args.hosts),
-            pids or "auto",
-            timeout,
-            window=args.window,
-            native=args.native,
-            ssh_options=args.ssh_option,
-            slurm_job=args.slurm_job,
-            progress=progress,
-        )
-    else:
-        if pids or args.auto:
-            raise BadInput(
-                "--slurm-job finds the job's processes on every node by itself", "leave out --pid and --auto"
-            )
-        merged = collect_slurm(args.slurm_job, timeout, window=args.window, native=args.native, progress=progress)
-    if progress:
-        progress("classifying")
-    from debug_stuck.recovery.advice import complete_report
-
-    return complete_report(diagnose_merged(merged, knowledge, answers, logs=list(args.log)), knowledge=knowledge)

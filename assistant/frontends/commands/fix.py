@@ -67,13 +67,12 @@ def run(args) -> int:
 
 
 def _diagnose(args) -> dict:
-    from debug_stuck.core.request import DiagnoseRequest
-    from debug_stuck.live.diagnose import run_diagnosis
-    from debug_stuck.recovery.advice import complete_report
+    from debug_stuck.pipeline import DiagnoseRequest, diagnose
     from debug_stuck.render import render
 
-    request = DiagnoseRequest(pids=list(dict.fromkeys(args.pid)), window=args.window, progress=progress_printer())
-    report = complete_report(run_diagnosis(request), args.pid[0])
+    pids = list(dict.fromkeys(args.pid))
+    request = DiagnoseRequest(pids=pids, window=args.window, progress=progress_printer(), resume_pid=pids[0])
+    report = diagnose(request)
     if args.output:
         emit(render(report, "json"), args.output)
     return report.to_dict()
@@ -141,9 +140,9 @@ def _text(report: dict, saved=None) -> str:
 
 
 def _apply(report: dict, args) -> int:
-    from debug_stuck.core.kb import load_knowledge
+    from debug_stuck.actions.edits import apply_edit
     from debug_stuck.errors import BadInput
-    from debug_stuck.recovery.advice.edits import apply_edit
+    from debug_stuck.kb import load_knowledge
     from debug_stuck.writer import write_file
 
     edits = report.get("edits") or []

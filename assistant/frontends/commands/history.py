@@ -26,8 +26,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from debug_stuck.actions.journal import Journal, JournalError
     from debug_stuck.errors import BadInput
-    from debug_stuck.recovery.journal import Journal, JournalError
 
     if args.limit < 1:
         raise BadInput(f"--limit {args.limit} must be at least 1", "give how many incidents to show, e.g. --limit 20")

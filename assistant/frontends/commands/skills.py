@@ -32,7 +32,7 @@ def run(args) -> int:
 def _check(args) -> int:
     from pathlib import Path
 
-    from debug_stuck.core.kb import check_knowledge
+    from debug_stuck.kb import check_knowledge
 
     knowledge, problems = check_knowledge(Path(args.dir) if args.dir else None)
     if args.format == "json":

@@ -35,28 +35,15 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from debug_stuck.errors import BadInput, DebugStuckError
-    from debug_stuck.live.snapshot import JOB_ID, node_name, take_snapshot
-    from debug_stuck.live.wire import error_to_wire
+    from debug_stuck.errors import BadInput
+    from debug_stuck.pipeline.look import node_snapshot
 
     if not (args.pid or args.auto or args.slurm_job):
         raise BadInput("which job?", "give --pid P, --auto or --slurm-job JOBID")
-    if args.slurm_job and not JOB_ID.match(args.slurm_job):
-        raise BadInput(f"--slurm-job {args.slurm_job!r} is not a Slurm job id", "give the number squeue shows")
-    try:
-        wire = take_snapshot(
-            pids=list(dict.fromkeys(args.pid)),
-            auto=args.auto,
-            slurm_job=args.slurm_job,
-            window=args.window,
-            native=args.native,
-        )
-        code = 0
-    except DebugStuckError as exc:
-        # The collector on the other end still learns which node said what.
-        wire = error_to_wire(exc.one_line(), exc.exit_code, node=node_name(), job=args.slurm_job)
-        print(f"debug-stuck: error: {exc.one_line()}", file=sys.stderr)
-        code = exc.exit_code
+    pids = list(dict.fromkeys(args.pid))
+    wire, code, error = node_snapshot(pids, args.auto, args.slurm_job, args.window, args.native)
+    if error:  # the collector on the other end still learns which node said what
+        print(f"debug-stuck: error: {error}", file=sys.stderr)
     sys.stdout.write(json.dumps(wire, separators=(",", ":")) + "\n")
     sys.stdout.flush()
     return code

@@ -40,9 +40,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from debug_stuck.actions.stop import stop_job
     from debug_stuck.errors import BadInput, NotInspectable
     from debug_stuck.recovery.jobtree import job_tree_pids
-    from debug_stuck.recovery.stop import stop_job
 
     report_dir = os.path.abspath(os.path.expanduser(args.report_dir or "."))
     try:
@@ -85,16 +85,11 @@ def _stop_hint(exc) -> str:
 
 
 def _confirm(root: int, pids: List[int]) -> bool:
-    from debug_stuck.probes.collectors.procs import job_processes
-    from debug_stuck.redact import redacted_command_line
+    from debug_stuck.actions.stop import job_listing
 
-    try:
-        procs = job_processes([root])
-    except Exception:
-        procs = []
     print(f"debug-stuck stop: job {root}, {len(pids)} process(es):", file=sys.stderr)
-    for p in procs[:40]:
-        print(f"  {p.pid:>7}  {p.role:18} {redacted_command_line(p.cmdline)[:90]}", file=sys.stderr)
+    for pid, role, command in job_listing(root)[:40]:
+        print(f"  {pid:>7}  {role:18} {command[:90]}", file=sys.stderr)
     print("A report is written first; then SIGINT, SIGTERM and SIGKILL end them.", file=sys.stderr)
     try:
         answer = input("Stop them? [y/N] ")

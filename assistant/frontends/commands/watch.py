@@ -41,7 +41,7 @@ ON_HANG = ("report", "stop", "restart")
 
 def register(subparsers) -> None:
     """Imports nothing heavy (the CLI's --help must stay instant): numeric options default to None and
-    take debug_stuck.recovery.watch.watcher.WatchSettings' defaults in run."""
+    take debug_stuck.actions.watch.watcher.WatchSettings' defaults in run."""
     p = add_command(
         subparsers,
         "watch",
@@ -114,7 +114,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from debug_stuck.recovery.watch.watcher import Watcher, WatchSettings
+    from debug_stuck.actions.watch.watcher import Watcher, WatchSettings
 
     launch: List[str] = list(getattr(args, "launch", None) or [])
     if args.pid is not None and launch:
@@ -157,8 +157,7 @@ def followable_logs(paths: List[str]) -> List[str]:
     """The --log files worth following. One that exists but is no regular file (a FIFO, a device, a
     directory) would be followed for ever without a line: said once on stderr and left out. One that
     does not exist yet is kept: the job may create it."""
-    from debug_stuck.inputs import InputError, check_input
-    from debug_stuck.probes.collectors.logtail import LOG_EXPECTED
+    from debug_stuck.inputs import LOG_EXPECTED, InputError, check_input
 
     kept = []
     for path in paths:

@@ -13,7 +13,6 @@ No UI is imported here. Front ends call the slow methods (`discover`, `collect_e
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import threading
@@ -23,12 +22,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from debug_stuck.contract import UNKNOWN
 from debug_stuck.core.answers import Answer, check_answer
-from debug_stuck.core.kb import Knowledge, load_knowledge
+from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.report import Report
 from debug_stuck.core.tree import Question
 from debug_stuck.errors import BadInput
 from debug_stuck.frontends.session.gpu_history import GpuHistory
-from debug_stuck.frontends.session.jobs import JobSummary, climb_to_job, discover_jobs, gpu_map, summarize_job
 from debug_stuck.frontends.session.output import REPORT_PREFIX, SavedReport, copy_to_clipboard
 from debug_stuck.frontends.session.probes import (
     PROBE_START_SECONDS,
@@ -40,6 +38,8 @@ from debug_stuck.frontends.session.probes import (
 )
 from debug_stuck.frontends.session.triage import QuestionView, Suggestion, Triage
 from debug_stuck.interpreter import isolated_python_module
+from debug_stuck.kb import load_knowledge
+from debug_stuck.pipeline.look import JobSummary
 
 Say = Callable[[str], None]
 GPU_READ_SECONDS = 3.0
@@ -97,8 +97,9 @@ class Session:
 
     # -- step 1 ----------------------------------------------------------------------------------
     def discover(self) -> List[JobSummary]:
-        snapshot = self._read_gpus()
-        return discover_jobs(self.extra_pids, snapshot)
+        from debug_stuck.pipeline.look import find_jobs
+
+        return find_jobs(self.extra_pids, self._read_gpus())
 
     def attach(self, job: JobSummary) -> JobSummary:
         self.job = job
@@ -112,8 +113,9 @@ class Session:
         if not raw.isdigit() or int(raw) <= 0:
             raise BadInput(f"{raw!r} is not a PID", "give the number of a process of the job (see ps or top)")
         # A DataLoader worker's PID reads its whole job, as `diagnose --pid` does.
-        root, note = climb_to_job(int(raw))
-        job = summarize_job(root, gpu_map(self._read_gpus()))
+        from debug_stuck.pipeline.look import describe_job
+
+        job, root, note = describe_job(int(raw), self._read_gpus())
         job.note = note
         self.job = job
         self.pids = [root]
@@ -147,8 +149,7 @@ class Session:
     def collect_evidence(self, progress: Optional[Say] = None) -> Report:
         """The preliminary report, with no answer of the user's: what the evidence says alone.
         Raises NotInspectable when the job cannot be read (exited, permissions)."""
-        from debug_stuck.core.request import DiagnoseRequest
-        from debug_stuck.live.diagnose import run_diagnosis
+        from debug_stuck.pipeline import DiagnoseRequest, diagnose
 
         if not self.pids and not self.logs:
             report = Report()
@@ -159,8 +160,10 @@ class Session:
                 window=self.window,
                 native=self.native,
                 progress=progress,
+                resume=False,
+                advice=False,
             )
-            report = run_diagnosis(request, self.knowledge)
+            report = diagnose(request, self.knowledge)
         if report.gpus:
             self.gpu.add_devices(report.gpus)
         elif report.gpu_note and self.gpu.available is None:
@@ -176,10 +179,10 @@ class Session:
     def _read_gpus(self):
         if self.gpu.available is False:
             return None
-        from debug_stuck.probes.collectors.gpu.collect import collect_gpus
+        from debug_stuck.pipeline.look import read_gpus
 
         try:
-            snapshot = collect_gpus(timeout=GPU_READ_SECONDS, samples=1)
+            snapshot = read_gpus(GPU_READ_SECONDS, samples=1)
         except Exception as exc:  # a GPU reading is a nicety; it must not end the session
             self.gpu.available, self.gpu.note = False, f"could not read the GPUs: {exc}"
             return None
@@ -192,9 +195,6 @@ class Session:
     # -- step 2: triage -------------------------------------------------------------------------
     def build_suggestions(self, report: Report) -> Dict[str, Suggestion]:
         """Pre-fills from the answers the evidence and the logs gave (never the user's own)."""
-        from debug_stuck.core.classify import Observations
-        from debug_stuck.core.logs import observe_log
-
         questions = self.knowledge.tree.questions
         found: Dict[str, Suggestion] = {}
         for key, entry in report.answers.items():
@@ -203,16 +203,10 @@ class Session:
                 continue
             found[key] = Suggestion(key, entry["value"], entry["source"], self._reason(question, entry))
         # The report keeps only the answers on its own path; a follow-up the user may reach by
-        # overriding an answer can still be pre-filled from the logs' hints.
-        for log in report.logs:
-            obs = Observations()
-            with contextlib.suppress(Exception):
-                observe_log(self.knowledge.tree, log["path"], obs, read_path=log.get("read_from"))
-            for key, answer in obs.derived.items():
-                if key not in found and key in questions:
-                    why = obs.derived_why.get(key, "")
-                    entry = {"value": answer.value, "source": answer.source, "why": why}
-                    found[key] = Suggestion(key, answer.value, answer.source, self._reason(questions[key], entry))
+        # overriding an answer can still be pre-filled from what the logs and the evidence offered.
+        for key, entry in report.suggested_answers.items():
+            if key not in found and key in questions and entry.get("value") not in (None, UNKNOWN):
+                found[key] = Suggestion(key, entry["value"], entry["source"], self._reason(questions[key], entry))
         gpu = self.gpu.describe_util(self.job_gpus())
         power = self.gpu.describe_power(self.job_gpus())
         if power is not None and "power" not in found:
@@ -332,8 +326,7 @@ class Session:
     def diagnose(self, progress: Optional[Say] = None, live: bool = True) -> Report:
         """The final report: `run_diagnosis` with the user's answers, the live job (unless
         live=False, e.g. after it exited) and the probes that ran. Raises NotInspectable."""
-        from debug_stuck.core.request import DiagnoseRequest
-        from debug_stuck.live.diagnose import run_diagnosis
+        from debug_stuck.pipeline import DiagnoseRequest, diagnose
 
         logs = list(self.logs)
         if not live and self.evidence is not None:
@@ -350,10 +343,7 @@ class Session:
             progress=progress,
             probe_results=done,
         )
-        report = run_diagnosis(request, self.knowledge)
-        from debug_stuck.recovery.advice import complete_report
-
-        complete_report(report, report.processes[0]["pid"] if live and report.processes else None, self.knowledge)
+        report = diagnose(request, self.knowledge)
         ran = {p.get("name") for p in report.probes}
         for name, outcome in self.probe_results.items():
             if name not in ran and outcome.result is not None:
@@ -429,7 +419,7 @@ class Session:
             raise BadInput(f"no recovery action {action!r} here", f"valid: {valid}")
         pid = self.job.pid if self.job else self.pids[0]
         if action == "stop":
-            from debug_stuck.recovery.stop import stop_job
+            from debug_stuck.actions.stop import stop_job
 
             report_dir = str(Path(self.saved.json).parent) if self.saved else self.save_dir
             return stop_job(pid, report_dir=report_dir, report=self.report).summary()

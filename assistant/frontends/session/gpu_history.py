@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Deque, Dict, List, Optional, Sequence, Tuple
 
-from debug_stuck.frontends.session.jobs import format_duration
+from debug_stuck.render.text import format_duration
 
 GPU_IDLE_UTIL = 5.0  # the same threshold as debug_stuck.live.observe: below it a GPU counts as idle
 GPU_HISTORY_READINGS = 120

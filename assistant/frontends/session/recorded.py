@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
-from debug_stuck.core.kb import Knowledge
+from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.report import Report
 from debug_stuck.errors import NotInspectable
 from debug_stuck.frontends.session.core import Say, Session
 from debug_stuck.frontends.session.gpu_history import GpuHistory
-from debug_stuck.frontends.session.jobs import JobSummary
 from debug_stuck.frontends.session.probes import ProbeOffer, ProbeOutcome
 from debug_stuck.frontends.session.triage import Suggestion
+from debug_stuck.pipeline.look import JobSummary
 
 
 class RecordedSession(Session):

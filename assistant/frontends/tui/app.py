@@ -20,9 +20,9 @@ from textual.message import Message
 from debug_stuck.core.report import Report
 from debug_stuck.errors import DebugStuckError, NotInspectable
 from debug_stuck.frontends.session.core import Session
-from debug_stuck.frontends.session.jobs import JobSummary
 from debug_stuck.frontends.session.output import SavedReport
 from debug_stuck.frontends.session.probes import ProbeOutcome
+from debug_stuck.pipeline.look import JobSummary
 
 GPU_SAMPLE_SECONDS = 2.0
 PROBE_PROGRESS_SECONDS = 0.25

@@ -23,6 +23,7 @@ from textual.widgets.option_list import Option
 from debug_stuck.frontends.tui.screens.dialogs import WIDE_COLUMNS
 from debug_stuck.frontends.tui.screens.probe import ProbeScreen
 from debug_stuck.frontends.tui.widgets import EvidencePane
+from debug_stuck.render import verdict_words
 from debug_stuck.render.advice import (
     check_heading,
     edit_heading,
@@ -125,7 +126,7 @@ class DiagnosisScreen(Screen):
             head.append(f"  phase {v.phase}")
         if v.cause:
             head.append(f"  cause: {v.cause} ({v.confidence:.0%})", style="bold")
-        head.append("\n" + v.summary)
+        head.append("\n" + verdict_words(report, for_session=True))
         self.query_one("#verdict", Static).update(head)
         causes = self.query_one("#causes", OptionList)
         options = []

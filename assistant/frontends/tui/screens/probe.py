@@ -18,8 +18,8 @@ from textual.widgets import (
 )
 from textual.widgets.option_list import Option
 
-from debug_stuck.frontends.session.jobs import format_duration
 from debug_stuck.frontends.session.probes import ProbeOffer, ProbeOutcome
+from debug_stuck.render.text import format_duration
 
 
 class ProbeScreen(ModalScreen[None]):

@@ -1,0 +1,124 @@
+"""The knowledge tables that are data, not code (`skills/data/*.yaml`), checked against their shape.
+Pure: debug_stuck.kb reads them.
+
+- `xid.yaml`: what each NVIDIA Xid number means and what to do (the gpu-health probe);
+- `env-audit.yaml`: the settings the env probe flags, each tied to its playbook;
+- `phases.yaml`: how a checkpoint save or a validation pass looks on a stack (watch, the report).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict, List, Tuple
+
+from debug_stuck.contract import CAUSE_IDS
+
+SEVERITIES = ("info", "warn", "fail")
+ENV_CONDITIONS = ("unset", "set", "on", "off", "above-cores", "no-interface", "unset-or-zero", "one-of")
+LIMITS = ("shm", "nofile", "memlock")
+
+TableProblem = Tuple[str, str, str]  # (file, field, message)
+
+
+def _regex(file: str, field: str, value, problems: List[TableProblem]):
+    if not isinstance(value, str) or not value:
+        problems.append((file, field, "required, a regular expression"))
+        return None
+    try:
+        return re.compile(value)
+    except re.error as exc:
+        problems.append((file, field, f"bad regular expression: {exc}"))
+        return None
+
+
+def _check_xid(data: dict, file: str) -> List[TableProblem]:
+    problems: List[TableProblem] = []
+    codes = data.get("codes")
+    if not isinstance(codes, dict) or not codes:
+        return [(file, "codes", "required, a mapping of Xid number to severity, meaning, advice")]
+    for number, entry in codes.items():
+        where = f"codes.{number}"
+        if not isinstance(number, int):
+            problems.append((file, where, "an Xid is a number"))
+        if not isinstance(entry, dict):
+            problems.append((file, where, "must hold severity, meaning, advice"))
+            continue
+        if entry.get("severity") not in SEVERITIES:
+            problems.append((file, f"{where}.severity", f"one of {', '.join(SEVERITIES)}"))
+        for key in ("meaning", "advice"):
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                problems.append((file, f"{where}.{key}", "required, a sentence"))
+    unknown = data.get("unknown")
+    if not isinstance(unknown, dict) or unknown.get("severity") not in SEVERITIES or not unknown.get("advice"):
+        problems.append((file, "unknown", "required: severity and advice for an Xid the table lacks"))
+    return problems
+
+
+def _check_env(data: dict, file: str) -> List[TableProblem]:
+    problems: List[TableProblem] = []
+    rules = data.get("rules")
+    if not isinstance(rules, list) or not rules:
+        return [(file, "rules", "required, a list of rules")]
+    for i, rule in enumerate(rules):
+        where = f"rules[{i}]"
+        if not isinstance(rule, dict):
+            problems.append((file, where, "must be a mapping"))
+            continue
+        if ("var" in rule) == ("limit" in rule):
+            problems.append((file, where, "give `var` (a variable or a list) or `limit`, not both"))
+        if "var" in rule:
+            names = rule["var"] if isinstance(rule["var"], list) else [rule["var"]]
+            if not names or not all(isinstance(n, str) and n for n in names):
+                problems.append((file, f"{where}.var", "a variable name or a list of them"))
+            if rule.get("when") not in ENV_CONDITIONS:
+                problems.append((file, f"{where}.when", f"one of {', '.join(ENV_CONDITIONS)}"))
+            if rule.get("when") == "one-of" and not isinstance(rule.get("values"), list):
+                problems.append((file, f"{where}.values", "one-of needs a list of values"))
+        if "limit" in rule:
+            if rule["limit"] not in LIMITS:
+                problems.append((file, f"{where}.limit", f"one of {', '.join(LIMITS)}"))
+            if not isinstance(rule.get("below"), int):
+                problems.append((file, f"{where}.below", "required, a number"))
+        if rule.get("severity") not in SEVERITIES:
+            problems.append((file, f"{where}.severity", f"one of {', '.join(SEVERITIES)}"))
+        if rule.get("cause") not in CAUSE_IDS:
+            problems.append((file, f"{where}.cause", "a cause id"))
+        if not isinstance(rule.get("message"), str) or not rule["message"]:
+            problems.append((file, f"{where}.message", "required, a sentence"))
+    return problems
+
+
+def _check_phases(data: dict, file: str) -> List[TableProblem]:
+    problems: List[TableProblem] = []
+    save, validation = data.get("checkpoint"), data.get("validation")
+    if not isinstance(save, dict):
+        problems.append((file, "checkpoint", "required: playbook, min_weight, function, skip_files"))
+    else:
+        if save.get("playbook") not in CAUSE_IDS:
+            problems.append((file, "checkpoint.playbook", "a cause id"))
+        if not isinstance(save.get("min_weight"), (int, float)):
+            problems.append((file, "checkpoint.min_weight", "required, a number"))
+        _regex(file, "checkpoint.function", save.get("function"), problems)
+        _regex(file, "checkpoint.skip_files", save.get("skip_files"), problems)
+    if not isinstance(validation, dict):
+        problems.append((file, "validation", "required: function, file"))
+    else:
+        _regex(file, "validation.function", validation.get("function"), problems)
+        _regex(file, "validation.file", validation.get("file"), problems)
+        for key in ("skip_files", "no_grad_frame", "no_grad_function"):  # optional
+            if validation.get(key) is not None:
+                _regex(file, f"validation.{key}", validation.get(key), problems)
+    sampling = data.get("sampling")
+    if sampling is not None:
+        if not isinstance(sampling, dict):
+            problems.append((file, "sampling", "optional: a mapping with `function`"))
+        else:
+            _regex(file, "sampling.function", sampling.get("function"), problems)
+    return problems
+
+
+CHECKS: Dict[str, Callable[[dict, str], List[TableProblem]]] = {
+    "xid.yaml": _check_xid,
+    "env-audit.yaml": _check_env,
+    "phases.yaml": _check_phases,
+}

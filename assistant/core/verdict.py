@@ -1,0 +1,87 @@
+"""The verdict's sentence, composed once from its parts.
+
+Each stage of the pipeline sets the parts it knows: the classification the cause and the questions
+still open, the log reading how long the log has been silent, the tie and what would break it, the
+live analysis the terminal finding (the chain's end, the culprit, a collective mismatch) and the
+state (hung, slow, progressing) with how it was seen, the merge the nodes that did not answer.
+`compose` phrases them, for the scripted mode or for the interactive session; no stage edits
+another's sentence, and no front end parses one.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+SCRIPTED = "scripted"
+SESSION = "session"
+
+
+def compose(verdict, diagnoses: List, audience: str = SCRIPTED) -> str:
+    """The verdict in words, from its parts and the ranked causes."""
+    if verdict.no_nodes:
+        return verdict.no_nodes
+    top = diagnoses[0] if diagnoses else None
+    if verdict.state == "progressing":
+        return "The job is making progress: " + "; ".join(verdict.state_reasons[:2]) + "."
+    core = _core(verdict, top, audience)
+    if verdict.state == "slow":
+        reason = verdict.state_reasons[-1] if verdict.state_reasons else "steps come slowly"
+        core = f"The job progresses, slowly: {reason}; why: {verdict.slow_because}. " + (core if verdict.cause else "")
+    elif verdict.hung and verdict.state == "hung" and verdict.state_reasons:
+        core += " Evidence of the hang: " + verdict.state_reasons[0] + "."
+    if verdict.silent_nodes:
+        core = verdict.silent_nodes + " " + core
+    return core
+
+
+def _most_likely(top) -> str:
+    return f"Most likely: {top.title} ({top.confidence:.0%})."
+
+
+def _core(verdict, top, audience: str) -> str:
+    finding = verdict.finding or {}
+    kind, text = finding.get("kind"), finding.get("text")
+    if kind == "mismatch" and top is not None:
+        return (
+            f"Collective mismatch: {text}; each side waits for the other for ever (uneven data across ranks, "
+            f"or control flow that differs by rank). {_most_likely(top)}"
+        )
+    if kind == "chain" and verdict.cause and top is not None:
+        return f"{text}. {_most_likely(top)}"
+    if kind == "chain":
+        return f"{text}. {_classified(verdict, top, audience)}"
+    if kind == "culprit" and top is not None:
+        return (
+            f"{text} holds the job up: {top.title} ({top.confidence:.0%}); the other ranks wait for it in a collective."
+        )
+    return _classified(verdict, top, audience)
+
+
+def _classified(verdict, top, audience: str) -> str:
+    """What the classification alone says: the cause (or what would name one), the log's silence, a tie."""
+    if verdict.cause and top is not None:
+        out = f"{_most_likely(top)} {top.summary}"
+    else:
+        asked = ", ".join(verdict.open_questions) or "phase, gpu, step"
+        out = f"Too little is known to name a cause; answer {asked} or attach to the job."
+    if verdict.stale_log:
+        out += f" The log {verdict.stale_log}."
+    tie = verdict.tie
+    if tie:
+        first, second = tie["causes"]
+        text = f"{first} and {second} are tied at {tie['confidence']:.0%}"
+        how = breaker_words(tie, audience)
+        out += f" {text}: {how} to tell them apart." if how else f" {text}."
+    return out
+
+
+def breaker_words(tie: dict, audience: str = SCRIPTED) -> Optional[str]:
+    """What separates two tied causes, said for where it will be read."""
+    question = tie.get("question")
+    if question:
+        where = "in the menu below" if audience == SESSION else f"with --answer {question}=..."
+        return f"answer {question} ({tie.get('question_text', '')}) {where}"
+    probe = tie.get("probe")
+    if probe:
+        return f"run `debug-stuck probe {probe}`"
+    return None

@@ -1,0 +1,75 @@
+"""The pipeline's second stage: what the gathered evidence means. Each node's processes and stacks
+are observed and analysed (stack groups, the culprit, the chain to the terminal blocker, progress),
+the logs and probe results join them, the playbooks classify the whole once, and the live findings
+(one node, or the merge of many) complete the verdict's parts. The verdict's sentence is composed
+last, once. No I/O here: everything was read by the gather stage."""
+
+from __future__ import annotations
+
+from typing import List
+
+from debug_stuck.core.assemble import fill_report
+from debug_stuck.core.classify import Observations, ObservedLine, classify
+from debug_stuck.core.knowledge import Knowledge
+from debug_stuck.core.logs import observe_tail
+from debug_stuck.core.report import Report
+from debug_stuck.core.request import DiagnoseRequest
+from debug_stuck.core.verdict import compose
+from debug_stuck.pipeline.gather import Gathered
+
+
+def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) -> Report:
+    from debug_stuck.live.assess import analyze, fill_live
+    from debug_stuck.live.merge import NodeAnalysis, combine_nodes, fill_merged, observe_node
+
+    report = Report()
+    nodes = gathered.nodes
+    per_node: List[NodeAnalysis] = []
+    if nodes is not None:
+        for node in nodes.answered():
+            obs, _ = observe_node(knowledge, node, gathered.local)
+            per_node.append(NodeAnalysis(node, obs, None))
+    # One node: its observations are the job's, and the logs join them before the analysis (the
+    # log's rhythm tells progress). Many: each node is analysed alone, then the lines combined.
+    obs = per_node[0].obs if gathered.local and per_node else Observations()
+    report.errors.extend(gathered.errors)
+    tails = [observe_tail(knowledge.tree, tail, obs) for tail in gathered.tails]
+    for item in per_node:
+        item.live = analyze(knowledge, item.node.snapshot, item.obs, tails)
+    if nodes is not None and not gathered.local:
+        combined = combine_nodes(nodes, per_node)
+        for line_source, lines in obs.lines.items():
+            for line in lines:
+                combined.add(line_source, line)
+        combined.last_steps.extend(obs.last_steps)
+        for key, answer in obs.derived.items():
+            combined.offer_answer(answer, obs.derived_why.get(key, ""))
+        obs = combined
+    for result in gathered.probe_results:
+        report.probes.append(result.to_dict())
+        weigh_probe(result, obs)
+    result = classify(knowledge, request.answers, obs)
+    fill_report(report, knowledge, result, tails)
+    report.suggested_answers = {
+        key: {"value": answer.value, "source": answer.source, "why": obs.derived_why.get(key, "")}
+        for key, answer in obs.derived.items()
+    }
+    if gathered.local and per_node:
+        item = per_node[0]
+        fill_live(report, knowledge, item.node.snapshot, obs, item.live)
+    elif nodes is not None:
+        fill_merged(report, knowledge, nodes, per_node)
+    report.verdict.summary = compose(report.verdict, report.diagnoses)
+    return report
+
+
+def weigh_probe(result, obs: Observations) -> None:
+    """A probe's result as evidence: its fact lines and its findings."""
+    for line in result.fact_lines():
+        obs.add("probe", ObservedLine(line))
+    obs.findings.extend((result.name, f) for f in result.findings)
+
+
+def judge_nodes(knowledge: Knowledge, nodes, request: DiagnoseRequest = None) -> Report:
+    """The judge stage on snapshots already collected from many nodes (a MergedSnapshot)."""
+    return judge(knowledge, request or DiagnoseRequest(), Gathered(nodes=nodes))

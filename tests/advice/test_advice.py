@@ -1,0 +1,257 @@
+"""Advice for this job: placeholders filled from the report, fixes chosen by the job's framework and
+command, checks that would disturb the stuck job held back, and edits to the user's own code."""
+
+from __future__ import annotations
+
+import ast
+import shlex
+
+import pytest
+
+from debug_stuck.actions.edits import apply_edit
+from debug_stuck.advice import personalize
+from debug_stuck.advice.applies import APPLIES, CONDITIONAL, NOT_HERE, judge
+from debug_stuck.advice.edits import edit_at
+from debug_stuck.advice.fill import fill, placeholders_in
+from debug_stuck.contract import FIX_CONTEXT, PLACEHOLDERS, SAFETY_LABELS
+from debug_stuck.core.report import CheckItem, Diagnosis, FixItem, Report, safety_dict
+
+
+def test_fill_quotes_paths_for_the_shell_and_leaves_other_braces_alone():
+    values = {"pid": "4242", "log": "/data/my run/train.log", "rank_pids": "11 12"}
+    text = 'py-spy dump --pid {pid}; tail {log}; for p in {rank_pids}; do echo "$p" "{log}"; done; awk \'{print $2}\''
+    filled, unfilled = fill(text, values, "bash")
+    assert unfilled == []
+    assert "--pid 4242" in filled and "tail '/data/my run/train.log'" in filled
+    assert "for p in 11 12;" in filled and '"/data/my run/train.log"' in filled
+    assert "{print $2}" in filled
+    assert shlex.split(filled.split(";")[1]) == ["tail", "/data/my run/train.log"]
+
+
+def test_fill_marks_what_it_cannot_know_and_keeps_literals():
+    filled, unfilled = fill("ls {output_dir} {{pid}} f'{i}' {checkpoint}", {}, "python")
+    assert unfilled == ["output_dir", "checkpoint"]
+    assert "{output_dir}" in filled and "{pid}" in filled and "{{pid}}" not in filled and "{i}" in filled
+    assert placeholders_in("{pid} {main_pid} {nope}") == ["pid", "main_pid"]
+
+
+@pytest.mark.parametrize(
+    "applies, flag, context, argv, expected",
+    [
+        ({"framework": ["kohya"]}, None, {"framework": "pytorch"}, ["python", "t.py"], NOT_HERE),
+        ({"framework": ["kohya"]}, None, {"framework": "kohya"}, ["accelerate", "launch", "x.py"], APPLIES),
+        ({"framework": ["kohya"]}, None, {}, [], CONDITIONAL),
+        ({}, "--num-workers", {}, ["python", "t.py", "--lr", "1"], NOT_HERE),
+        ({}, "--num-workers", {}, ["python", "t.py", "--num_workers", "8"], APPLIES),
+        ({}, "--num-workers", {}, [], CONDITIONAL),
+        ({"platform": ["rocm"]}, None, {"platform": "cpu"}, [], NOT_HERE),
+    ],
+)
+def test_fixes_apply_by_framework_platform_and_the_commands_own_flags(applies, flag, context, argv, expected):
+    verdict, why = judge(applies, flag, context, argv)
+    assert verdict == expected
+    if expected == CONDITIONAL:
+        assert why.startswith(("if ", "on "))
+
+
+def _report_for(fixes, checks, **job):
+    report = Report()
+    report.processes = [
+        {
+            "pid": 900,
+            "ppid": 1,
+            "role": "launcher",
+            "cmdline": "torchrun --nproc_per_node 2 train.py --num_workers 8",
+            "threads": [],
+        },
+        {"pid": 901, "ppid": 900, "role": "rank", "cmdline": "python train.py", "threads": []},
+        {"pid": 902, "ppid": 900, "role": "rank", "cmdline": "python train.py", "threads": []},
+    ]
+    report.resume = {"framework": "pytorch", "cwd": job.get("cwd", "/tmp"), "command": None}
+    report.chain = job.get("chain", [])
+    report.diagnoses = [
+        Diagnosis(
+            cause="dataloader",
+            title="t",
+            confidence=0.9,
+            evidence=[],
+            fixes=fixes,
+            playbook="skills/dataloader.md",
+            check_items=checks,
+            checks=[c.command for c in checks],
+        )
+    ]
+    return report
+
+
+def test_personalize_fills_pids_sets_the_jobs_own_flag_and_drops_fixes_for_other_frameworks(tmp_path):
+    fixes = [
+        FixItem(
+            "Turn off block swapping (sd-scripts)", ["--blocks_to_swap 0"], ["bash"], applies={"framework": ["kohya"]}
+        ),
+        FixItem(
+            "Triage with no worker processes",
+            ["{launch_command} --num-workers 0"],
+            ["bash"],
+            [safety_dict("config")],
+            flag="--num-workers",
+        ),
+    ]
+    checks = [
+        CheckItem("py-spy dump --pid {main_pid}\nfor p in {rank_pids}; do echo $p; done", "bash", safety_dict("reads"))
+    ]
+    report = _report_for(fixes, checks, cwd=str(tmp_path))
+    personalize(report)
+    top = report.diagnoses[0]
+    assert [f.title for f in top.fixes] == ["Triage with no worker processes"]
+    assert top.fixes_left_out[0]["title"].startswith("Turn off block swapping")
+    assert top.fixes[0].commands == ["torchrun --nproc_per_node 2 train.py --num_workers 0"]
+    assert top.checks[0].startswith("py-spy dump --pid 900\nfor p in 901 902;")
+    assert report.job["values"]["nproc"] == "2"
+
+
+def test_a_check_that_opens_the_file_the_job_is_blocked_on_is_held_back(tmp_path):
+    fifo = str(tmp_path / "ckpt.pt")
+    chain = [{"pid": 901, "terminal": True, "waits_on": {"kind": "fifo", "object": fifo, "detail": "open()"}}]
+    checks = [
+        CheckItem(
+            "python -c 'import zipfile,sys; zipfile.ZipFile(sys.argv[1])' {blocked_path}",
+            "bash",
+            safety_dict("disturbs", "opens it"),
+        ),
+        CheckItem("ls -l {blocked_path}", "bash", safety_dict("reads")),
+    ]
+    report = _report_for([], checks, cwd=str(tmp_path), chain=chain)
+    personalize(report)
+    first, second = report.diagnoses[0].check_items
+    assert first.command == f"ls -l {fifo}" and first.withheld is None
+    assert second.withheld and fifo in second.withheld
+
+
+DATALOADER_RULE = {"call": "DataLoader", "keyword": "timeout", "value": "600", "why": "w", "anywhere": True}
+
+
+@pytest.mark.parametrize(
+    "source, expected_call",
+    [
+        ("loader = DataLoader(ds, batch_size=4)\n", "loader = DataLoader(ds, batch_size=4, timeout=600)\n"),
+        ("loader = DataLoader()\n", "loader = DataLoader(timeout=600)\n"),
+        (
+            "loader = DataLoader(\n    ds,\n    batch_size=4,\n)\n",
+            "loader = DataLoader(\n    ds,\n    batch_size=4,\n    timeout=600,\n)\n",
+        ),
+        (
+            "x = 'é'; loader = torch.utils.data.DataLoader(ds)\n",
+            "x = 'é'; loader = torch.utils.data.DataLoader(ds, timeout=600)\n",
+        ),
+    ],
+)
+def test_keyword_edits_keep_the_code_valid(tmp_path, source, expected_call):
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    edit = edit_at("dataloader", 0, DATALOADER_RULE, str(path), source, None)
+    assert edit is not None and edit.new_text == expected_call
+    ast.parse(edit.new_text)
+    assert edit.diff.startswith("--- a/train.py\n+++ b/train.py\n")
+
+
+def test_a_call_that_already_has_the_keyword_needs_no_edit(tmp_path):
+    source = "loader = DataLoader(ds, timeout=30)\n"
+    assert edit_at("dataloader", 0, DATALOADER_RULE, str(tmp_path / "t.py"), source, None) is None
+
+
+def test_statement_and_wrap_edits_add_their_imports(tmp_path):
+    save = {
+        "call": "torch.save",
+        "replace": '_tmp = str({arg1}) + ".tmp"\n{call}({arg0}, _tmp)\nos.replace(_tmp, {arg1})',
+        "imports": ["os"],
+        "why": "w",
+    }
+    source = '"""doc"""\nimport torch\n\n\ndef save(m, path):\n    torch.save(m.state_dict(), path)\n'
+    edit = edit_at("checkpoint-save", 0, save, str(tmp_path / "t.py"), source, 6)
+    assert edit is not None
+    assert "    torch.save(m.state_dict(), _tmp)\n    os.replace(_tmp, path)\n" in edit.new_text
+    assert edit.new_text.startswith('"""doc"""\nimport os\nimport torch')
+    ast.parse(edit.new_text)
+    wrap = {"call": "input", "wrap": '({call} if sys.stdin.isatty() else "")', "imports": ["sys"], "why": "w"}
+    source = "answer = input('continue? ')\n"
+    edit = edit_at("input-wait", 0, wrap, str(tmp_path / "t.py"), source, 1)
+    assert edit.new_text == "import sys\nanswer = (input('continue? ') if sys.stdin.isatty() else \"\")\n"
+
+
+def test_apply_refuses_a_file_changed_since_the_report(tmp_path, knowledge):
+    rules = knowledge.playbooks["dataloader"].edits
+    assert rules, "the dataloader playbook declares its code edit"
+    path = tmp_path / "train.py"
+    path.write_text("from torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=2)\n")
+    edit = edit_at("dataloader", 0, rules[0], str(path), path.read_text(), None)
+    diff, new_text = apply_edit(edit.to_dict(), knowledge)
+    assert "timeout=" in new_text and diff == edit.diff
+    path.write_text(path.read_text() + "# changed\n")
+    with pytest.raises(ValueError, match="changed since the report"):
+        apply_edit(edit.to_dict(), knowledge)
+
+
+def test_the_vocabularies_are_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "contract.md").read_text()
+    for name in list(SAFETY_LABELS) + list(PLACEHOLDERS) + list(FIX_CONTEXT):
+        assert f"`{name}`" in doc, name
+
+
+def test_fix_apply_writes_the_edit_with_a_backup_once_the_job_is_gone(tmp_path, cli, knowledge):
+    import json
+
+    script = tmp_path / "train.py"
+    script.write_text("from torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=2)\n")
+    rule = knowledge.playbooks["dataloader"].edits[0]
+    edit = edit_at("dataloader", 0, rule, str(script), script.read_text(), None)
+    saved = tmp_path / "report.json"
+    saved.write_text(
+        json.dumps({"verdict": {"summary": "s"}, "diagnoses": [], "processes": [], "edits": [edit.to_dict()]})
+    )
+    code, out, err = cli("fix", "--report", str(saved), "--apply")
+    assert code == 2 and "--yes" in err  # no terminal, no consent: nothing written
+    assert "timeout" not in script.read_text()
+    code, out, err = cli("fix", "--report", str(saved), "--apply", "--yes")
+    assert code == 0, err
+    assert script.read_text().endswith("DataLoader(ds, num_workers=2, timeout=600)\n")
+    backups = list(tmp_path.glob("train.py.bak-*"))
+    assert len(backups) == 1 and "timeout" not in backups[0].read_text()
+    code, out, err = cli("fix", "--report", str(saved), "--apply", "--yes")
+    assert code == 2 and "changed since the report" in err
+
+
+def test_the_report_does_not_ask_what_the_answers_already_settle(cli_json):
+    report = cli_json("--answer", "phase=mid-run", "--answer", "platform=cpu", "--answer", "step=unknown")
+    assert report["answers"]["gpu"]["value"] == "none" and "platform is cpu" in report["answers"]["gpu"]["why"]
+    assert "gpu" not in [q["key"] for q in report["next_questions"]]
+    assert report["pattern"] is None and report["pattern_reason"] == "not named: step, cpu are unknown"
+    triage = next(e["detail"] for d in report["diagnoses"] for e in d["evidence"] if e["source"] == "answer")
+    assert "step unknown" in triage and "step=random" not in triage
+
+
+def test_a_relative_script_stays_as_typed_when_the_jobs_folder_is_unknown(tmp_path, monkeypatch):
+    # a report from a log or another machine: the tool's own folder holds a file of the same name,
+    # which must neither be named as the job's script nor read to tell its framework
+    (tmp_path / "train.py").write_text("import lightning\n")
+    monkeypatch.chdir(tmp_path)
+    fixes = [FixItem("Run it again", ["{python} {script}"], ["bash"], [safety_dict("runs-code")])]
+    report = _report_for(fixes, [])
+    report.resume = {}
+    report.processes[0]["cmdline"] = "python train.py"
+    report.processes = report.processes[:1]
+    personalize(report)
+    assert report.job["values"]["script"] == "train.py"
+    assert report.job["context"].get("framework") != "lightning"
+    assert report.diagnoses[0].fixes[0].commands == ["python train.py"]
+
+
+def test_a_fix_heading_says_nothing_runs_now_once():
+    from debug_stuck.render.advice import fix_heading
+
+    fix = FixItem("Bound the wait", ["x", "y"], ["python", "bash"], [safety_dict("edit"), safety_dict("config")])
+    assert fix_heading(fix) == "Bound the wait [an edit to your code; a setting for the next run; nothing runs now]"
+    mixed = FixItem("Rerun", ["x", "y"], ["python", "bash"], [safety_dict("edit"), safety_dict("runs-code")])
+    assert fix_heading(mixed) == "Rerun [an edit to your code; runs your code]"

@@ -1,0 +1,224 @@
+"""The library-facts tables (skills/data/frames.yaml, log-catalog.yaml) and the matchers over them.
+
+Example frames and lines below are written from the libraries' own format strings, not from cases.
+"""
+
+import re
+
+import pytest
+
+from debug_stuck.core.libfacts import JOB_FACTS, WAIT_KINDS, frame_matches, match_frame, match_log
+from debug_stuck.kb import skills_dir
+from debug_stuck.yamlio import load_yaml
+
+FRAME_KEYS = {"id", "library", "function", "wait", "object", "released_by", "facts", "source"}
+LOG_KEYS = {"id", "library", "versions", "message", "tokens", "fact", "source"}
+# A source names a file (a path or a file name with an extension) or a doc, and a version.
+SOURCE_PLACE = re.compile(r"[\w.+-]+/[\w./+-]+|\w+\.(py|c|cc|cpp|cu|h|hpp|rs|so)\b|docs\b")
+SOURCE_VERSION = re.compile(r"\d+\.(\d+|x)\b|@[0-9a-f]{7,}")
+# Bare names that many libraries share: an entry without a file must not claim them.
+GENERIC_NAMES = [
+    "get", "put", "wait", "join", "acquire", "release", "run", "recv", "send", "read", "write",
+    "main", "__enter__", "__exit__", "result", "select", "poll", "connect", "accept", "__next__",
+    "__call__", "load", "save", "step", "forward", "backward", "train", "map", "fetch", "close",
+    "flush", "emit", "start", "sleep", "<module>", "<lambda>", "wrapper", "synchronize",
+]  # fmt: skip
+# py-spy dump's frame line: "    function (file:line)"
+PY_SPY_FRAME = re.compile(r"^\s*(?P<function>\S+) \((?P<file>[^:()]+):\d+\)$")
+
+
+@pytest.fixture(scope="module")
+def frames_data():
+    return load_yaml((skills_dir() / "data" / "frames.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def frames(frames_data):
+    return frames_data["frames"]
+
+
+@pytest.fixture(scope="module")
+def catalog_data():
+    return load_yaml((skills_dir() / "data" / "log-catalog.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def catalog(catalog_data):
+    return catalog_data["entries"]
+
+
+def ids(entries):
+    return [entry["id"] for entry in entries]
+
+
+def test_frame_closed_lists_are_the_code_lists(frames_data):
+    assert set(frames_data["waits"]) == set(WAIT_KINDS)
+    assert set(frames_data["facts"]) == set(JOB_FACTS)
+    assert all(isinstance(meaning, str) and meaning for meaning in frames_data["waits"].values())
+    assert all(isinstance(meaning, str) and meaning for meaning in frames_data["facts"].values())
+
+
+def test_every_frame_entry_is_well_formed(frames):
+    assert 150 <= len(frames) <= 250
+    assert len(set(ids(frames))) == len(frames), "duplicate frame ids"
+    for entry in frames:
+        where = entry.get("id")
+        assert FRAME_KEYS <= set(entry), (where, FRAME_KEYS - set(entry))
+        assert set(entry) <= FRAME_KEYS | {"file"}, (where, set(entry) - FRAME_KEYS)
+        re.compile(entry["function"])
+        if "file" in entry:
+            re.compile(entry["file"])
+            assert entry["file"].endswith("$"), (where, "a file pattern is a suffix match")
+        assert entry["wait"] in WAIT_KINDS, where
+        assert set(entry["facts"]) <= set(JOB_FACTS), where
+        assert all(isinstance(entry[key], str) and entry[key] for key in ("object", "released_by", "library")), where
+        assert SOURCE_PLACE.search(entry["source"]), (where, "source names no file or doc")
+        assert SOURCE_VERSION.search(entry["source"]), (where, "source names no version")
+
+
+def test_frame_entries_without_a_file_do_not_claim_generic_names(frames):
+    for entry in frames:
+        if "file" in entry:
+            continue
+        claimed = [name for name in GENERIC_NAMES if re.fullmatch(entry["function"], name)]
+        assert not claimed, (entry["id"], claimed)
+
+
+def test_catalog_closed_fact_list_is_used_and_explained(catalog_data, catalog):
+    facts = catalog_data["facts"]
+    assert all(isinstance(meaning, str) and meaning for meaning in facts.values())
+    assert {entry["fact"] for entry in catalog} == set(facts), "an unused or undefined fact"
+
+
+def test_every_catalog_entry_is_well_formed(catalog_data, catalog):
+    assert 120 <= len(catalog) <= 200
+    assert len(set(ids(catalog))) == len(catalog), "duplicate catalog ids"
+    for entry in catalog:
+        where = entry.get("id")
+        assert LOG_KEYS <= set(entry), (where, LOG_KEYS - set(entry))
+        assert set(entry) <= LOG_KEYS | {"extract"}, (where, set(entry) - LOG_KEYS)
+        assert entry["tokens"] and all(isinstance(token, str) and token.strip() for token in entry["tokens"]), where
+        if "extract" in entry:
+            assert re.compile(entry["extract"]).groupindex, (where, "extract has no named group")
+        assert entry["fact"] in catalog_data["facts"], where
+        assert isinstance(entry["versions"], str) and entry["versions"], where
+        assert SOURCE_PLACE.search(entry["source"]), (where, "source names no file or doc")
+        assert SOURCE_VERSION.search(entry["source"]), (where, "source names no version")
+
+
+def test_every_message_matches_its_own_entry(catalog):
+    for entry in catalog:
+        found = ids(e for e, _ in match_log(catalog, entry["message"]))
+        assert entry["id"] in found, entry["id"]
+
+
+def test_py_spy_dataloader_frame_matches_only_the_dataloader_entry(frames):
+    parsed = PY_SPY_FRAME.match("    _try_get_data (torch/utils/data/dataloader.py:1133)")
+    found = frame_matches(frames, parsed["function"], parsed["file"])
+    assert ids(found) == ["torch-dataloader-try-get-data"]
+    entry = match_frame(frames, parsed["function"], parsed["file"])
+    assert (entry["wait"], entry["facts"]) == ("queue", ["dataloader"])
+
+
+@pytest.mark.parametrize(
+    ("function", "file", "expected"),
+    [
+        # pystack: qualified names, absolute paths
+        ("Condition.wait", "/usr/lib/python3.11/threading.py", "cpython-threading-condition-wait"),
+        # faulthandler / Pool worker tracebacks
+        ("get", "/usr/lib/python3.11/multiprocessing/queues.py", "mp-queue-get"),
+        ("__enter__", "/opt/conda/lib/python3.10/multiprocessing/synchronize.py", "mp-semlock-enter"),
+        ("_wait_for_tstate_lock", "threading.py", "cpython-threading-wait-for-tstate-lock"),
+        # IPython prints the argument list after the name
+        ("create_connection(address, timeout, source_address, all_errors)", "/usr/lib/python3.11/socket.py",
+         "cpython-socket-create-connection"),
+        ("all_reduce", "/site-packages/torch/distributed/distributed_c10d.py", "torch-c10d-all-reduce"),
+        ("barrier", "lightning/pytorch/strategies/ddp.py", "lightning-strategy-barrier"),
+        ("wait", "torch/utils/file_baton.py", "torch-cpp-ext-file-baton-wait"),
+        ("urlopen", "urllib3/connectionpool.py", "urllib3-urlopen"),
+        # native frames: gdb / pystack --native keep the argument list and return types
+        ("c10d::ProcessGroupNCCL::WorkNCCL::wait(std::chrono::duration<long, std::ratio<1l, 1000l> >)", None,
+         "torch-c10d-native-nccl-wait"),
+        ("cudaStreamSynchronize", "libcudart.so.12", "cuda-runtime-sync"),
+        ("ncclCommInitRank", None, "nccl-comm-init"),
+        ("<rayon_core::latch::LockLatch>::wait_and_reset", None, "tokenizers-rayon-wait"),
+        ("lock_PyThread_acquire_lock", "Modules/_threadmodule.c", "cpython-native-lock-acquire"),
+    ],
+)  # fmt: skip
+def test_frames_from_every_dump_format(frames, function, file, expected):
+    entry = match_frame(frames, function, file)
+    assert entry is not None and entry["id"] == expected
+
+
+@pytest.mark.parametrize(
+    ("function", "file"),
+    [
+        ("wait", "myproject/threading_utils.py"),  # a name only, in a file no entry covers
+        ("_try_get_data", "mylib/dataloader.py"),
+        ("get", None),
+        ("train_step", "train.py"),
+    ],
+)
+def test_unrelated_frames_match_nothing(frames, function, file):
+    assert match_frame(frames, function, file) is None
+
+
+NCCL_TIMEOUT = (
+    "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLGATHER, "
+    "NumelIn=8, NumelOut=16, Timeout(ms)=600000) ran for 600123 milliseconds before timing out."
+)
+
+
+@pytest.mark.parametrize("cut", [NCCL_TIMEOUT.index(" operation"), NCCL_TIMEOUT.index("eration")])
+def test_wrapped_nccl_watchdog_line_matches_by_tokens(catalog, cut):
+    text = f"step 10\n{NCCL_TIMEOUT[:cut]}\n{NCCL_TIMEOUT[cut:]}\nstep 11"
+    found = [(entry["id"], groups) for entry, groups in match_log(catalog, text)]
+    assert found == [("torch-nccl-watchdog-timeout", {"seq": "41", "op": "ALLGATHER"})]
+
+
+def test_one_line_is_reported_once(catalog):
+    text = f"{NCCL_TIMEOUT}\n{NCCL_TIMEOUT}"
+    watchdog = [entry for entry, _ in match_log(catalog, text) if entry["id"] == "torch-nccl-watchdog-timeout"]
+    assert len(watchdog) == 2
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # tokenizers python-v0.8.0
+        "The current process just got forked. Disabling parallelism to avoid deadlocks...",
+        # tokenizers python-v0.8.1 .. v0.22.1
+        "huggingface/tokenizers: The current process just got forked, after parallelism has already been used. "
+        "Disabling parallelism to avoid deadlocks...",
+    ],
+)
+def test_every_tokenizers_fork_wording_reads_as_fork_after_threads(catalog, line):
+    facts = {entry["fact"] for entry, _ in match_log(catalog, line)}
+    assert facts == {"fork-after-threads"}
+
+
+def test_progress_bar_groups(catalog):
+    line = "Epoch 3:  96%|█████████▌| 96/100 [01:02<00:02,  1.54it/s, loss=0.12]"
+    found = {entry["id"]: groups for entry, groups in match_log(catalog, line)}
+    assert found["tqdm-bar"] == {
+        "desc": "Epoch 3",
+        "percent": "96",
+        "n": "96",
+        "total": "100",
+        "elapsed": "01:02",
+        "remaining": "00:02",
+    }
+
+
+def test_store_and_worker_lines_extract_their_fields(catalog):
+    text = (
+        "The client socket has timed out after 1800s while trying to connect to (10.0.0.5, 29500).\n"
+        "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. "
+    )
+    found = {entry["id"]: groups for entry, groups in match_log(catalog, text)}
+    assert found["torch-socket-connect-timeout"] == {"host": "10.0.0.5", "port": "29500"}
+    assert found["torch-dataloader-worker-killed"] == {"pid": "4242", "signal": "Killed"}
+
+
+def test_ordinary_training_output_matches_nothing(catalog):
+    assert match_log(catalog, "step 120 | loss 2.31 | lr 3.0e-04 | 812 tokens/s\nsaved metrics.json") == []

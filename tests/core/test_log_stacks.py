@@ -1,0 +1,146 @@
+"""Stack dumps in logs become stack evidence: real pasted dumps from the field corpus, each read back
+as frames innermost first and matched by the same playbook signals as live stacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from debug_stuck.core.logstacks import extract_stacks
+
+CASES = Path(__file__).parents[1] / "fixtures" / "field" / "cases"
+
+
+def case(name: str) -> dict:
+    return yaml.safe_load((CASES / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+def frames(name: str):
+    return [(t.kind, [f.text() for f in t.frames]) for t in extract_stacks(case(name)["log"].splitlines())]
+
+
+def stack_evidence(cli, tmp_path, name: str):
+    log = tmp_path / f"{name}.log"
+    log.write_text(case(name)["log"], encoding="utf-8")
+    code, out, err = cli("diagnose", "--log", str(log), "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    return report, [
+        (d["cause"], e["detail"]) for d in report["diagnoses"] for e in d["evidence"] if e["source"] == "stack"
+    ]
+
+
+def test_a_faulthandler_dump_pasted_without_its_header(cli, tmp_path):
+    # pytest-timeout's faulthandler dump: "File ..., line 50 in wait", innermost first
+    [(kind, found)] = frames("openequivariance-156")
+    assert kind == "faulthandler"
+    assert found[:3] == [
+        "wait (torch/utils/file_baton.py:50)",
+        "_jit_compile (torch/utils/cpp_extension.py:2156)",
+        "load (torch/utils/cpp_extension.py:1681)",
+    ]
+    report, evidence = stack_evidence(cli, tmp_path, "openequivariance-156")
+    assert report["diagnoses"][0]["cause"] == "compile"
+    assert any(cause == "compile" and "build lock" in detail for cause, detail in evidence), evidence
+
+
+def test_a_stack_written_on_one_line_with_arrows(cli, tmp_path):
+    [(kind, found)] = frames("miles-1357")
+    assert kind == "chain"
+    assert found[:2] == ["wait (threading.py:355)", "result (concurrent/futures/_base.py:451)"]
+    report, evidence = stack_evidence(cli, tmp_path, "miles-1357")
+    assert report["diagnoses"][0]["cause"] == "thread-deadlock", evidence
+
+
+def test_a_gdb_backtrace_with_wrapped_arguments(cli, tmp_path):
+    [(kind, found)] = frames("pytorch-130610")
+    assert kind == "gdb"
+    assert found == ["__internal_atexit (./stdlib/cxa_atexit.c:41)", "__GI___cxa_atexit (./stdlib/cxa_atexit.c:70)"]
+    report, evidence = stack_evidence(cli, tmp_path, "pytorch-130610")
+    assert report["diagnoses"][0]["cause"] == "thread-deadlock"
+    assert any("glibc-internal lock" in detail for _, detail in evidence), evidence
+
+
+def test_an_ipython_traceback(cli, tmp_path):
+    [(kind, found)] = frames("ragatouille-245")
+    assert kind == "ipython"
+    assert found[0].startswith("try_load_torch_extensions (")
+    report, _ = stack_evidence(cli, tmp_path, "ragatouille-245")
+    assert "compile" in [d["cause"] for d in report["diagnoses"][:1]]
+
+
+def test_tracebacks_faulthandler_pyspy_and_gdb_formats():
+    # Format shapes as the tools print them (CPython traceback and faulthandler, py-spy dump, gdb bt),
+    # with the per-rank prefixes torchrun adds.
+    log = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/home/u/train.py", line 60, in main',
+        "[rank1]:     for batch in loader:",
+        '[rank1]:   File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1134, in '
+        "_try_get_data",
+        "[rank1]:     data = self._data_queue.get(timeout=timeout)",
+        "[rank1]: KeyboardInterrupt",
+        "Thread 0x00007f9b2c7fe700 (most recent call first):",
+        '  File "/usr/lib/python3.8/threading.py", line 306 in wait',
+        '  File "/usr/lib/python3.8/queue.py", line 179 in get',
+        'Thread 12345 (idle): "MainThread"',
+        "    all_reduce (torch/distributed/distributed_c10d.py:2050)",
+        "    train (train.py:40)",
+        "#0  0x00007f8e5c2a1d45 in __futex_abstimed_wait_common64 (private=0) at ./nptl/futex-internal.c:57",
+        "#1  0x00007f8d1b2c1a1d in c10d::ProcessGroupNCCL::WorkNCCL::synchronizeInternal(std::chrono::duration<long,"
+        " std::ratio<1l, 1000l> >) () from /usr/lib/libtorch_cuda.so",
+    ]
+    threads = extract_stacks(log)
+    assert [t.kind for t in threads] == ["traceback", "faulthandler", "py-spy", "gdb"]
+    tb, fh, spy, gdb = threads
+    assert [f.text() for f in tb.frames] == [
+        "_try_get_data (torch/utils/data/dataloader.py:1134)",
+        "main (/home/u/train.py:60)",
+    ]
+    assert tb.exception == "KeyboardInterrupt"
+    assert [f.text() for f in fh.frames] == ["wait (threading.py:306)", "get (queue.py:179)"]
+    assert (
+        spy.name == "MainThread" and spy.frames[0].text() == "all_reduce (torch/distributed/distributed_c10d.py:2050)"
+    )
+    assert [f.function for f in gdb.frames] == [
+        "__futex_abstimed_wait_common64",
+        "c10d::ProcessGroupNCCL::WorkNCCL::synchronizeInternal",
+    ]
+
+
+def test_a_log_with_no_dump_gives_no_stacks():
+    assert extract_stacks(case("nanochat-477")["log"].splitlines()) == []
+
+
+def test_a_traceback_fragment_pasted_without_its_header(cli, tmp_path):
+    # The middle of a Lightning traceback: a rank waiting in the checkpoint barrier.
+    [(kind, found)] = frames("lightning-19045")
+    assert kind == "traceback"
+    assert found[:3] == [
+        "barrier (torch/distributed/distributed_c10d.py:3696)",
+        "wrapper (torch/distributed/c10d_logger.py:47)",
+        "barrier (lightning/pytorch/strategies/ddp.py:290)",
+    ]
+    report, evidence = stack_evidence(cli, tmp_path, "lightning-19045")
+    assert report["diagnoses"][0]["cause"] == "collective"
+    assert ("collective", "traceback in lightning-19045.log: a rank waits in torch.distributed.barrier") in evidence
+
+
+def test_a_traceback_that_lost_its_indentation_keeps_every_frame(tmp_path):
+    # Pasted with every line at column 0: frames and source lines alternate.
+    [(kind, found)] = frames("jetson-inference-782")
+    assert found[0] == "_poll (multiprocessing/connection.py:414)"
+    assert found[-1] == "<module> (train_ssd.py:346)" and len(found) == 9
+
+
+def test_a_child_process_traceback_is_named_after_the_process(cli, tmp_path):
+    threads = extract_stacks(case("wandb-3223")["log"].splitlines())
+    assert threads[0].name == "process wandb_internal"
+    report, evidence = stack_evidence(cli, tmp_path, "wandb-3223")
+    assert report["diagnoses"][0]["cause"] == "external-service"
+    assert any(
+        cause == "external-service" and detail.startswith("traceback 'process wandb_internal'")
+        for cause, detail in evidence
+    )

@@ -1,0 +1,115 @@
+"""Log lines across versions and frameworks: the same fact, however it was printed (issue 13)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+CASES = Path(__file__).parents[1] / "fixtures" / "field" / "cases"
+
+
+def evidence_of(report: dict, cause: str) -> str:
+    for diagnosis in report["diagnoses"]:
+        if diagnosis["cause"] == cause:
+            return " | ".join(e["detail"] for e in diagnosis["evidence"])
+    return ""
+
+
+def test_the_pytorch_1x_watchdog_line_without_seqnum_is_a_collective_timeout(tmp_path, cli_json):
+    # PyTorch 1.x prints WorkNCCL(OpType=..., Timeout(ms)=...) with no SeqNum field.
+    log = tmp_path / "rank3.log"
+    log.write_text(
+        "[E ProcessGroupNCCL.cpp:566] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800995 milliseconds before timing out.\n"
+    )
+    report = cli_json("--log", log)
+    assert report["verdict"]["cause"] == "collective"
+    assert "rank 3: ALLREDUCE timed out after 1800995 ms" in evidence_of(report, "collective")
+
+
+def test_a_global_rank_announced_twice_is_rendezvous_evidence(tmp_path, cli_json):
+    case = yaml.safe_load((CASES / "lightning-4389.yaml").read_text())
+    log = tmp_path / "slurm.out"
+    log.write_text(case["log"])
+    report = cli_json("--log", log)
+    assert report["verdict"]["cause"] == "rendezvous"
+    found = evidence_of(report, "rendezvous")
+    assert "two processes announced global rank 0, 1, 2, 3" in found
+    assert "global rank 4, 5, 6, 7 of 8 never announced itself" in found
+
+
+def test_ranks_that_never_announce_themselves_are_named(tmp_path, cli_json):
+    case = yaml.safe_load((CASES / "lightning-5651.yaml").read_text())
+    log = tmp_path / "train.log"
+    log.write_text(case["log"])
+    report = cli_json("--log", log)
+    assert "global rank 1, 2, 3, 4, 5, 6, 7 of 8 never announced itself" in evidence_of(report, "rendezvous")
+
+
+def test_a_complete_census_says_nothing(tmp_path, cli_json):
+    log = tmp_path / "train.log"
+    log.write_text(
+        "".join(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in (1, 0, 3, 2))
+        + "All distributed processes registered. Starting with 4 processes\n"
+    )
+    report = cli_json("--log", log)
+    assert "rank census" not in str(report)
+    assert "never announced" not in str(report) and "two processes announced" not in str(report)
+
+
+def test_lock_and_fork_warnings_name_their_cause(tmp_path, cli_json):
+    lines = {
+        "io-stall": "OSError: [Errno 37] No locks available",
+        "dataloader": (
+            "huggingface/tokenizers: The current process just got forked, after parallelism has already "
+            "been used. Disabling parallelism to avoid deadlocks..."
+        ),
+    }
+    for cause, line in lines.items():
+        log = tmp_path / f"{cause}.log"
+        log.write_text(line + "\n")
+        report = cli_json("--log", log)
+        assert report["diagnoses"][0]["cause"] == cause, (line, report["diagnoses"][:2])
+
+
+def test_a_log_with_no_sign_of_a_distributed_job_damps_the_distributed_start_up_causes(tmp_path, cli_json):
+    case = yaml.safe_load((CASES / "pvcnn-49.yaml").read_text())
+    log = tmp_path / "train.log"
+    log.write_text(case["log"])
+    single = cli_json("--log", log, "--answer", "phase=start")
+    ranked = [d["cause"] for d in single["diagnoses"]]
+    assert ranked[0] == "compile" and ranked.index("compile") < ranked.index("rendezvous")
+    assert "probably a single-process job" in evidence_of(single, "rendezvous")
+
+    log.write_text(case["log"] + "initializing ddp: GLOBAL_RANK: 0, MEMBER: 1/2\n")
+    distributed = cli_json("--log", log, "--answer", "phase=start")
+    assert "single-process" not in str(distributed)
+
+
+def test_ranks_stopped_at_different_batches_are_collective_evidence(tmp_path, cli_json):
+    case = yaml.safe_load((CASES / "torchtitan-1618.yaml").read_text())
+    log = tmp_path / "train.log"
+    log.write_text(case["log"])
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    assert report["verdict"]["cause"] == "collective"
+    assert "rank 0 at batch 87, rank 1 at batch 89" in evidence_of(report, "collective")
+
+
+def test_ranks_one_line_apart_are_not_a_skew(tmp_path, cli_json):
+    # rank 1's line for step 41 is buffered behind rank 0's: interleaving, not a hang of one rank
+    log = tmp_path / "train.log"
+    log.write_text(
+        "".join(f"[rank{r}]: step {s} loss 2.0\n" for s in range(35, 42) for r in (0, 1)) + "[rank0]: step 42\n"
+    )
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    assert "rank progress" not in str(report) and "stopped at different points" not in str(report)
+
+
+def test_a_wrapped_watchdog_line_is_still_a_collective_timeout(tmp_path, cli_json):
+    case = yaml.safe_load((CASES / "autocast-381.yaml").read_text())
+    log = tmp_path / "slurm.out"
+    log.write_text(case["log"])
+    report = cli_json("--log", log)
+    assert "NCCL watchdog on rank 0: a collective timed out" in evidence_of(report, "collective")
+    assert "Lightning's training loop ended (max_epochs reached)" in evidence_of(report, "checkpoint-save")

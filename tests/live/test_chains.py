@@ -1,0 +1,246 @@
+"""Follow the wait to its end: real processes blocked on a FIFO, a pipe, a socket, a lock, a child,
+a rank; the verdict names the terminal blocker (path, peer, holder or rank) in one sentence, the
+same on every run. Plus the progress judgement: a busy-looping rank is hung, a GC-slowed job is
+slow, a long evaluation pass is progressing, mismatched collectives are named as such."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+import pytest
+from zoo.fixtures import sibling_ranks, zoo  # noqa: F401
+
+from conftest import diagnosed as run_diagnosis
+from debug_stuck.pipeline import DiagnoseRequest
+from debug_stuck.render import render
+from debug_stuck.zoo import spawn
+
+pytestmark = pytest.mark.timeout(240)
+
+HOP_KEYS = {"pid", "role", "rank", "thread", "where", "waits_on", "evidence"}
+
+
+def diagnose(knowledge, *pids, **options):
+    return run_diagnosis(DiagnoseRequest(pids=list(pids), window=options.pop("window", 1.0), **options), knowledge)
+
+
+def top(report):
+    return [(d.cause, d.confidence) for d in report.diagnoses[:3]], report.verdict.summary
+
+
+def steady(report) -> tuple:
+    """What must not change between two diagnoses of one hang."""
+    v = report.verdict
+    return v.hung, v.state, v.cause, tuple(hop["pid"] for hop in report.chain), report.chain[-1]["waits_on"]["kind"]
+
+
+def assert_said_everywhere(report, *words) -> None:
+    """The terminal blocker is in the summary, the text and Markdown reports and the JSON chain."""
+    text, markdown = (" ".join(render(report, kind).split()) for kind in ("text", "markdown"))
+    for word in words:
+        assert word in report.verdict.summary, (word, report.verdict.summary)
+        assert word in text and word in markdown, word
+    for hop in report.to_dict()["chain"]:
+        assert HOP_KEYS <= set(hop), hop
+        assert set(hop["waits_on"]) == {"kind", "object", "detail"}
+
+
+EXT = "external-service"
+BLOCKED = [
+    # scenario, terminal kind, words the summary must hold (formatted with READY), cause or None
+    ("fifo_read", "fifo", ["open() of the FIFO {path}, with no writer", "pid {pid}"], "io-stall"),
+    ("fifo_write", "fifo", ["open() of the FIFO {path}, with no reader", "pid {pid}"], "io-stall"),
+    (
+        "connect",
+        "socket",
+        ["connect()", "127.0.0.1:{port} (SYN_SENT): nobody accepts the connection"],
+        "external-service",
+    ),
+    ("recv", "socket", ["127.0.0.1:{port} (ESTABLISHED): the peer never answers (pid {peer_pid}"], EXT),
+    ("recv_unaccepted", "socket", ["127.0.0.1:{port}", "the other end never accepted it"], EXT),
+    (
+        "http",
+        "socket",
+        ["127.0.0.1:{port}", "the peer never answers (pid {peer_pid}", "inside urlopen"],
+        "external-service",
+    ),
+    ("prompt", "tty", ["is blocked in a read of the terminal {tty}"], "input-wait"),
+    (
+        "flock",
+        "sleep",
+        ["Process pid {peer_pid}, which holds the lock on {path},", "pid {pid} waits for it"],
+        "io-stall",
+    ),
+]
+
+
+@pytest.mark.parametrize("scenario, kind, words, cause", BLOCKED, ids=[b[0] for b in BLOCKED])
+def test_the_summary_names_what_the_job_waits_on(knowledge, zoo, scenario, kind, words, cause):  # noqa: F811
+    job = zoo("blocked_on", args=[scenario])
+    first = diagnose(knowledge, job.proc.pid)
+    second = diagnose(knowledge, job.proc.pid)
+    assert first.verdict.hung is True and first.verdict.state == "hung", top(first)
+    assert first.chain[-1]["waits_on"]["kind"] == kind, first.chain
+    assert first.chain[0]["pid"] == job.proc.pid
+    assert_said_everywhere(first, *[w.format(**job.info) for w in words])
+    assert steady(first) == steady(second)
+    # A socket to a party that is not the job's rendezvous master or peers is an external service,
+    # never a rendezvous or NCCL network problem.
+    assert first.verdict.cause == cause, top(first)
+
+
+def test_a_pipe_whose_writer_is_stopped(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["pipe_reader"])
+    writer = job.info["peer_pid"]
+    spawn.stop_signal(job, writer)
+    report = diagnose(knowledge, job.proc.pid)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, writer]
+    assert report.chain[0]["waits_on"]["kind"] == "pipe"
+    assert f"the writer is pid {writer}" in report.chain[0]["waits_on"]["detail"]
+    assert_said_everywhere(report, f"Process pid {writer}, the writer of that pipe, is stopped (SIGSTOP)")
+    assert report.verdict.cause == "io-stall", top(report)
+    assert any("SIGSTOP" in e or "stopped" in e for d in report.diagnoses[:1] for e in map(str, d.evidence))
+
+
+def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["child_stdin"])
+    child = job.info["peer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child, job.proc.pid]
+    assert [hop["waits_on"]["kind"] for hop in report.chain] == ["child", "pipe", "cycle"]
+    assert_said_everywhere(
+        report,
+        f"Deadlock: process pid {job.proc.pid} waits for its child process {child}",
+        f"process pid {child} is blocked in a read of a pipe; the writer is pid {job.proc.pid}",
+    )
+    assert report.verdict.cause == "thread-deadlock", top(report)
+
+
+def test_threads_and_futures_lead_to_the_thread_that_blocks(knowledge, zoo):  # noqa: F811
+    job = zoo("future_result")
+    report = diagnose(knowledge, job.proc.pid)
+    assert [hop["waits_on"]["kind"] for hop in report.chain] == ["thread", "futex"]
+    assert report.chain[1]["thread"]["name"] == "loader_0"
+    assert_said_everywhere(report, "thread 'loader_0', the pool's worker thread, waits for an Event nobody sets")
+    assert "at prefetch_shard (" in report.verdict.summary and "its main thread waits for it in result" in (
+        report.verdict.summary
+    )
+
+    job = zoo("lock_deadlock")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.chain[-1]["waits_on"]["kind"] == "lock-cycle"
+    assert re.search(r"'worker-[AB]' at update_\w+ \(.*\) and 'worker-[AB]' at update_\w+", report.verdict.summary)
+    assert report.verdict.cause == "thread-deadlock", top(report)
+
+
+def test_torch_save_on_a_fifo_names_the_checkpoint_path(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("torch")
+    job = zoo("torch_save_blocked")
+    time.sleep(0.5)  # READY comes just before torch.save blocks
+    report = diagnose(knowledge, job.proc.pid)
+    path = job.info["checkpoint"]
+    assert_said_everywhere(report, f"open() of the FIFO {path}, with no reader, inside save")
+    assert report.verdict.cause == "checkpoint-save", top(report)
+
+
+# -- ranks --------------------------------------------------------------------------------------------
+
+
+def test_a_busy_looping_rank_is_hung_on_every_run(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("torch")
+    job = zoo("gloo_ranks", args=["busy"])
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    reports = [diagnose(knowledge, rank0) for _ in range(3)]
+    for report in reports:
+        assert report.verdict.hung is True and report.verdict.state == "hung", top(report)
+        assert report.culprit["pid"] == rank1
+        assert [hop["pid"] for hop in report.chain] == [rank0, rank1]
+        assert report.chain[-1]["waits_on"]["kind"] == "cpu"
+        assert report.verdict.summary.startswith(
+            f"Rank 1 (pid {rank1}) keeps running, never waiting, at refine_until_converged ("
+        ), report.verdict.summary
+        assert f"rank 0 (pid {rank0}) waits for it in all_reduce" in report.verdict.summary
+        assert report.verdict.cause == "cpu-spin", top(report)
+    assert len({steady(r) for r in reports}) == 1
+
+
+def test_ranks_in_different_collectives_are_a_mismatch(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("torch")
+    job = zoo("gloo_ranks", args=["mismatch"])
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, rank0)
+    assert report.culprit is None
+    summary = report.verdict.summary
+    assert summary.startswith("Collective mismatch: rank 0")
+    assert "rank 0" in summary and "all_reduce" in summary and "rank 1" in summary and "broadcast" in summary
+    assert "same collective" not in summary
+    assert report.verdict.cause == "collective" and report.verdict.hung is True, top(report)
+    evidence = " ".join(e.detail for e in report.diagnoses[0].evidence)
+    assert "different collectives" in evidence
+    assert report.diagnoses[0].fixes[0].title == "Make every rank execute the same collectives"
+    assert {p["pid"] for p in report.processes} >= {rank0, rank1}
+
+
+def test_sibling_ranks_without_a_launcher_are_one_job(knowledge, sibling_ranks):  # noqa: F811
+    pytest.importorskip("torch")
+    rank0, rank1, _ = sibling_ranks("straggle")
+    report = diagnose(knowledge, rank0)
+    assert {rank0, rank1} <= {p["pid"] for p in report.processes}
+    assert any("started without a common launcher" in n and str(rank1) in n for n in report.notes)
+    assert report.culprit is not None and report.culprit["pid"] == rank1, report.stack_groups
+    assert report.verdict.summary.startswith(f"Rank 1 (pid {rank1}) sleeps in a loop at sleep_forever")
+    assert f"rank 0 (pid {rank0}) waits for it in all_reduce" in report.verdict.summary
+
+    auto = run_diagnosis(DiagnoseRequest(auto=True, window=1.0), knowledge)
+    assert {rank0, rank1} <= {p["pid"] for p in auto.processes}, auto.notes
+    assert auto.culprit is not None and auto.culprit["pid"] == rank1
+    assert any("one job of 2 process trees" in n or "training jobs found" in n for n in auto.notes), auto.notes
+
+
+# -- progress ----------------------------------------------------------------------------------------
+
+
+def test_a_job_slowed_by_garbage_collection_is_slow_not_progressing(knowledge, zoo):  # noqa: F811
+    job = zoo("rhythm", args=["gc_slowed"], ready_timeout=120)
+    report = diagnose(knowledge, job.proc.pid)
+    verdict = report.verdict
+    assert verdict.state == "slow" and verdict.hung is False, top(report)
+    assert verdict.cause == "gc-pause", top(report)
+    assert re.search(r"steps come every [\d.]+ s, \d+ times slower than the job's own rhythm", verdict.summary)
+    assert "why: garbage collection" in verdict.summary
+    assert report.to_dict()["verdict"]["state"] == "slow"
+
+
+def test_a_long_evaluation_pass_is_progressing(knowledge, zoo):  # noqa: F811
+    job = zoo("rhythm", args=["eval_pass"])
+    # The log has been silent for 10 minutes, 200 times its step interval: but the rank computes
+    # inside evaluate(), an evaluation pass: not hung, not slow.
+    assert time.time() - os.stat(job.info["log"]).st_mtime > 500
+    for _ in range(2):
+        report = diagnose(knowledge, job.proc.pid)
+        assert report.verdict.state == "progressing" and report.verdict.hung is False, top(report)
+        assert report.verdict.cause is None
+        assert "validation pass" in report.verdict.summary
+
+
+def test_healthy_job_is_progressing_on_every_run(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("torch")
+    job = zoo("healthy")
+    for _ in range(3):
+        report = diagnose(knowledge, job.proc.pid)
+        assert report.verdict.state == "progressing" and report.verdict.hung is False, top(report)
+
+
+def test_the_cli_json_carries_the_chain_and_the_state(zoo, cli):  # noqa: F811
+    job = zoo("blocked_on", args=["fifo_read"])
+    code, out, err = cli("diagnose", "--pid", str(job.proc.pid), "--window", "1", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["verdict"]["state"] == "hung" and data["verdict"]["hung"] is True
+    assert data["chain"][-1]["waits_on"]["object"] == job.info["path"]
+    assert data["chains"][0] == data["chain"]
+    waits = next(p for p in data["processes"] if p["pid"] == job.proc.pid)["waits"]
+    assert any(w["op"] == "open" for w in waits.values())

@@ -1,0 +1,132 @@
+"""NCCL RAS: the parser on NCCL's own sample output (tests/fixtures/nccl_ras, sources cited in its
+README), and the bounded run of `ncclras`. No GPU here: `ncclras` itself is the hardware seam,
+replaced on PATH by a script that prints a fixture or misbehaves."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from debug_stuck.probes.collectors.nccl_ras import parse_rank_list, parse_ras_output, query_ras
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_ras"
+
+
+def parsed(name: str):
+    return parse_ras_output((FIXTURES / name).read_text())
+
+
+def test_a_process_that_gave_no_data_and_the_rank_it_leaves_missing():
+    report = parsed("docs_incomplete.txt")
+    assert report.missing_processes == [{"pid": 3487984, "node": "172.16.64.213", "gpus": "5"}]
+    assert report.missing_ranks == [21]
+    assert report.timeouts == 2
+    assert report.communicators == [
+        {
+            "group": 0,
+            "comms": 1,
+            "nodes_per_comm": 4,
+            "ranks_per_node": "7-8",
+            "ranks_per_comm": 32,
+            "ranks_in_group": 32,
+            "status": "RUNNING",
+            "errors": "INCOMPLETE",
+        }
+    ]
+    assert report.findings() == [
+        "NCCL RAS: no data from process 3487984 on node 172.16.64.213 (GPU 5)",
+        "NCCL RAS: communicator #0-0 (cf264af53edbe986) misses rank(s) 21",
+        "NCCL RAS: 2 communication timeout(s) while gathering data",
+    ]
+
+
+def test_a_dead_process():
+    report = parsed("docs_dead.txt")
+    assert report.dead_processes == [{"pid": 3487984, "node": "172.16.64.213", "gpus": "5"}]
+    assert not report.missing_processes and report.missing_ranks == [21]
+    assert (
+        report.findings()[0] == "NCCL RAS: considered dead (unreachable): process 3487984 on node 172.16.64.213 (GPU 5)"
+    )
+
+
+def test_ranks_behind_in_collective_count_are_listed_with_their_processes():
+    report = parsed("docs_mismatch.txt")
+    (issue,) = report.comm_issues
+    assert (issue["comm"], issue["hash"], issue["kind"]) == ("0-0", "27a079b828ff1a75", "MISMATCH")
+    behind = issue["groups"][1]
+    assert (behind["count"], behind["what"]) == (6, "launched up to operation 6649")
+    assert [r["rank"] for r in behind["ranks"]] == [0, 2, 3, 4, 5, 7]
+    assert behind["ranks"][0] == {"rank": 0, "gpu": "0", "pid": 483072, "node": "172.16.64.210"}
+    assert report.missing_ranks == []
+    assert report.findings() == [
+        "NCCL RAS: communicator #0-0 (27a079b828ff1a75): rank(s) 0, 2, 3, 4, 5, 7 have launched up to "
+        "operation 6649; 26 others have launched up to operation 6650"
+    ]
+
+
+def test_ranks_with_another_status():
+    report = parsed("docs_status_mismatch.txt")
+    groups = report.comm_issues[0]["groups"]
+    assert [(g["count"], g["what"], [r["rank"] for r in g["ranks"]]) for g in groups] == [
+        (26, "status UNKNOWN", []),
+        (4, "status RUNNING", [0, 8, 16, 24]),
+        (2, "status FINALIZE", [4, 20]),
+    ]
+    assert [row["status"] for row in report.communicators] == ["FINALIZE", "RUNNING", "INIT"]
+
+
+def test_per_rank_lines_and_rank_ranges():
+    report = parsed("composed_rank_lines.txt")
+    assert report.missing_ranks == [3, 5, 6, 21, 22, 23]
+    assert report.comm_issues[0]["ranks"][2] == {"rank": 23, "gpu": None, "pid": None, "node": None}
+    assert [p["pid"] for p in report.missing_processes] == [3487984, 3487990]
+    assert report.timeouts == 1
+    assert parse_rank_list("3, 5-6,9") == [3, 5, 6, 9]
+
+
+def test_without_ncclras_on_the_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    report = query_ras()
+    assert report.error == "could not ask NCCL RAS: ncclras is not on the PATH (it comes with NCCL 2.24+)"
+    assert report.to_dict()["findings"] == []
+
+
+def fake_ncclras(folder: Path, body: str) -> Path:
+    path = folder / "ncclras"
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_ncclras_is_run_verbose_and_its_output_parsed(tmp_path, monkeypatch):
+    args = tmp_path / "args"
+    fake_ncclras(tmp_path, f'echo "$@" > {args}\ncat {FIXTURES / "docs_incomplete.txt"}')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    report = query_ras(host="node3", port=28028, seconds=4)
+    assert report.error is None and report.missing_ranks == [21]
+    assert args.read_text().split() == ["-v", "-t", "4", "-h", "node3", "-p", "28028"]
+
+
+def test_ncclras_failing_or_hanging_gives_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    fake_ncclras(tmp_path, 'echo "Couldn\'t connect to the RAS server" >&2; exit 1')
+    report = query_ras(seconds=2)
+    assert report.error == "could not ask NCCL RAS: ncclras exited with 1: Couldn't connect to the RAS server"
+    fake_ncclras(tmp_path, "exec sleep 600")
+    started = time.monotonic()
+    report = query_ras(seconds=1)
+    assert time.monotonic() - started < 10
+    assert report.error == "could not ask NCCL RAS: ncclras did not finish within 6 s"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.txt")))
+def test_every_fixture_parses_to_plain_data(name):
+    import json
+
+    data = parsed(name).to_dict()
+    json.dumps(data)
+    assert data["findings"]
