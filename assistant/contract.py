@@ -30,7 +30,10 @@ PATTERNS = ("A", "B", "C", "D", "E")
 
 PHASES = ("startup", "data", "step", "validation", "sampling", "checkpoint", "shutdown", "unknown")
 
-EVIDENCE_SOURCES = ("stack", "process", "gpu", "log", "kernel", "probe", "answer", "chain")
+EVIDENCE_SOURCES = ("stack", "process", "gpu", "log", "kernel", "probe", "answer", "chain", "flight-recorder")
+# What a playbook signal may match: the evidence sources, and the facts read from them against the
+# libraries' own tables (debug_stuck.core.facts); a fact's evidence carries the source it was read from.
+SIGNAL_SOURCES = EVIDENCE_SOURCES + ("fact",)
 
 ANSWER_SOURCES = ("user", "evidence", "log")
 
@@ -72,6 +75,8 @@ PLACEHOLDERS = {
     "checkpoint": "the job's newest checkpoint",
     "partial_checkpoint": "the checkpoint file a hung save left half-written (never the one resume starts from)",
     "blocked_path": "the file the job is blocked on",
+    "fr_dumps": "where the job's Flight Recorder dumps go (TORCH_FR_DUMP_TEMP_FILE, default /tmp/nccl_trace_rank_)",
+    "fr_pipe": "the pipe that makes a rank dump its Flight Recorder (TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe)",
     "log": "the job's log file",
     "master_addr": "the rendezvous address (MASTER_ADDR)",
     "master_port": "the rendezvous port (MASTER_PORT)",
@@ -88,3 +93,7 @@ FIX_CONTEXT = {
     "backend": ("nccl", "gloo"),
     "os": ("linux", "windows", "macos"),
 }
+
+# Every report file the tool writes (session save, stop, watch incidents) is named
+# debug-stuck-report-[<pid>-]<YYYYmmdd-HHMMSS>.md and .json.
+REPORT_PREFIX = "debug-stuck-report-"

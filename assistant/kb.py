@@ -13,6 +13,7 @@ import yaml
 
 from debug_stuck.contract import CAUSE_IDS, UNKNOWN
 from debug_stuck.core.answers import Answer, answers_from_bytes
+from debug_stuck.core.contradictions import parse_conditions
 from debug_stuck.core.knowledge import Knowledge, Problem, parse_playbooks, pattern_consistency
 from debug_stuck.core.tables import CHECKS, TableProblem
 from debug_stuck.core.tree import TREE_FILE, Question, parse_tree
@@ -127,6 +128,8 @@ def check_knowledge(folder: Optional[Path] = None):
         if path.name != "README.md":
             texts[path] = _text(path)
     playbooks, problems = parse_playbooks(texts, names)
+    job_conditions, found = parse_conditions(texts)  # requires_any / excluded_when, on the job's facts
+    problems.extend(found)
     for cause in CAUSE_IDS:
         if cause not in playbooks and not any(p.file == f"{cause}.md" for p in problems):
             problems.append(Problem(f"{cause}.md", "file", f"missing: no playbook for cause {cause!r}"))
@@ -138,7 +141,21 @@ def check_knowledge(folder: Optional[Path] = None):
         problems.extend(pattern_consistency(tree, playbooks))
     if tree is None:
         return None, problems
-    return Knowledge(playbooks=playbooks, tree=tree, folder=folder, probes=probes), problems
+    frames = list(_optional_table(folder, "frames.yaml").get("frames") or [])
+    catalog_table = _optional_table(folder, "log-catalog.yaml")
+    catalog = list(catalog_table.get("entries") or [])
+    knowledge = Knowledge(playbooks=playbooks, tree=tree, folder=folder, probes=probes)
+    knowledge.frames, knowledge.log_catalog = frames, catalog
+    knowledge.stall_reports = tuple(catalog_table.get("stall_reports") or ())
+    knowledge.job_conditions = job_conditions
+    maps = _optional_table(folder, "calibration.yaml").get("maps") or {}
+    knowledge.calibration = {kind: [(float(x), float(p)) for x, p in points] for kind, points in maps.items()}
+    return knowledge, problems
+
+
+def _optional_table(folder: Path, name: str) -> dict:
+    data, problems = _read_table(folder, name)
+    return data if data is not None and not problems else {}
 
 
 def _text(path: Path):

@@ -13,6 +13,7 @@ from typing import Callable, Dict, Iterable, List, Optional
 
 import psutil
 
+from debug_stuck.contract import REPORT_PREFIX
 from debug_stuck.errors import BadInput, NotInspectable
 from debug_stuck.recovery.jobtree import job_tree_pids, protected_pids
 from debug_stuck.recovery.reading import bounded_read
@@ -333,7 +334,7 @@ def write_stop_report(
         add_resume(report, pid)  # the way back matters most when the diagnosis itself failed
     report.notes.append(f"written by `debug-stuck stop` before stopping the job (pid {pid})")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(report.created))
-    base = os.path.join(directory, f"debug-stuck-{pid}-{stamp}")
+    base = os.path.join(directory, f"{REPORT_PREFIX}{pid}-{stamp}")
     try:
         # fsynced: the evidence is on disk before anything is signalled
         return list(write_report_files(report, base))

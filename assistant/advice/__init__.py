@@ -28,6 +28,10 @@ def personalize(report, knowledge=None) -> JobFacts:
     for diagnosis in report.diagnoses:
         _personalize_fixes(diagnosis, facts)
         _personalize_checks(diagnosis, facts, report)
+    if report.diagnoses:
+        _lead_with_the_finding(report, facts, knowledge)
+    for diagnosis in report.diagnoses:
+        _drop_repeated_commands(diagnosis)
     from debug_stuck.advice.edits import propose_edits
 
     report.edits = [e.to_dict() for e in propose_edits(report, facts, knowledge)]
@@ -81,6 +85,51 @@ def _personalize_fixes(diagnosis, facts: JobFacts) -> None:
         fixes.append(fix)
     diagnosis.fixes = fixes
     diagnosis.fixes_left_out = left_out
+
+
+def _lead_with_the_finding(report, facts: JobFacts, knowledge) -> None:
+    """The first fix is about the object the wait ends at (advice.remedy), when the report has a
+    chain; the cause's playbook fixes follow it."""
+    from debug_stuck.advice.remedy import remedy_for
+
+    if not report.verdict.hung and report.verdict.state != "hung":
+        return
+    fix = remedy_for(report, facts, knowledge)
+    if fix is None:
+        return
+    kept = [(c, lang, s) for c, lang, s in zip(fix.commands, fix.languages, fix.safety)]
+    safe = [(c, lang, s) for c, lang, s in kept if not endangers(c, facts.valid_checkpoint)]
+    fix.commands = [c for c, _, _ in safe]
+    fix.languages = [lang for _, lang, _ in safe]
+    fix.safety = [s for _, _, s in safe]
+    report.diagnoses[0].fixes.insert(0, fix)
+
+
+def _drop_repeated_commands(diagnosis) -> None:
+    """A command printed by an earlier fix is not printed again; a fix left with nothing to run goes."""
+    seen = set()
+    fixes = []
+    for fix in diagnosis.fixes:
+        rows = list(
+            zip(fix.commands, fix.languages or [""] * len(fix.commands), fix.safety or [None] * len(fix.commands))
+        )
+        kept = []
+        for row in rows:
+            key = " ".join(row[0].split())
+            if key in seen:
+                continue
+            seen.add(key)
+            kept.append(row)
+        if len(kept) == len(rows):
+            fixes.append(fix)
+            continue
+        if not kept:
+            continue
+        fix.commands = [c for c, _, _ in kept]
+        fix.languages = [lang for _, lang, _ in kept] if fix.languages else []
+        fix.safety = [s for _, _, s in kept] if fix.safety else []
+        fixes.append(fix)
+    diagnosis.fixes = fixes
 
 
 DESTRUCTIVE = re.compile(

@@ -103,6 +103,7 @@ def gather_facts(report) -> JobFacts:
     partial = _partial_checkpoint(_blocked_save(report.chain), resume)
     if partial:
         values["partial_checkpoint"] = partial
+    _flight_recorder(values, processes)
     log = _log(report, processes)
     if log:
         values["log"] = log
@@ -121,11 +122,15 @@ def gather_facts(report) -> JobFacts:
 
 
 def _focus_pid(report, processes) -> Optional[int]:
+    """The process the checks look at: the one at the end of the wait (the blocked worker, the
+    culprit's own blocker), else the culprit, else the first rank."""
+    chain = [hop for hop in report.chain or [] if hop.get("pid")]
+    if chain and (chain[-1].get("waits_on") or {}).get("kind") != "cycle":
+        return chain[-1]["pid"]
     if report.culprit and report.culprit.get("pid"):
         return report.culprit["pid"]
-    for hop in report.chain or []:
-        if hop.get("pid"):
-            return hop["pid"]
+    for hop in chain:
+        return hop["pid"]
     ranks = [p for p in processes if p.get("role") == "rank"]
     if ranks:
         return ranks[0]["pid"]
@@ -192,6 +197,20 @@ def _blocked_save(chain) -> Optional[str]:
         if SAVE_FRAME.search(str(hop.get("where") or "")) or CHECKPOINT_NAME.search(os.path.basename(path)):
             return path
     return None
+
+
+def _flight_recorder(values: Dict[str, str], processes) -> None:
+    """Where the job's Flight Recorder dumps go, and the pipe that makes a rank dump it now."""
+    from debug_stuck.probes.collectors.flight_recorder import dump_locations
+
+    for p in processes:
+        if p.get("role") != "rank" or not p.get("env"):
+            continue
+        where = dump_locations(p["env"], p.get("rank"))
+        values.setdefault("fr_dumps", where["prefix"])
+        if where.get("pipe"):
+            values.setdefault("fr_pipe", where["pipe"])
+            return
 
 
 def _log(report, processes) -> Optional[str]:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import List
 
 from debug_stuck.contract import CONTRACT_ANSWER_KEYS
+from debug_stuck.core.calibration import TIE
 from debug_stuck.core.classify import Classification
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.logtext import LogTail
@@ -64,13 +65,10 @@ def fill_report(report: Report, knowledge: Knowledge, result: Classification, ta
         report.verdict.stale_log = silence
 
 
-TIE = 0.01  # confidences this close are a tie
-
-
 def _state_the_tie(report: Report, knowledge: Knowledge) -> None:
     """Two causes at the same score: say so, and name the one question (or probe) that separates them."""
     ranked = report.diagnoses
-    if len(ranked) < 2 or ranked[0].confidence - ranked[1].confidence >= TIE:
+    if len(ranked) < 2 or _score(ranked[0]) - _score(ranked[1]) >= TIE:
         return
     first, second = ranked[0], ranked[1]
     tie = {"causes": [first.cause, second.cause], "confidence": first.confidence}
@@ -96,3 +94,7 @@ def _duration(seconds: float) -> str:
     if seconds < 172800:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds // 86400} days"
+
+
+def _score(diagnosis) -> float:
+    return diagnosis.score if diagnosis.score is not None else diagnosis.confidence

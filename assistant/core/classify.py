@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 from debug_stuck.contract import UNKNOWN
 from debug_stuck.core.answers import Answer
+from debug_stuck.core.calibration import assign_probabilities
 from debug_stuck.core.knowledge import Knowledge, Signal
 from debug_stuck.core.report import CheckItem, Diagnosis, Evidence, FixItem, Verdict, safety_dict
 from debug_stuck.core.tree import Walk
@@ -35,6 +36,8 @@ SIGNAL_SOURCES = {
     "gpu": ("gpu",),
     "probe": ("probe",),
     "chain": ("chain",),
+    "flight-recorder": ("flight-recorder",),
+    "fact": ("fact",),
 }
 
 
@@ -45,6 +48,8 @@ class ObservedLine:
     line: Optional[int] = None
     subject: Optional[str] = None  # e.g. "pid 123 (rank 1)": whose stack or process this is
     pid: Optional[int] = None
+    origin: Optional[str] = None  # a fact line: what it was read from (stack, log), the evidence's source
+    quote: Optional[str] = None  # a fact line read from a log: the line itself, quoted as evidence
 
 
 @dataclass
@@ -91,13 +96,15 @@ class SignalMatch:
         if self.count > 1:
             detail += f" (seen {self.count} times)"
         source = self.signal.source if self.observed_source == self.signal.source else self.observed_source
+        if source == "fact" and self.where.origin:
+            source = self.where.origin  # the user reads a log line or a stack, not our fact line
         return Evidence(
             source=source,
             detail=detail,
             weight=self.signal.weight,
             file=self.where.file,
             line=self.where.line,
-            text=self.where.text[:300],
+            text=(self.where.quote or self.where.text)[:300],
         )
 
 
@@ -217,6 +224,15 @@ def noisy_or(weights: List[float]) -> float:
     return score
 
 
+def _step_text(step) -> str:
+    if step.assumed:
+        return f"{step.key} unknown"
+    if step.how == "default":
+        return f"{step.key} not asked (usually {step.value})"
+    source = "" if step.how == "user" else f" (from the {step.how})"
+    return f"{step.key}={step.value}{source}"
+
+
 def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observations) -> Classification:
     matches = match_signals(knowledge, obs) + _finding_matches(knowledge, obs)
     derive_answers(knowledge, obs, matches)
@@ -228,8 +244,10 @@ def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observa
     by_cause: Dict[str, List[SignalMatch]] = {}
     for m in matches:
         by_cause.setdefault(m.signal.cause, []).append(m)
-    # an assumed step is shown as unknown: the walk's guess is not the user's answer
-    path_text = ", ".join(f"{s.key} unknown" if s.assumed else f"{s.key}={s.value}" for s in walk.steps)
+    by_cause = {cause: once_per_line(found) for cause, found in by_cause.items()}
+    # Only answers someone gave are shown as answers: a step the walk guessed is unknown, and one it
+    # took the usual answer for says so (the user never said "errors=none").
+    path_text = ", ".join(_step_text(s) for s in walk.steps)
     diagnoses: List[Diagnosis] = []
     for cause, book in knowledge.playbooks.items():
         prior = walk.priors.get(cause, 0.0)
@@ -240,14 +258,20 @@ def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observa
         evidence = []
         if prior:
             evidence.append(
-                Evidence("answer", f"triage ({path_text}) points here with prior {prior:.2f}", weight=prior)
+                Evidence(
+                    "answer",
+                    f"the triage answers ({path_text}) lead here: {prior:.0%} before any evidence",
+                    weight=prior,
+                )
             )
         evidence += [m.evidence() for m in cause_matches]
         diagnoses.append(
             Diagnosis(
                 cause=cause,
                 title=book.title,
-                confidence=round(confidence, 3),
+                confidence=round(confidence, 3),  # a probability once the causes are ranked
+                score=round(confidence, 3),
+                thin=not evidence_of_the_job(cause_matches),
                 evidence=evidence,
                 fixes=[fix_item(f) for f in book.fixes],
                 playbook=book.relative_path,
@@ -258,10 +282,42 @@ def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observa
                 probe_items=[probe_item(knowledge, name) for name in book.probes],
             )
         )
-    diagnoses.sort(key=lambda d: (-d.confidence, d.cause))
+    diagnoses.sort(key=lambda d: (-d.score, d.cause))
     diagnoses = diagnoses[:MAX_DIAGNOSES]
+    assign_probabilities(knowledge, diagnoses)
     verdict = _verdict(knowledge, answers, walk, diagnoses)
     return Classification(answers, notes, walk, diagnoses, verdict, matches)
+
+
+def evidence_of_the_job(matches: List[SignalMatch]) -> bool:
+    """Something the job left (a log line, a stack, a process, a probe) points here, not only the
+    triage answers."""
+    return any(m.signal.source != "answer" and m.signal.weight > 0 for m in matches)
+
+
+def once_per_line(matches: List[SignalMatch]) -> List[SignalMatch]:
+    """One line of a log is one piece of evidence for a cause, however many signals read it (a
+    message's own signal and the fact the library catalog makes of it): the strongest counts. A
+    thread's wait fact counts only where no frame of that thread already spoke for the cause."""
+    best: Dict[tuple, SignalMatch] = {}
+    kept: List[SignalMatch] = []
+    threads_heard = {
+        (m.where.subject, m.where.pid) for m in matches if m.observed_source == "stack" and m.signal.weight > 0
+    }
+    for m in matches:
+        where = m.where
+        origin = where.origin or m.observed_source
+        if m.signal.weight <= 0:
+            kept.append(m)
+        elif m.observed_source == "fact" and origin == "stack" and (where.subject, where.pid) in threads_heard:
+            continue
+        elif origin == "log" and where.file is not None:
+            key = (where.file, where.line, where.quote or where.text)
+            if key not in best or m.signal.weight > best[key].signal.weight:
+                best[key] = m
+        else:
+            kept.append(m)
+    return kept + list(best.values())
 
 
 def fix_item(fix) -> FixItem:
@@ -285,7 +341,7 @@ def probe_item(knowledge: Knowledge, name: str) -> dict:
 def _verdict(knowledge: Knowledge, answers: Dict[str, Answer], walk: Walk, diagnoses: List[Diagnosis]) -> Verdict:
     verdict = Verdict()
     top = diagnoses[0] if diagnoses else None
-    if top and top.confidence >= CAUSE_THRESHOLD:
+    if top and top.score >= CAUSE_THRESHOLD:
         verdict.cause = top.cause
         verdict.confidence = top.confidence
         verdict.phase = knowledge.playbooks[top.cause].phase

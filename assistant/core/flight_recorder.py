@@ -282,7 +282,11 @@ def _pg_problem(job: _Job, group: _Group) -> Optional[Problem]:
             _, odd = _reference(present, key)
             if odd:
                 return _problem(job, group, kind, seq, odd, present)
-        done = {r: _done(e, job.status(r, group)) for r, e in present.items()}
+        # Within one process group collectives finish in order: a rank that already entered a later
+        # one got past this one, whatever its entry says yet (gloo marks completion asynchronously).
+        done = {
+            r: _done(e, job.status(r, group)) or any(later > seq for later in by_seq[r]) for r, e in present.items()
+        }
         if not all(done.values()):
             stuck = [r for r, ok in done.items() if not ok]
             kind = "state-mismatch" if len(stuck) < len(done) else "not-completed"

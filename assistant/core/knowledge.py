@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
-from debug_stuck.contract import CAUSE_IDS, EVIDENCE_SOURCES, FIX_CONTEXT, PATTERNS, PHASES, SAFETY_LABELS
+from debug_stuck.contract import CAUSE_IDS, FIX_CONTEXT, PATTERNS, PHASES, SAFETY_LABELS, SIGNAL_SOURCES
 from debug_stuck.core.problems import Problem
 from debug_stuck.core.tree import Tree
 from debug_stuck.yamlio import load_yaml
@@ -34,11 +34,23 @@ class Signal:
     implies: Dict[str, str]
 
     def describe(self, match: re.Match[str]) -> str:
-        groups = {k: (v or "?").strip() for k, v in match.groupdict().items()}
+        groups = {k: v.strip() if v else self._absent(k) for k, v in match.groupdict().items()}
+        if self.source == "fact":  # a fact line carries its fields as key=value: `{entry}` needs no group
+            groups = {**dict(_FACT_FIELD.findall(match.string)), **groups}
         try:
             return self.detail.format_map(_Missing(groups))
         except (ValueError, IndexError):
             return self.detail
+
+    def _absent(self, name: str) -> str:
+        """A group that did not take part: nothing when it stands beside another ("{fifo}{pipe}": one of
+        two alternatives matched), else "?"."""
+        if f"{{{name}}}{{" in self.detail or f"}}{{{name}}}" in self.detail:
+            return ""
+        return "?"
+
+
+_FACT_FIELD = re.compile(r"(?:^|\s)(\w+)=(\S+)")
 
 
 class _Missing(dict):
@@ -218,10 +230,8 @@ def _parse_signals(name: str, cause: str, raw, problems: List[Problem]) -> List[
             problems.append(Problem(name, where, "must be a mapping with source, match, weight, detail"))
             continue
         source = item.get("source")
-        if source not in EVIDENCE_SOURCES:
-            problems.append(
-                Problem(name, f"{where}.source", f"{source!r} invalid; valid: {', '.join(EVIDENCE_SOURCES)}")
-            )
+        if source not in SIGNAL_SOURCES:
+            problems.append(Problem(name, f"{where}.source", f"{source!r} invalid; valid: {', '.join(SIGNAL_SOURCES)}"))
             continue
         try:
             pattern = re.compile(str(item.get("match", "")))
@@ -386,6 +396,18 @@ class Knowledge:
     tree: Tree
     folder: Path
     probes: Dict[str, dict] = field(default_factory=dict)  # skills/data/probes.yaml: name -> declaration
+    frames: List[dict] = field(default_factory=list)  # skills/data/frames.yaml: what a frame means as a wait
+    log_catalog: List[dict] = field(default_factory=list)  # skills/data/log-catalog.yaml: library messages
+    stall_reports: Tuple[str, ...] = ()  # the catalog's facts that report a wait already timed out
+    # skills/data/calibration.yaml: per kind (evidence, answers), the points of score -> probability
+    calibration: Dict[str, List[tuple]] = field(default_factory=dict)
+
+    def probability(self, score: float, thin: bool = False) -> float:
+        """What a score means as the probability that the cause is right; `thin`: only the triage
+        answers point at it, no evidence of the job's own."""
+        from debug_stuck.core.calibration import ANSWERS, EVIDENCE, apply
+
+        return round(apply(self.calibration.get(ANSWERS if thin else EVIDENCE, []), score), 3)
 
     def signals(self):
         for book in self.playbooks.values():

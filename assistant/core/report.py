@@ -49,6 +49,11 @@ class FixItem:
     applies: Dict[str, List[str]] = field(default_factory=dict)  # what the fix is for (framework, platform...)
     flag: Optional[str] = None  # the option of the job's command it sets
     condition: Optional[str] = None  # "if you use kohya": shown when the job's context is not known
+    # "finding": written for the object the wait ends at (debug_stuck.advice.remedy); "playbook": the cause's
+    origin: str = "playbook"
+    why: Optional[str] = None  # what the fix does about this job's blocker, and why it works
+    source: Optional[str] = None  # the documentation the fix rests on
+    basis: Optional[str] = None  # the remedy and the chain signature it was chosen by
 
     def to_dict(self) -> dict:
         out = {"title": self.title, "commands": list(self.commands), "languages": list(self.languages)}
@@ -56,6 +61,13 @@ class FixItem:
         out["unfilled"] = list(self.unfilled)
         out["applies"] = {k: list(v) for k, v in self.applies.items()}
         out["condition"] = self.condition
+        out["origin"] = self.origin
+        if self.why:
+            out["why"] = self.why
+        if self.source:
+            out["source"] = self.source
+        if self.basis:
+            out["basis"] = self.basis
         return out
 
 
@@ -91,12 +103,18 @@ class Diagnosis:
     check_items: List[CheckItem] = field(default_factory=list)  # `checks` with their safety labels
     probe_items: List[dict] = field(default_factory=list)  # `probes` with summary and safety label
     fixes_left_out: List[dict] = field(default_factory=list)  # {title, why}: for another framework...
+    score: Optional[float] = None  # the evidence combined (noisy-OR) before calibration into `confidence`
+    thin: bool = False  # only the triage answers point here: no evidence the job left
+
+    def evidenced(self) -> bool:
+        return any(e.source != "answer" for e in self.evidence)
 
     def to_dict(self) -> dict:
         return {
             "cause": self.cause,
             "title": self.title,
             "confidence": round(self.confidence, 3),
+            "score": round(self.score if self.score is not None else self.confidence, 3),
             "summary": self.summary,
             "evidence": [e.to_dict() for e in self.evidence],
             "fixes": [f.to_dict() for f in self.fixes],
@@ -169,6 +187,7 @@ class Report:
     edits: List[dict] = field(default_factory=list)  # suggested changes to the user's own code, as diffs
     # evidence that could not be read: `what`, `why`, and `get_it` (the command or setting that would)
     missing: List[dict] = field(default_factory=list)
+    flight_recorder: Optional[dict] = None  # PyTorch's Flight Recorder dumps matched across ranks
     created: float = field(default_factory=time.time)
     # every answer the evidence and the logs offered, on the triage path or off it (key -> value,
     # source, why): the session pre-fills follow-ups from them; not part of the JSON report
@@ -183,7 +202,7 @@ class Report:
         renderers, the TUI, the clipboard) shows none. Returns the report."""
         for field_name in (
             "answers", "culprit", "processes", "gpus", "probes", "resume", "logs", "stack_groups", "chain", "chains",
-            "job", "edits", "missing",
+            "job", "edits", "missing", "flight_recorder",
         ):  # fmt: skip
             setattr(self, field_name, redact_obj(getattr(self, field_name)))
         for field_name in ("errors", "kernel", "notes"):
@@ -227,4 +246,5 @@ class Report:
             "job": self.job,
             "edits": self.edits,
             "missing": self.missing,
+            "flight_recorder": self.flight_recorder,
         }

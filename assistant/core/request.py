@@ -32,6 +32,10 @@ class DiagnoseRequest:
     ssh_options: List[str] = field(default_factory=list)
     # What the report gets besides the diagnosis: the resume plan of a live job, the advice filled
     # for the job. A front end that only wants the evidence (the session's first look) turns them off.
+    # PyTorch's own evidence: Flight Recorder dumps (folders, prefixes or files; the job's own are
+    # found from its environment), and torch's debug server (host:port; found when the job listens)
+    flight_recorder: List[str] = field(default_factory=list)
+    debug_server: Optional[str] = None
     resume: bool = True
     advice: bool = True
     resume_pid: Optional[int] = None  # whose job to plan the resume for (default: the first process)
@@ -45,3 +49,7 @@ class DiagnoseRequest:
     @property
     def live(self) -> bool:
         return bool(self.pids) or self.auto or self.many_nodes
+
+    @property
+    def torch_evidence(self) -> bool:
+        return bool(self.flight_recorder) or bool(self.debug_server)

@@ -3,7 +3,8 @@ Pure: debug_stuck.kb reads them.
 
 - `xid.yaml`: what each NVIDIA Xid number means and what to do (the gpu-health probe);
 - `env-audit.yaml`: the settings the env probe flags, each tied to its playbook;
-- `phases.yaml`: how a checkpoint save or a validation pass looks on a stack (watch, the report).
+- `phases.yaml`: how a checkpoint save or a validation pass looks on a stack (watch, the report);
+- `remedies.yaml`: the first fix of a live diagnosis, keyed on the end of the wait (debug_stuck.advice.remedy).
 """
 
 from __future__ import annotations
@@ -117,7 +118,39 @@ def _check_phases(data: dict, file: str) -> List[TableProblem]:
     return problems
 
 
+REMEDY_SAFETY = ("reads", "disturbs", "changes", "stops-job", "edit", "config", "writes-temp", "runs-code")
+
+
+def _check_remedies(data: dict, file: str) -> List[TableProblem]:
+    problems: List[TableProblem] = []
+    entries = data.get("remedies")
+    if not isinstance(entries, list) or not entries:
+        return [(file, "remedies", "required, a list of remedies (id, when, title, why, steps, source)")]
+    seen = set()
+    for i, entry in enumerate(entries):
+        where = f"remedies[{i}]"
+        if not isinstance(entry, dict):
+            problems.append((file, where, "must be a mapping"))
+            continue
+        if entry.get("id") in seen:
+            problems.append((file, f"{where}.id", f"duplicate id {entry.get('id')!r}"))
+        seen.add(entry.get("id"))
+        _regex(file, f"{where}.when", entry.get("when"), problems)
+        for key in ("id", "title", "why", "source"):
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                problems.append((file, f"{where}.{key}", "required, a string"))
+        for j, step in enumerate(entry.get("steps") or []):
+            if not isinstance(step, dict) or not isinstance(step.get("command"), str):
+                problems.append((file, f"{where}.steps[{j}]", "must hold a command"))
+            elif step.get("safety") not in REMEDY_SAFETY:
+                problems.append((file, f"{where}.steps[{j}].safety", f"one of {', '.join(REMEDY_SAFETY)}"))
+            elif step["safety"] in ("disturbs", "changes", "stops-job") and not step.get("note"):
+                problems.append((file, f"{where}.steps[{j}].note", "required: what the step does to the job"))
+    return problems
+
+
 CHECKS: Dict[str, Callable[[dict, str], List[TableProblem]]] = {
+    "remedies.yaml": _check_remedies,
     "xid.yaml": _check_xid,
     "env-audit.yaml": _check_env,
     "phases.yaml": _check_phases,

@@ -46,9 +46,9 @@ def _core(verdict, top, audience: str) -> str:
             f"Collective mismatch: {text}; each side waits for the other for ever (uneven data across ranks, "
             f"or control flow that differs by rank). {_most_likely(top)}"
         )
-    if kind == "chain" and verdict.cause and top is not None:
+    if kind in ("chain", "flight-recorder") and verdict.cause and top is not None:
         return f"{text}. {_most_likely(top)}"
-    if kind == "chain":
+    if kind in ("chain", "flight-recorder"):
         return f"{text}. {_classified(verdict, top, audience)}"
     if kind == "culprit" and top is not None:
         return (
@@ -59,8 +59,14 @@ def _core(verdict, top, audience: str) -> str:
 
 def _classified(verdict, top, audience: str) -> str:
     """What the classification alone says: the cause (or what would name one), the log's silence, a tie."""
-    if verdict.cause and top is not None:
+    if verdict.cause and top is not None and top.confidence >= SURE:
         out = f"{_most_likely(top)} {top.summary}"
+    elif verdict.cause and top is not None:
+        # a best guess is said as one, with what would settle it: never a confident wrong answer
+        out = f"Too little to be sure: the best guess is {top.title} ({top.confidence:.0%}). {top.summary}"
+        settle = _settle(verdict, top)
+        if settle and not verdict.tie:
+            out += f" To tell: {settle}."
     else:
         asked = ", ".join(verdict.open_questions) or "phase, gpu, step"
         out = f"Too little is known to name a cause; answer {asked} or attach to the job."
@@ -73,6 +79,19 @@ def _classified(verdict, top, audience: str) -> str:
         how = breaker_words(tie, audience)
         out += f" {text}: {how} to tell them apart." if how else f" {text}."
     return out
+
+
+SURE = 0.5  # a cause below this probability is a best guess, said as one
+
+
+def _settle(verdict, top) -> Optional[str]:
+    """The one thing that would settle a best guess: the question the tree had to assume, or the
+    probe the cause names, or a look at the live job."""
+    if verdict.open_questions:
+        return f"answer {', '.join(verdict.open_questions[:2])}"
+    if getattr(top, "probes", None):
+        return f"run `debug-stuck probe {top.probes[0]}`"
+    return "attach to the running job (debug-stuck diagnose --pid P)"
 
 
 def breaker_words(tie: dict, audience: str = SCRIPTED) -> Optional[str]:

@@ -22,6 +22,50 @@ from debug_stuck.frontends.commands.common import EXIT_CODES, Parser
 # In the order `--help` lists them.
 COMMANDS = ("diagnose", "fix", "demo", "probe", "resume", "stop", "watch", "history", "snapshot", "skills")
 
+# The manual pages (docs/ in the repository; `mkdocs serve` shows them as a site) that explain each
+# command, by path and title (the page's heading); its --help ends with them. None: bare `debug-stuck`.
+PAGES = {
+    "docs/index.md": "The debug-stuck manual",
+    "docs/getting-started.md": "Getting started",
+    "docs/attach.md": "Attach to a hung job",
+    "docs/reports.md": "Reading a report",
+    "docs/pytorch-evidence.md": "PyTorch's own evidence: Flight Recorder, debug server, NCCL RAS",
+    "docs/probes.md": "Targeted probes",
+    "docs/recovery.md": "Recovery: stop, resume, watch",
+    "docs/multinode.md": "Many nodes: Slurm and ssh",
+    "docs/knowledge-base.md": "The knowledge base",
+    "docs/agents.md": "The agent skill",
+}
+MANUAL = {
+    None: ("docs/index.md",),
+    "diagnose": ("docs/attach.md", "docs/reports.md", "docs/pytorch-evidence.md"),
+    "fix": ("docs/reports.md",),
+    "demo": ("docs/getting-started.md",),
+    "probe": ("docs/probes.md",),
+    "resume": ("docs/recovery.md",),
+    "stop": ("docs/recovery.md",),
+    "watch": ("docs/recovery.md",),
+    "history": ("docs/recovery.md",),
+    "snapshot": ("docs/multinode.md",),
+    "skills": ("docs/knowledge-base.md", "docs/agents.md"),
+}
+
+
+def manual_line(command: Optional[str]) -> str:
+    """`manual: docs/attach.md (Attach to a hung job)`: where the manual explains `command`."""
+    return "manual: " + ", ".join(f"{path} ({PAGES[path]})" for path in MANUAL[command])
+
+
+def _end_with_manual(parser: argparse.ArgumentParser, line: str) -> None:
+    """The help of `parser` and of every parser below it (skills check, ...) ends with `line`."""
+    if parser.formatter_class is argparse.HelpFormatter and not parser.description and not parser.epilog:
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter  # the line as it is, never rewrapped
+    parser.epilog = f"{parser.epilog}\n\n{line}" if parser.epilog else line
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _end_with_manual(child, line)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
@@ -36,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMANDS:
         importlib.import_module(f"debug_stuck.frontends.commands.{name}").register(sub)
+    for name, command in sub.choices.items():
+        _end_with_manual(command, manual_line(name))
+    parser.epilog = f"{parser.epilog}\n\n{manual_line(None)}"
     return parser
 
 

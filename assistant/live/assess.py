@@ -8,18 +8,29 @@ signals match); `fill_live` puts it all in the report after, and says it in the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Set
 
 from debug_stuck.core.answers import Answer
-from debug_stuck.core.classify import Observations, ObservedLine, classify, noisy_or
+from debug_stuck.core.calibration import assign_probabilities
+from debug_stuck.core.classify import CAUSE_THRESHOLD, Observations, ObservedLine, classify, noisy_or
+from debug_stuck.core.contradictions import contradicted
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.live.chain import Chain, build_chains, chain_sentence
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.culprit import WAITING_CAUSE, Culprit, Mismatch, find_culprit, find_mismatch, waits_in_collective
+from debug_stuck.live.culprit import (
+    WAITING_CAUSE,
+    Culprit,
+    Mismatch,
+    find_culprit,
+    find_mismatch,
+    stuck_rank,
+    waits_in_collective,
+)
+from debug_stuck.live.jobfacts import job_facts
 from debug_stuck.live.observe import StackGroup, describe_ranks, group_ranks, stack_motion
 from debug_stuck.live.phases import phase_of
-from debug_stuck.live.progress import Progress, judge_progress
+from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
 from debug_stuck.probes.collectors.stacks import main_thread
 
 CULPRIT_WEIGHT = 0.5
@@ -34,6 +45,7 @@ class LiveAnalysis:
     chains: List[Chain]
     progress: Progress
     waiting: List[int] = field(default_factory=list)  # pids waiting in a collective
+    facts: Set[str] = field(default_factory=set)  # what the job is made of (debug_stuck.live.jobfacts)
 
 
 def process_entries(snap: Snapshot) -> List[dict]:
@@ -64,26 +76,33 @@ def descendants(snap: Snapshot, pid: int) -> List[int]:
 def stack_phase(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
     """ "checkpoint", "validation" or "sampling" when the main thread of pid is in such a pass, as
     skills/data/phases.yaml tells it from frames that mean it (not from a word in any name)."""
+    found = stack_phase_frame(snap, knowledge, pid)
+    return found[0] if found else None
+
+
+def stack_phase_frame(snap: Snapshot, knowledge: Knowledge, pid: int):
+    """(phase, the frame that shows it) for the main thread of pid, or None."""
     series = snap.stacks.get(pid)
     thread = main_thread(series.latest(), pid) if series is not None else None
-    if thread is None:
-        return None
-    found = phase_of(list(thread.frames), knowledge)
-    return found[0] if found else None
+    return phase_of(list(thread.frames), knowledge) if thread is not None else None
 
 
 def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequence = ()) -> LiveAnalysis:
     groups = group_ranks(snap)
     culprit = find_culprit(knowledge, groups)
-    mismatch = find_mismatch(knowledge, groups) if culprit is None else None
+    phase_at = lambda pid: stack_phase_frame(snap, knowledge, pid)  # noqa: E731
+    mismatch = find_mismatch(knowledge, groups, phase_at) if culprit is None else None
     waiting = [pid for g in groups if waits_in_collective(knowledge, g) for pid in g.pids]
     _offer_stack_event(knowledge, snap, groups, obs)
+    progress = judge_progress(snap, waiting, tails, phases=lambda pid: stack_phase(snap, knowledge, pid))
+    if culprit is None and (mismatch is None or mismatch.odd is None) and progress.hung and progress.stuck_on:
+        culprit = stuck_rank(knowledge, groups, progress.stuck_on[0], progress.reasons[0])
+        mismatch = None if culprit is not None else mismatch
     chains = build_chains(snap, groups, culprit)
     for chain in chains:
         for hop in chain.hops:
             obs.add("chain", ObservedLine(hop.fact_line(), subject=hop.who, pid=hop.pid))
-    progress = judge_progress(snap, waiting, tails, phases=lambda pid: stack_phase(snap, knowledge, pid))
-    return LiveAnalysis(groups, culprit, mismatch, chains, progress, waiting)
+    return LiveAnalysis(groups, culprit, mismatch, chains, progress, waiting, job_facts([snap]))
 
 
 def _offer_stack_event(knowledge: Knowledge, snap: Snapshot, groups: List[StackGroup], obs: Observations) -> None:
@@ -117,25 +136,51 @@ def fill_live(report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observa
     report.chains = [[hop.to_dict() for hop in chain.hops] for chain in live.chains]
     report.chain = report.chains[0] if report.chains else []
     report.verdict.hung = live.progress.hung
-    if live.culprit is not None:
-        apply_culprit(report, knowledge, live.culprit, obs.only(descendants(snap, live.culprit.pid)))
+    if live.progress.hung is False:
+        pass  # a job that progresses holds nobody up: no culprit, whatever the stacks look like
+    elif live.culprit is not None:
+        own = obs.only(descendants(snap, live.culprit.pid))
+        apply_culprit(report, knowledge, live.culprit, own, live.facts)
     elif live.mismatch is not None:
         apply_mismatch(report, knowledge, live.mismatch)
     apply_chain(report, live.chains[0] if live.chains else None)
+    if report.culprit is None and live.progress.hung is not False:
+        report.culprit = chain_culprit(live.chains[0] if live.chains else None)
+    stopped = snap.process(report.culprit["pid"]) if report.culprit else None
+    if stopped is not None and stopped.state in STOPPED_STATES:
+        report.culprit["state"] = stopped.state
+        if "is stopped" not in report.culprit["reason"]:
+            report.culprit["reason"] += f"; it is stopped (state {stopped.state}): SIGSTOP, Ctrl+Z or a debugger"
     apply_progress(report, live.progress)
 
 
-def apply_culprit(report: Report, knowledge: Knowledge, culprit: Culprit, own: Observations) -> None:
-    """Name the culprit, and lead with what its own evidence (`own`: its lines only) says it is doing."""
+def chain_culprit(chain: Optional[Chain]) -> Optional[dict]:
+    """The process at the end of the wait, when it is not the one that waits: whoever the others
+    wait for is the culprit, rank or not (a child, a worker, a peer on this machine)."""
+    if chain is None or len(chain.hops) < 2:
+        return None
+    first, end = chain.hops[0], chain.hops[-1]
+    if end.pid == first.pid or end.kind == "cycle":
+        return None
+    return {"pid": end.pid, "rank": end.rank, "role": end.role, "reason": f"{end.who} {end.detail}"}
+
+
+def apply_culprit(report: Report, knowledge: Knowledge, culprit: Culprit, own: Observations, facts=None) -> None:
+    """Name the culprit, and lead with what its own evidence (`own`: its lines only) says it is doing,
+    when that evidence names a cause on its own; else the others wait for a rank that never joins."""
     verdict = report.verdict
     report.culprit = culprit.to_dict()
     result = classify(knowledge, {}, own)
-    primary = next((d for d in result.diagnoses if d.cause != WAITING_CAUSE), None)
-    if primary is None:
-        return
+    conditions = getattr(knowledge, "job_conditions", None) or {}
+    allowed = [d for d in result.diagnoses if d.cause != WAITING_CAUSE and not contradicted(conditions, d.cause, facts)]
+    primary = allowed[0] if allowed else None
+    if primary is None or (primary.confidence if primary.score is None else primary.score) < CAUSE_THRESHOLD:
+        return  # its own evidence names no cause: the others wait for a rank that never joins
     primary.evidence.insert(0, Evidence("stack", culprit.reason, weight=CULPRIT_WEIGHT))
-    primary.confidence = round(noisy_or([primary.confidence, CULPRIT_WEIGHT]), 3)
+    primary.score = round(noisy_or([primary.score, CULPRIT_WEIGHT]), 3)
+    primary.thin = False
     report.diagnoses = [primary] + [d for d in report.diagnoses if d.cause != primary.cause]
+    assign_probabilities(knowledge, report.diagnoses)
     report.culprit["cause"] = primary.cause
     verdict.cause = primary.cause
     verdict.confidence = primary.confidence
@@ -146,19 +191,28 @@ def apply_culprit(report: Report, knowledge: Knowledge, culprit: Culprit, own: O
 
 
 def apply_mismatch(report: Report, knowledge: Knowledge, mismatch: Mismatch) -> None:
-    """Every rank waits, each side in a different collective: a mismatch, never a straggler."""
+    """Every rank waits, each side in a different collective: a mismatch, never a straggler. The
+    side in the extra call is the culprit when the evidence singles it out."""
     verdict = report.verdict
     report.culprit = None
     detail = f"the ranks are in different collectives: {mismatch.describe()} (each side waits for the other)"
+    if mismatch.odd is not None:
+        report.culprit = dict(mismatch.odd.to_dict(), cause=WAITING_CAUSE)
+        detail += f"; {mismatch.odd.reason}"
     top = next((d for d in report.diagnoses if d.cause == WAITING_CAUSE), None)
     if top is None:
         return
     top.evidence.insert(0, Evidence("stack", detail, weight=MISMATCH_WEIGHT))
-    top.confidence = round(noisy_or([top.confidence, MISMATCH_WEIGHT]), 3)
+    top.score = round(noisy_or([top.score, MISMATCH_WEIGHT]), 3)
+    top.thin = False
     report.diagnoses = [top] + [d for d in report.diagnoses if d is not top]
+    assign_probabilities(knowledge, report.diagnoses)
     verdict.cause, verdict.confidence = top.cause, top.confidence
     verdict.phase = knowledge.playbooks[top.cause].phase
-    verdict.finding = {"kind": "mismatch", "text": mismatch.describe()}
+    text = mismatch.describe() + (f" ({mismatch.odd.reason})" if mismatch.odd is not None else "")
+    verdict.finding = {"kind": "mismatch", "text": text, "sides": mismatch.sides_dicts()}
+    if mismatch.odd is not None:
+        verdict.finding["odd"] = mismatch.odd.reason[:1].upper() + mismatch.odd.reason[1:] + "."
 
 
 def apply_chain(report: Report, chain: Optional[Chain]) -> None:

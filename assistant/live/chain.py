@@ -15,23 +15,17 @@ the node), the stacks and the process table. Nothing touches the job.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.jobfacts import DATALOADER_FILE
+from debug_stuck.live.loops import is_library, own_frame_index, own_loop
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.progress import frames_in_gc
 from debug_stuck.probes.collectors.stacks import main_thread
 
 MAX_HOPS = 8
-STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"threading", "socket", "queue", "subprocess"}
-LIBRARY_TOPS = frozenset(
-    "torch torchvision transformers accelerate deepspeed lightning pytorch_lightning lightning_fabric datasets "
-    "huggingface_hub safetensors requests urllib3 httpx httpcore aiohttp boto3 botocore s3fs fsspec gcsfs wandb "
-    "mlflow comet_ml neptune tensorboard numpy pandas tqdm filelock triton apex megatron ultralytics diffusers "
-    "peft trl timm sentencepiece tokenizers ray dask zmq grpc google azure".split()
-)
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightning/fabric/strategies|c10d")
@@ -40,6 +34,9 @@ FUTURE_WAIT = re.compile(r"concurrent/futures/_base\.py|Future\.result|_base\.py
 POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
 LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
 THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
+POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
+THREAD_SYNC_FILE = re.compile(r"(^|/)(threading|queue)\.py$")
+REPLACEMENT_GAP = 0.1  # seconds between a pool's workers' births that only a replacement shows
 IDLE_QUEUE = re.compile(r"multiprocessing/queues\.py|queue\.py")
 
 KIND_WORDS = {
@@ -87,6 +84,7 @@ class Hop:
     frames: list = field(default_factory=list, repr=False)  # the thread's frames, innermost first
     host: Optional[str] = None  # on a job of several nodes
     group: Optional[str] = None  # "ranks 0,2,3": the hop stands for every rank of a stack group
+    parties: List[dict] = field(default_factory=list)  # lock-cycle: each waiting thread and its frame
 
     @property
     def who(self) -> str:
@@ -96,11 +94,16 @@ class Hop:
         label = f"rank {self.rank} ({where}pid {self.pid})" if self.role == "rank" and self.rank is not None else None
         if label is None:
             role = {"dataloader-worker": "DataLoader worker", "launcher": "the launcher"}.get(self.role, "process")
+            if self.role == "dataloader-worker" and self.frames and not self._in_dataloader():
+                role = "worker process"  # a forked child of the trainer that runs something else
             label = f"{role} pid {self.pid}" + (f" (rank {self.rank})" if self.rank is not None else "")
             label += f" on {self.host}" if self.host else ""
         if self.thread and self.tid and self.tid != self.pid:
             label += f", thread {self.thread!r}"
         return label
+
+    def _in_dataloader(self) -> bool:
+        return any(DATALOADER_FILE.search(f.file or "") for f in self.frames if not f.native)
 
     def to_dict(self) -> dict:
         out = {
@@ -111,7 +114,18 @@ class Hop:
             "where": self.where,
             "waits_on": {"kind": self.kind, "object": self.object, "detail": self.detail},
             "evidence": list(self.evidence),
+            "who": self.who,
         }
+        # what the advice keys its remedy on (debug_stuck.advice.remedy): the system call, how the
+        # wait ends (no-writer, no-accept, deadlock...), and for a lock cycle each thread's frame
+        for key in ("op",):
+            if getattr(self, key):
+                out["waits_on"][key] = getattr(self, key)
+        for key in ("end", "fd", "state", "master", "gc", "loop", "via", "lockfile"):
+            if self.facts.get(key):
+                out["waits_on"][key] = self.facts[key]
+        if self.parties:
+            out["waits_on"]["threads"] = [dict(p) for p in self.parties]
         if self.host:
             out["host"] = self.host
         if self.terminal:
@@ -330,6 +344,20 @@ def _describe(hop: Hop, wait: dict) -> None:
         child = wait.get("child")
         hop.detail = "waits for its child process" + (f" {child}" if child and child > 0 else "")
         return
+    lock_file = wait.get("lock_file")
+    if lock_file and op in ("sleep", "running", "futex"):
+        hop.kind = "cpu" if op == "running" else "sleep"
+        hop.object = lock_file.get("path")
+        hop.facts["lockfile"] = "yes"
+        holders = lock_file.get("holders") or []
+        hop.detail = f"waits for the lock file {hop.object} to go away" + (f" at {hop.where}" if hop.where else "")
+        if holders:
+            hop.detail += f"; pid {', '.join(map(str, holders))} has it open"
+        elif lock_file.get("recorded_pid") and not lock_file.get("recorded_alive"):
+            hop.detail += f"; it names pid {lock_file['recorded_pid']}, which no longer runs: a stale lock"
+        else:
+            hop.detail += "; no process has it open"
+        return
     if op == "sleep":
         hop.kind = "sleep"
         hop.detail = "sleeps in a loop" + (f" at {hop.where}" if hop.where else "")
@@ -396,6 +424,8 @@ def follow(job: _Job, pid: int, tid: Optional[int] = None, seen: Optional[Set[Tu
         if hop.kind == "cpu" and job.in_gc(pid, hop.tid):
             hop.facts["gc"] = "yes"
             hop.detail = "keeps running in garbage collection" + (f" (at {hop.where})" if hop.where else "")
+        elif hop.kind == "cpu" and "lockfile" not in hop.facts:
+            _name_own_loop(job, hop)
         nxt = _next(job, hop, wait or {})
         hops.append(hop)
         if nxt is None:
@@ -404,6 +434,17 @@ def follow(job: _Job, pid: int, tid: Optional[int] = None, seen: Optional[Set[Tu
         pid, tid = nxt
     hops[-1].terminal = True
     return hops
+
+
+def _name_own_loop(job: _Job, hop: Hop) -> None:
+    """A thread that turns in one function of the job's own code is named at that function (its
+    file:line), not at the standard-library call it polls (os.path.exists, time.time)."""
+    loop = own_loop(job.snap.stacks.get(hop.pid), hop.tid)
+    if loop is None:
+        return
+    hop.where = loop.text()
+    hop.facts["loop"] = "own"
+    hop.detail = f"keeps running, never waiting, at {hop.where}"
 
 
 def _context(job: _Job, hop: Hop, wait: dict) -> None:
@@ -465,6 +506,12 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
         if holder in job.procs:
             return holder, None
     if hop.op == "futex" and thread is not None:
+        if POOL_WAIT.search(files) and hop.role != "dataloader-worker":
+            worker = _pool_wait(job, hop)
+            if worker is not None:
+                return worker, None
+            if hop.facts.get("end"):
+                return None
         if FUTURE_WAIT.search(files):
             worker = _pool_worker(job, hop.pid, hop.tid)
             if worker is not None:
@@ -475,10 +522,80 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
             others = _lock_waiters(job, hop.pid, hop.tid)
             if len(others) >= 2 or (others and hop.inside[0] == "acquire"):
                 hop.kind = "lock-cycle"
+                hop.parties = [_party(t) for t in others[:3]]
                 names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])
                 hop.detail = f"waits while threads {names} each wait for a lock the other holds: a lock-order deadlock"
                 hop.facts["end"] = "deadlock"
+        if "end" not in hop.facts and _alone_on_thread_sync(job, hop, thread):
+            what, where = _sync_wait(hop.frames)
+            hop.detail = (
+                f"waits for {what}" + (f" at {where}" if where else "") + ", and no other thread is left in the "
+                "process to provide it: the thread that would have has ended"
+            )
+            hop.facts["end"] = "no-thread"
     return None
+
+
+def _party(thread) -> dict:
+    """A thread of a lock cycle: its name and the frame of the job's code where it waits."""
+    caller = next((f for f in _python(thread.frames) if not SYNC_FILES.search(f.file or "")), None)
+    out = {"tid": thread.tid, "name": thread.name}
+    if caller is not None:
+        out.update(function=caller.bare_name, file=caller.path or caller.file, line=caller.line, where=caller.text())
+    return out
+
+
+def _alone_on_thread_sync(job: _Job, hop: Hop, thread) -> bool:
+    """The thread waits on a threading or queue primitive (Condition, Event, Queue, Semaphore: in
+    CPython's source only another thread of the same process notifies them), and it is the only
+    Python thread left."""
+    py = _python(thread.frames)
+    if not py or not THREAD_SYNC_FILE.search(py[0].file or ""):
+        return False
+    return all(t.tid == thread.tid for t in job.threads(hop.pid))
+
+
+def _pool_wait(job: _Job, hop: Hop) -> Optional[int]:
+    """A process waiting for a multiprocessing Pool's results: its worker that is dead, stopped or
+    working; when every worker idles waiting for a task, the task in flight was lost."""
+    workers = [p for p in job.snap.processes if p.ppid == hop.pid and p.role == "dataloader-worker"]
+    if not workers:
+        return None
+    hop.object = ",".join(str(w.pid) for w in workers)
+    stuck = next((w for w in workers if w.state in ("Z", "D", "T", "t")), None)
+    busy = stuck or next((w for w in workers if not _idle(job, w.pid)), None)
+    if busy is not None:
+        hop.kind, hop.object = "worker", str(busy.pid)
+        hop.detail = "waits for results from its pool workers"
+        return busy.pid
+    hop.kind = "pool"
+    hop.facts["end"] = "lost-task"
+    pids = ", ".join(str(w.pid) for w in workers)
+    hop.detail = (
+        f"waits for a result from its pool, but every worker (pid {pids}) idles waiting for a task: the task "
+        "in flight was lost, as when a worker dies mid-task (killed, out of memory) and the pool replaces it"
+    )
+    newest = _replacement(workers)
+    if newest is not None:
+        hop.detail += f"; pid {newest.pid} started after its siblings: the replacement"
+    return None
+
+
+def _idle(job: _Job, pid: int) -> bool:
+    thread = job.thread(pid)
+    if thread is None:
+        return False
+    py = _python(thread.frames)
+    library_part = py[: own_frame_index(py)]  # what it runs above the job's own code
+    return any(IDLE_QUEUE.search(f.file or "") for f in library_part)
+
+
+def _replacement(workers):
+    """The worker born well after all its siblings (pools fork theirs together)."""
+    born = sorted((w for w in workers if w.create_time is not None), key=lambda w: w.create_time)
+    if len(born) < 2 or born[-1].create_time - born[-2].create_time < REPLACEMENT_GAP:
+        return None
+    return born[-1]
 
 
 def _busy_worker(job: _Job, pid: int) -> Optional[int]:
@@ -615,20 +732,14 @@ def _relation(before: Hop, hop: Hop) -> str:
     return ""
 
 
-def _library(frame) -> bool:
-    """A frame of the standard library or a well-known package, not the job's own code."""
-    top = (frame.file or "").replace("\\", "/").lstrip("./").split("/", 1)[0]
-    top = top[:-3] if top.endswith(".py") else top
-    return top in LIBRARY_TOPS or top in STDLIB or top.startswith("<frozen")
-
-
 def _inside_text(hop: Hop) -> Optional[str]:
     """What the thread was doing, in the job's own terms: the library call its code made (save,
     urlopen, all_reduce), else its own innermost function (__getitem__, fifo_read)."""
     py = _python(hop.frames)
     if hop.where and hop.kind in ("cpu", "sleep"):
-        py = py[1:]  # the innermost frame is named already
-    user = next((i for i, f in enumerate(py) if not _library(f)), None)
+        named = next((i for i, f in enumerate(py) if f.text() == hop.where), 0)
+        py = py[named + 1 :]  # the frame named already, and what it calls
+    user = next((i for i, f in enumerate(py) if not is_library(f)), None)
     if user is None:
         return None
     if user > 0 and py[user - 1].bare_name not in PLUMBING:

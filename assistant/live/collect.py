@@ -74,6 +74,7 @@ class Snapshot:
     missing: List[dict] = field(default_factory=list)
     heartbeats: Dict[int, dict] = field(default_factory=dict)  # pid -> {"at", "step"} from debug_stuck.hook
     nfs_servers: List[str] = field(default_factory=list)  # NFS servers mounted where the job runs
+    fr_dumps: List[str] = field(default_factory=list)  # Flight Recorder dumps the hook wrote on request
 
     def process(self, pid: int) -> Optional[ProcInfo]:
         return next((p for p in self.processes if p.pid == pid), None)
@@ -215,6 +216,7 @@ def collect(
     snap.logs += [LogGrowth(path, before[path], after[path]) for path in given]
     _refine_roles(snap)
     _resolve_waits(snap)
+    _lock_files(snap)
     for info in procs:
         snap.errors.extend(f"{info.label()}: {e}" for e in info.errors)
     for pid, series in snap.stacks.items():
@@ -244,7 +246,11 @@ def _result(future, errors: List[str], what: str, default):
 
 
 def _refine_roles(snap: Snapshot) -> None:
-    """Stacks settle roles the command line cannot: a forked child running _worker_loop is a worker."""
+    """Stacks settle roles the command line cannot: a forked child running _worker_loop is a worker.
+    A child started with a rank of its own in its environment is another rank, not a worker: a
+    script launcher (Lightning's, for one) re-runs the same command line with LOCAL_RANK=1..n-1,
+    while a worker inherits its trainer's environment, rank and all."""
+    workers = set()
     for pid, series in snap.stacks.items():
         info = snap.process(pid)
         dump = series.latest()
@@ -252,10 +258,18 @@ def _refine_roles(snap: Snapshot) -> None:
             continue
         names = {f.function.rsplit(".", 1)[-1] for t in dump.threads for f in t.frames}
         if "_worker_loop" in names:
+            workers.add(pid)
             info.role = "dataloader-worker"
             parent = snap.process(info.ppid)
             if parent is not None:
                 info.rank = parent.rank
+    for info in snap.processes:
+        parent = snap.process(info.ppid)
+        if info.role != "dataloader-worker" or info.pid in workers or parent is None or parent.role != "rank":
+            continue
+        own = (info.rank, info.local_rank)
+        if own != (None, None) and own != (parent.rank, parent.local_rank):
+            info.role = "rank"
 
 
 def _resolve_waits(snap: Snapshot) -> None:
@@ -275,6 +289,44 @@ def _resolve_waits(snap: Snapshot) -> None:
         snap.errors.append(f"could not resolve what the threads wait on: {type(exc).__name__}: {exc}")
     for info in snap.processes:
         info.waits = {tid: wait.to_dict() for tid, wait in waits.get(info.pid, {}).items()}
+
+
+LOCK_FILE_WAITS = ("build-lock", "flock")
+
+
+def _lock_files(snap: Snapshot) -> None:
+    """A thread that polls in a lock-file waiter (frames.yaml: wait build-lock or flock) gets the lock
+    file's path and holders in its wait (`lock_file`), read from its frame's locals."""
+    from debug_stuck.core.libfacts import match_frame
+    from debug_stuck.kb import load_knowledge
+    from debug_stuck.probes.collectors.lockfiles import lock_files
+    from debug_stuck.probes.collectors.stacks import _find_py_spy
+
+    try:
+        table = [e for e in load_knowledge().frames if e.get("wait") in LOCK_FILE_WAITS]
+    except Exception:  # the knowledge base is checked elsewhere; without it, no lock file
+        return
+    candidates = {}
+    for info in snap.processes:
+        series = snap.stacks.get(info.pid)
+        dump = series.latest() if series is not None else None
+        for thread in dump.threads if dump is not None else []:
+            wait = info.waits.get(thread.tid) or {}
+            if wait.get("op") not in ("sleep", "running", "futex", None):
+                continue
+            if any(match_frame(table, f.function, f.file) for f in thread.frames if not f.native):
+                candidates.setdefault(info.pid, thread.tid)
+    if not candidates:
+        return
+    try:
+        found = lock_files(candidates, _find_py_spy())
+    except Exception as exc:  # a bonus: the report stands without it
+        snap.errors.append(f"could not read the lock file the job waits on: {type(exc).__name__}: {exc}")
+        return
+    for pid, described in found.items():
+        info = snap.process(pid)
+        if info is not None and candidates[pid] in info.waits:
+            info.waits[candidates[pid]]["lock_file"] = described
 
 
 def _refuse_when_nothing_readable(snap: Snapshot) -> None:
@@ -307,6 +359,7 @@ def _stacks_through_hook(snap: Snapshot, samples: int, window: float) -> None:
             f"{label}: stacks read through its debug_stuck.hook ({marker.signal_name} -> faulthandler), "
             "since ptrace is not allowed here"
         )
+        _flight_recorder_through_hook(snap, marker, label)
         beat = read_heartbeat(marker)
         if beat is not None:
             at, step = beat
@@ -314,6 +367,17 @@ def _stacks_through_hook(snap: Snapshot, samples: int, window: float) -> None:
             step_text = f" at step {step}" if step is not None else ""
             ago = max(0.0, time.time() - at)
             snap.notes.append(f"{label}: last heartbeat{step_text}, {ago:.0f} s ago (debug_stuck.hook)")
+
+
+def _flight_recorder_through_hook(snap: Snapshot, marker, label: str) -> None:
+    """Where the job's Flight Recorder is on, the hook writes it next to its stacks on request."""
+    from debug_stuck.probes.collectors.hook_dump import request_fr_dump
+
+    path, error = request_fr_dump(marker)
+    if path:
+        snap.fr_dumps.append(path)
+    elif error and "offers no Flight Recorder" not in error:  # FR off in the job: nothing to say
+        snap.notes.append(f"{label}: no Flight Recorder dump through its hook: {error}")
 
 
 def _say_what_is_missing(snap: Snapshot) -> None:

@@ -8,10 +8,11 @@ own stack says what it is doing instead.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Tuple
 
 from debug_stuck.core.knowledge import Knowledge
+from debug_stuck.live.loops import is_library_file
 from debug_stuck.live.observe import StackGroup, describe_ranks
 
 WAITING_CAUSE = "collective"
@@ -76,6 +77,7 @@ class Mismatch:
     """Ranks waiting in different collectives: each side waits for the other for ever."""
 
     sides: List[Tuple[str, StackGroup]]  # (collective, group)
+    odd: Optional[Culprit] = None  # the side the evidence singles out as the extra call, if any
 
     def describe(self) -> str:
         return "; ".join(f"{describe_ranks(g)} in {name}" for name, g in self.sides)
@@ -83,16 +85,89 @@ class Mismatch:
     def to_dict(self) -> dict:
         return {"sides": [{"collective": name, "ranks": g.ranks, "pids": g.pids} for name, g in self.sides]}
 
+    def sides_dicts(self) -> List[dict]:
+        """Each side: its collective, its ranks, and where the job calls it (the first frame outside
+        torch.distributed), for the fix that names both call sites."""
+        out = []
+        for name, group in self.sides:
+            side = {"collective": name, "who": describe_ranks(group), "pids": list(group.pids)}
+            site = _caller(group)
+            if site:
+                side["site"] = site
+            out.append(side)
+        return out
 
-def find_mismatch(knowledge: Knowledge, groups: List[StackGroup]) -> Optional[Mismatch]:
-    """Every rank waits in a collective, but not in the same one."""
+
+def find_mismatch(knowledge: Knowledge, groups: List[StackGroup], phase_at=None) -> Optional[Mismatch]:
+    """Every rank waits in a collective, but not in the same one. `phase_at(pid)` -> (phase, frame)
+    or None tells a side inside a checkpoint save."""
     waiting = [g for g in groups if _waits_in_collective(knowledge, g)]
     if len(waiting) < 2 or len(waiting) != len(groups):
         return None
     sides = [(collective_name(g) or "a collective", g) for g in waiting]
     if len({name for name, _ in sides}) < 2:
         return None
-    return Mismatch(sides)
+    mismatch = Mismatch(sides)
+    mismatch.odd = _odd_side(sides, phase_at)
+    return mismatch
+
+
+def _odd_side(sides: List[Tuple[str, StackGroup]], phase_at) -> Optional[Culprit]:
+    """The side in the extra call, when the evidence singles one out: the only side of its size
+    (the others agree), the only side whose collective the job's own code calls (frameworks call
+    theirs on every rank; a rank-dependent branch or callback is the job's), or the only side
+    inside a checkpoint save (saving on one rank is the usual rank-only path)."""
+    sizes = sorted(len(g.pids) for _, g in sides)
+    if len(sides) > 2 or sizes[0] < sizes[1]:
+        smallest = [(n, g) for n, g in sides if len(g.pids) == sizes[0]]
+        if len(smallest) == 1:
+            name, group = smallest[0]
+            return _odd(sides, group, f"the only {'rank' if len(group.pids) == 1 else 'ranks'} in {name}")
+    callers = [(name, g, _caller(g)) for name, g in sides]
+    own = [(n, g, c) for n, g, c in callers if c is not None and not is_library_file(_frame_file(c))]
+    if len(own) == 1 and all(c is not None for _, _, c in callers):
+        name, group, caller = own[0]
+        why = f"its {name} is called from the job's own code at {caller}, the other side's from library code"
+        return _odd(sides, group, why)
+    saving = [(n, g, phase_at(g.pids[0])) for n, g in sides] if phase_at is not None else []
+    saving = [(n, g, found[1]) for n, g, found in saving if found and found[0] == "checkpoint"]
+    if len(saving) == 1:
+        name, group, frame = saving[0]
+        why = f"its {name} runs inside a checkpoint save ({frame}) that the other ranks never entered"
+        return _odd(sides, group, why)
+    return None
+
+
+def _odd(sides, group: StackGroup, why: str) -> Culprit:
+    others = [g for _, g in sides if g is not group]
+    who = describe_ranks(group)
+    if len(group.pids) == 1 and not who.startswith("pid"):
+        who += f" (pid {group.pids[0]})"
+    reason = f"{who} is the odd one out: {why}"
+    return Culprit(group.pids[0], group.ranks[0], reason, group, others)
+
+
+FRAME_TEXT = re.compile(r"\((?P<file>[^()]*?)(?::\d+)?\)$")
+
+
+def _frame_file(text: str) -> str:
+    found = FRAME_TEXT.search(text)
+    return found.group("file") if found else ""
+
+
+def _caller(group: StackGroup) -> Optional[str]:
+    """The first Python frame outside torch.distributed around the group's collective call."""
+    inside = False
+    for text in group.frames:
+        file = _frame_file(text)
+        if not (file.endswith(".py") or file.startswith("<frozen")):
+            continue  # a native frame
+        if COLLECTIVE_FILE.search(file):
+            inside = True
+            continue
+        if inside:
+            return text
+    return None
 
 
 def find_culprit(knowledge: Knowledge, groups: List[StackGroup]) -> Optional[Culprit]:
@@ -109,3 +184,23 @@ def find_culprit(knowledge: Knowledge, groups: List[StackGroup]) -> Optional[Cul
     verb = "waits" if len(waiting) == 1 and len(waiting[0].pids) == 1 else "wait"
     reason = f"{waiters} {verb} in {wait_frame}; {describe_ranks(suspect)} is elsewhere: {suspect.top}"
     return Culprit(suspect.pids[0], suspect.ranks[0], reason, suspect, waiting)
+
+
+def stuck_rank(knowledge: Knowledge, groups: List[StackGroup], pid: int, why: str) -> Optional[Culprit]:
+    """The rank the progress judgement found the job stuck on, when the stacks alone named none (a
+    rank stopped inside the very collective the others wait in looks like them)."""
+    own = next((g for g in groups if pid in g.pids), None)
+    if own is None:
+        return None
+    i = own.pids.index(pid)
+    alone = replace(own, pids=[pid], ranks=[own.ranks[i]], hosts=own.hosts[i : i + 1])
+    rest = replace(
+        own,
+        pids=[p for j, p in enumerate(own.pids) if j != i],
+        ranks=[r for j, r in enumerate(own.ranks) if j != i],
+        hosts=[h for j, h in enumerate(own.hosts) if j != i],
+    )
+    waiting = [g for g in (rest if g is own else g for g in groups) if g.pids and _waits_in_collective(knowledge, g)]
+    if not waiting:
+        return None
+    return Culprit(pid, own.ranks[i], why, alone, waiting)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.loops import own_loop
 from debug_stuck.probes.collectors.stacks import main_thread
 
 IO_PROGRESS_BYTES = 1 << 20
@@ -32,6 +33,7 @@ STALE_FLOOR = 60.0  # ... and at least this long, in seconds
 GC_MOSTLY = 0.5  # in the garbage collector in at least this share of the samples: slowed by it
 BUSY_CPU = 50.0  # percent of a CPU: the process computes
 RUN_QUEUE_OVERSUBSCRIBED = 2.0  # CPU wanted vs CPU got: waiting for a CPU most of the time
+STOPPED_STATES = ("T", "t")  # stopped by a signal, or by a debugger
 
 GC_FRAME = re.compile(
     r"^(gc_collect\w*|collect(_with_callback|_generations)?|_PyGC_\w+|gc\.collect"
@@ -159,18 +161,21 @@ def judge_progress(snap: Snapshot, waiting_pids: Sequence[int] = (), tails: Sequ
     computing = moving + looping + [p for p in frozen if _running(p)]
     phase = next((phases(p.pid) for p in computing if phases is not None and phases(p.pid)), None)
 
-    # The others wait in a collective for the whole window while some rank computes: stuck on it.
+    # The others wait in a collective for the whole window while some rank does not come: stuck on
+    # it when it is stopped or turns in a loop of its own code; a rank that computes is progress
+    # (a long pass on one rank) until the log's own rhythm says otherwise.
+    stopped = [p for p in ranks if p.state in STOPPED_STATES]
+    waiters = [p for p in waiting if p not in stopped]
+    if stopped and waiters and all(motion.get(p.pid) == "frozen" for p in waiters) and not grew:
+        # a rank frozen by a signal or a debugger, even inside the very collective the others wait in
+        who = ", ".join(f"{p.label()} is stopped (state {p.state})" for p in stopped)
+        verb = "waits" if len(waiters) == 1 else "wait"
+        text = f"{', '.join(p.label() for p in waiters)} {verb} in a collective for the whole window while {who}"
+        return Progress(True, [text], stuck_on=[p.pid for p in stopped])
     if waiting and all(motion.get(p.pid) == "frozen" for p in waiting) and not grew:
-        busy = [p for p in ranks if p not in waiting and (motion.get(p.pid) in ("moving", "looping") or _running(p))]
-        if busy and not writers:
-            who = ", ".join(p.label() for p in busy)
-            waiters = ", ".join(p.label() for p in waiting)
-            verb = "waits" if len(waiting) == 1 else "wait"
-            return Progress(
-                True,
-                [f"{waiters} {verb} in a collective for the whole window while {who} keeps computing"],
-                stuck_on=[p.pid for p in busy],
-            )
+        verdict = _waited_for(snap, ranks, waiting, motion, writers, stuck_logs, phases)
+        if verdict is not None:
+            return verdict
     reasons = []
     if grown is not None:
         if grown.role == "written":
@@ -208,6 +213,38 @@ def judge_progress(snap: Snapshot, waiting_pids: Sequence[int] = (), tails: Sequ
     if any(s is not None and s.frozen() for s in sampled) or any(p.state in "DZT" for p in trainers):
         return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
     return Progress(None, ["too little was sampled to tell"])
+
+
+def _waited_for(snap: Snapshot, ranks, waiting, motion, writers, stuck_logs, phases) -> Optional[Progress]:
+    """The ranks in `waiting` wait in a collective for the whole window: judge the ranks they wait for."""
+    others = [p for p in ranks if p not in waiting]
+    waiters = ", ".join(p.label() for p in waiting)
+    verb = "waits" if len(waiting) == 1 else "wait"
+    busy = [p for p in others if motion.get(p.pid) in ("moving", "looping") or _running(p)]
+    if not busy or writers:
+        return None
+    phase = next((phases(p.pid) for p in busy if phases is not None and phases(p.pid)), None)
+    loops = {p.pid: own_loop(snap.stacks.get(p.pid), _main_tid(snap, p.pid)) for p in busy}
+    spinning = [p for p in busy if loops[p.pid] is not None]
+    if spinning and not phase:
+        who = ", ".join(f"{p.label()} turns in one loop of its own code at {loops[p.pid].text()}" for p in spinning)
+        return Progress(True, [f"{waiters} {verb} in a collective for the whole window while {who}"],
+                        stuck_on=[p.pid for p in spinning])  # fmt: skip
+    who = ", ".join(p.label() for p in busy)
+    if stuck_logs and not phase:
+        lg = stuck_logs[0]
+        return Progress(True, [f"{waiters} {verb} in a collective while {who} computes, and {lg.path} has been "
+                               f"silent for {lg.silent:.0f} s, {lg.silent / lg.interval:.0f} times its step interval"],
+                        stuck_on=[p.pid for p in busy])  # fmt: skip
+    doing = f"computes in a {phase} pass" if phase else "keeps computing, not in a loop of its own code,"
+    return Progress(False, [f"{who} {doing} while {waiters} {verb} for it in a collective: one rank's long pass, "
+                            "not a hang so far"], state="progressing")  # fmt: skip
+
+
+def _main_tid(snap: Snapshot, pid: int) -> Optional[int]:
+    series = snap.stacks.get(pid)
+    thread = main_thread(series.latest(), pid) if series is not None else None
+    return thread.tid if thread is not None else None
 
 
 def _progressing(snap: Snapshot, logs: List[LogRhythm], reasons: List[str], phase, busy) -> Progress:

@@ -22,6 +22,7 @@ class Gathered:
     nodes: Optional[MergedSnapshot] = None  # a live job: one node (this machine) or many
     local: bool = False  # the one node is this machine, read in this process
     tails: List[LogTail] = field(default_factory=list)
+    torch: Optional[object] = None  # debug_stuck.live.torch_evidence.TorchEvidence
     probe_results: list = field(default_factory=list)  # ProbeResult, run here or run before
     errors: List[str] = field(default_factory=list)
 
@@ -59,6 +60,13 @@ def gather(request: DiagnoseRequest) -> Gathered:
         out.errors.extend(snap.errors)
         log_paths = [(lg.path, lg.read_path) for lg in snap.logs if lg.text_log]
     out.tails = [_read_tail(path, read_path, request.log_bytes) for path, read_path in log_paths]
+    if request.torch_evidence or out.local:
+        from debug_stuck.live.torch_evidence import gather_torch_evidence
+
+        snap = out.snapshot
+        hooked = list(getattr(snap, "fr_dumps", []) or []) if snap is not None else []
+        out.torch = gather_torch_evidence(request.flight_recorder, request.debug_server, snap, hooked)
+        out.errors.extend(out.torch.errors)
     out.errors.extend(tail.error for tail in out.tails if tail.error)
     out.probe_results = run_probes(request, probes)
     return out

@@ -10,6 +10,8 @@ from typing import List
 
 from debug_stuck.core.assemble import fill_report
 from debug_stuck.core.classify import Observations, ObservedLine, classify
+from debug_stuck.core.contradictions import drop_contradicted
+from debug_stuck.core.facts import add_facts
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.logs import observe_tail
 from debug_stuck.core.report import Report
@@ -20,6 +22,7 @@ from debug_stuck.pipeline.gather import Gathered
 
 def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) -> Report:
     from debug_stuck.live.assess import analyze, fill_live
+    from debug_stuck.live.jobfacts import job_facts
     from debug_stuck.live.merge import NodeAnalysis, combine_nodes, fill_merged, observe_node
 
     report = Report()
@@ -48,7 +51,15 @@ def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) ->
     for result in gathered.probe_results:
         report.probes.append(result.to_dict())
         weigh_probe(result, obs)
+    if gathered.torch is not None:
+        from debug_stuck.live.torch_evidence import observe_torch_evidence
+
+        observe_torch_evidence(gathered.torch, obs)
+    add_facts(knowledge, obs)
     result = classify(knowledge, request.answers, obs)
+    # what the job is made of, seen live, rules candidates out (none from logs alone)
+    facts = job_facts([item.node.snapshot for item in per_node]) if per_node else None
+    ruled_out = drop_contradicted(knowledge, result, facts)
     fill_report(report, knowledge, result, tails)
     report.suggested_answers = {
         key: {"value": answer.value, "source": answer.source, "why": obs.derived_why.get(key, "")}
@@ -59,6 +70,11 @@ def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) ->
         fill_live(report, knowledge, item.node.snapshot, obs, item.live)
     elif nodes is not None:
         fill_merged(report, knowledge, nodes, per_node)
+    if gathered.torch is not None:
+        from debug_stuck.live.torch_evidence import fill_torch_evidence
+
+        fill_torch_evidence(report, gathered.torch)
+    report.notes.extend(ruled_out)
     report.verdict.summary = compose(report.verdict, report.diagnoses)
     return report
 

@@ -143,7 +143,8 @@ def plan_resume_for_pid(pid: int) -> ResumePlan:
         keep = {k: v for k, v in sorted(relevant.items()) if not LAUNCHER_SET_ENV.match(k) and k not in plan.env}
         if keep:
             shown = " ".join(f"{k}={v}" for k, v in list(keep.items())[:12])
-            plan.notes.append(f"the job ran with: {shown} (set them again before resuming)")
+            it = "it" if len(keep) == 1 else "them"
+            plan.notes.append(f"the job ran with {shown}; set {it} in the shell you resume from: export {shown}")
     created = bounded_read(root.create_time, f"reading the start time of {root.pid}")
     if plan.checkpoint is not None and created and plan.checkpoint.mtime < created:
         plan.notes.append("the checkpoint was written before this run started (by an earlier run)")

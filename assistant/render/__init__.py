@@ -3,7 +3,7 @@ JSON (scripts and agents). The TUI and the prompts draw the same model themselve
 
 from __future__ import annotations
 
-FORMATS = ("json", "markdown", "text")
+FORMATS = ("agent", "json", "markdown", "text")
 
 
 def render(report, fmt: str) -> str:
@@ -13,6 +13,10 @@ def render(report, fmt: str) -> str:
         from debug_stuck.render.files import report_json
 
         return report_json(report)
+    if fmt == "agent":
+        from debug_stuck.render.agent import render_agent
+
+        return render_agent(report)
     if fmt == "markdown":
         from debug_stuck.render.markdown import render_markdown
 

@@ -9,6 +9,7 @@ from typing import List
 from debug_stuck import __version__
 from debug_stuck.core.report import Report
 from debug_stuck.render.advice import check_heading, first_runnable_check, fix_heading, needs_line, safety_phrase
+from debug_stuck.render.text import culprit_line
 
 
 def _fence(text: str, language: str = "") -> List[str]:
@@ -44,8 +45,7 @@ def render_markdown(report: Report) -> str:
         "",
     ]
     if report.culprit:
-        c = report.culprit
-        out += [f"**Culprit:** pid {c.get('pid')} (rank {c.get('rank')}): {c.get('reason', '')}", ""]
+        out += [culprit_line(report.culprit).replace("Culprit:", "**Culprit:**", 1), ""]
     if report.chain:
         out += ["## What waits on what", ""]
         for i, hop in enumerate(report.chain, 1):
@@ -72,6 +72,8 @@ def render_markdown(report: Report) -> str:
             marker = f"{i}. "
             indent = " " * len(marker)
             out += [f"{marker}**{fix_heading(fix)}**", ""]
+            if fix.why:
+                out += [f"{indent}{fix.why}", ""]
             for cmd, lang in zip(fix.commands, fix.languages or [""] * len(fix.commands)):
                 out += _indented(_fence(cmd, lang), indent)
                 out.append("")
@@ -105,6 +107,14 @@ def render_markdown(report: Report) -> str:
         for edit in report.edits:
             out += [f"`{edit['file']}` line {edit['line']} ({edit['found']}): {edit['why']}", ""]
             out += _fence(edit["diff"].rstrip("\n"), "diff") + [""]
+    if report.probes:
+        out += ["## Probes run", ""]
+        for probe in report.probes:
+            status = str(probe.get("status", "?")).upper()
+            out.append(f"- **{probe.get('name')}**: {status}: {probe.get('summary', '')}")
+            for finding in (probe.get("findings") or [])[:8]:
+                out.append(f"  - {finding.get('severity', 'info')}: {finding.get('message', '')}")
+        out.append("")
     others = report.diagnoses[1:] if top else report.diagnoses
     if others:
         out += ["## Other candidates", ""]

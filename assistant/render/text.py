@@ -35,11 +35,13 @@ def chain_lines(chain: List[dict]) -> List[str]:
     """The chain, one hop a line, from the first waiter to the terminal blocker."""
     out = []
     for i, hop in enumerate(chain):
-        who = f"rank {hop['rank']} pid {hop['pid']}" if hop.get("rank") is not None else f"pid {hop['pid']}"
-        who += f" ({hop['role']})" if hop.get("role") not in (None, "rank") else ""
-        thread = hop.get("thread") or {}
-        if thread.get("tid") and thread.get("tid") != hop["pid"]:
-            who += f" thread {thread.get('name')!r}"
+        who = hop.get("who")
+        if not who:
+            who = f"rank {hop['rank']} pid {hop['pid']}" if hop.get("rank") is not None else f"pid {hop['pid']}"
+            who += f" ({hop['role']})" if hop.get("role") not in (None, "rank") else ""
+            thread = hop.get("thread") or {}
+            if thread.get("tid") and thread.get("tid") != hop["pid"]:
+                who += f" thread {thread.get('name')!r}"
         arrow = "  -> " if i else "  "
         where = f" [{hop['where']}]" if hop.get("where") else ""
         out.append(f"{arrow}{who} {hop['waits_on']['detail']}{where}")
@@ -78,6 +80,38 @@ def doing_phrase(process: dict) -> str:
     return process.get("stack_error") or "no stack read"
 
 
+# The triage patterns and phases in the words of the person at the terminal (docs/contract.md).
+PATTERN_WORDS = {
+    "A": "hangs before the first training step",
+    "B": "stops mid-run with the GPU idle",
+    "C": "stops mid-run with the GPU busy",
+    "D": "stops at the same step every time",
+    "E": "stops at random steps, with hardware or network errors",
+}
+PHASE_WORDS = {
+    "startup": "while starting up",
+    "data": "while loading data",
+    "step": "inside a training step",
+    "validation": "during validation",
+    "sampling": "while sampling",
+    "checkpoint": "while saving a checkpoint",
+    "shutdown": "while shutting down",
+}
+
+
+def session_headline(report: Report) -> str:
+    """The session's first line, in words: "HUNG while loading data; stops mid-run with the GPU idle".
+    What is not known is left out, not named as unknown."""
+    v = report.verdict
+    parts = [_state_word(v) if v.state or v.hung is not None else "not observed live"]
+    phase = PHASE_WORDS.get(v.phase or "")
+    if phase:
+        parts[0] += f" {phase}"
+    if report.pattern in PATTERN_WORDS:
+        parts.append(f"it {PATTERN_WORDS[report.pattern]}")
+    return "; ".join(parts)
+
+
 def render_text(report: Report) -> str:
     v = report.verdict
     out: List[str] = []
@@ -87,10 +121,7 @@ def render_text(report: Report) -> str:
     out.append(head)
     out.append(textwrap.fill(v.summary, width=100, break_on_hyphens=False, break_long_words=False))
     if report.culprit:
-        c = report.culprit
-        who = f"rank {c['rank']}" if c.get("rank") is not None else f"pid {c['pid']}"
-        where = f"{c['host']}, " if c.get("host") else ""
-        out.append(f"Culprit: {who} ({where}pid {c['pid']}): {c['reason']}")
+        out.append(culprit_line(report.culprit))
     if report.chain:
         out.append("Waits on:")
         out.extend(chain_lines(report.chain))
@@ -120,6 +151,8 @@ def render_text(report: Report) -> str:
         out.append("Fix:")
         for i, fix in enumerate(top.fixes[:MAX_FIXES], 1):
             out.append(f"  {i}. {fix_heading(fix)}")
+            if fix.why:
+                out.append(textwrap.fill(fix.why, 100, initial_indent="     ", subsequent_indent="     "))
             for cmd in fix.commands:
                 out.append(_indent(cmd, "       "))
             if needs_line(fix.unfilled):
@@ -204,3 +237,23 @@ def format_duration(seconds: Optional[float]) -> str:
     if seconds < 172800:
         return f"{seconds // 3600} h {seconds % 3600 // 60} min"
     return f"{seconds // 86400} days"
+
+
+def culprit_line(culprit: dict) -> str:
+    """ "Culprit: rank 1 (node-3, pid 6053): why" -- the process the others wait for, however it was
+    found (its stack, the chain's end, the Flight Recorder), said the same in every front end."""
+    pid, rank, host = culprit.get("pid"), culprit.get("rank"), culprit.get("host")
+    where = ", ".join(str(x) for x in (host, f"pid {pid}" if pid is not None else None) if x)
+    if rank is not None:
+        who = f"rank {rank}" + (f" ({where})" if where else "")
+    elif pid is not None:
+        who = f"pid {pid}" + (f" ({host})" if host else "")
+    else:
+        who = "a rank"
+    reason = culprit.get("reason")
+    if not reason and culprit.get("source") == "flight-recorder":
+        what = " ".join(
+            str(x) for x in (culprit.get("collective"), f"#{culprit['seq']}" if culprit.get("seq") else None) if x
+        )
+        reason = f"{culprit.get('state') or 'the odd one out'} (Flight Recorder{', ' + what if what else ''})"
+    return f"Culprit: {who}: {reason or 'the others wait for it'}"

@@ -16,6 +16,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``flock``: ``fcntl.flock(LOCK_EX)`` on ``<workdir>/train.lock``, held by a child for ever.
 - ``child_stdin``: ``subprocess.Popen(stdin=PIPE).wait()`` on a child that reads its stdin: the
   parent holds the pipe's write end and waits, the child waits for input that never comes.
+- ``stale_lock``: ``filelock.SoftFileLock(<workdir>/model.lock).acquire()`` on an empty lock file that
+  a killed earlier run left behind (an empty marker: filelock never breaks it, as torch's FileBaton
+  never does): the thread polls for ever, in time.sleep between tries, and no process has the file open.
 - ``prompt``: stdin is a terminal (a pseudo-terminal whose other side nobody types into, as in a
   tmux session left alone) and the job asks "wandb: Enter your choice:" with ``input()``.
 
@@ -67,8 +70,22 @@ while True:  # "deaf": never accepts
 
 # Linux syscall numbers (x86_64, aarch64) of the calls the scenarios block in.
 SYSCALLS = {
-    "x86_64": {"open": (2, 257), "connect": (42,), "recv": (0, 45, 47), "flock": (73,), "wait4": (61, 247)},
-    "aarch64": {"open": (56,), "connect": (203,), "recv": (63, 207, 212), "flock": (32,), "wait4": (260, 95)},
+    "x86_64": {
+        "open": (2, 257),
+        "connect": (42,),
+        "recv": (0, 45, 47),
+        "flock": (73,),
+        "wait4": (61, 247),
+        "sleep": (35, 230),
+    },
+    "aarch64": {
+        "open": (56,),
+        "connect": (203,),
+        "recv": (63, 207, 212),
+        "flock": (32,),
+        "wait4": (260, 95),
+        "sleep": (101, 115),
+    },
 }
 WCHANS = {
     "open": ("wait_for_partner", "fifo_open"),
@@ -76,6 +93,7 @@ WCHANS = {
     "connect": ("inet_wait_for_connect", "wait_woken"),
     "flock": ("locks_lock_inode_wait", "flock_lock_inode_wait", "locks_wait"),
     "wait4": ("do_wait", "kernel_wait4"),
+    "sleep": ("hrtimer_nanosleep", "do_nanosleep", "clock_nanosleep"),
 }
 
 
@@ -194,6 +212,16 @@ def child_stdin() -> None:
     _common.sleep_forever()
 
 
+def stale_lock() -> None:
+    import filelock  # torch's own dependency
+
+    path = _common.workdir() / "model.lock"
+    path.write_text("")  # what an earlier run, killed while it held the lock, left behind
+    ready_in("sleep", path=str(path))
+    filelock.SoftFileLock(str(path)).acquire(poll_interval=0.5)  # no timeout: waits for ever
+    _common.sleep_forever()
+
+
 def prompt() -> None:
     master, slave = os.openpty()  # the master stays open: a terminal nobody types into
     os.dup2(slave, 0)
@@ -214,6 +242,7 @@ SCENARIOS = {
     "http": http,
     "flock": flock,
     "child_stdin": child_stdin,
+    "stale_lock": stale_lock,
     "prompt": prompt,
 }
 

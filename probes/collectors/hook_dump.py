@@ -9,6 +9,7 @@ tell a frozen thread from a moving one, like two py-spy samples.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -239,8 +240,6 @@ def _identity(path: str) -> Optional[Tuple[int, int]]:
 def request_fr_dump(marker: HookMarker, wait: float = FR_WAIT) -> Tuple[Optional[str], Optional[str]]:
     """Ask the job's hook for a Flight Recorder dump: (path of the fresh `<pid>.fr`, None), or
     (None, why not). Writes one line into the hook's request FIFO; nothing else in the job."""
-    import errno  # here, not at the top: the functions above predate this one and stay as they are
-
     try:
         data = json.loads(_read(marker.path))
     except (OSError, CallTimedOut, ValueError) as exc:

@@ -80,6 +80,7 @@ class ProcInfo:
     errors: List[str] = field(default_factory=list)
     host: Optional[str] = None  # the node it runs on, set when snapshots of several nodes are merged
     cgroup: Optional[str] = None  # its cgroup (v2 path, or v1 memory controller's), to tie kernel lines to it
+    exit_status: Optional[int] = None  # a zombie's wait status (/proc/PID/stat field 52): how it died
 
     @property
     def python(self) -> bool:
@@ -121,6 +122,7 @@ class ProcInfo:
             "errors": self.errors,
             **({"host": self.host} if self.host is not None else {}),
             **({"cgroup": self.cgroup} if self.cgroup is not None else {}),
+            **({"exit_status": self.exit_status} if self.exit_status is not None else {}),
         }
 
 
@@ -201,6 +203,7 @@ def read_process(pid: int) -> ProcInfo:
     info = ProcInfo(pid=pid, ppid=ppid, name=name, cmdline=[], create_time=create_time)
     if zombie:
         info.state = "Z"  # a dead child: its cmdline, environ and fds are gone, say so and stop
+        info.exit_status = zombie_exit_status(pid)
         return info
     errors = info.errors
     info.cmdline = _bounded(proc.cmdline, f"reading /proc/{pid}/cmdline", [], errors) or []
@@ -215,10 +218,19 @@ def read_process(pid: int) -> ProcInfo:
         target = _bounded(lambda fd=fd: os.readlink(f"/proc/{pid}/fd/{fd}"), f"reading /proc/{pid}/fd/{fd}")
         setattr(info, f"fd{fd}", _fd_kind(target) if target is not None else "closed")
         setattr(info, f"fd{fd}_target", target)
-    info.loads_torch = bool(_bounded(lambda: _maps_mention(pid, "libtorch"), f"reading /proc/{pid}/maps", False))
+    info.loads_torch = bool(_bounded(lambda: maps_mention(pid, "libtorch"), f"reading /proc/{pid}/maps", False))
     info.cgroup = parse_cgroup(read_proc_file(f"/proc/{pid}/cgroup") or "")
     info.children = [c.pid for c in _bounded(proc.children, f"listing children of {pid}", []) or []]
     return info
+
+
+def zombie_exit_status(pid: int) -> Optional[int]:
+    """The wait status a zombie will hand its parent (proc(5): /proc/PID/stat field 52, exit_code,
+    since Linux 3.5): the exit code in bits 8-15, the killing signal in bits 0-6."""
+    text = read_proc_file(f"/proc/{pid}/stat") or ""
+    fields = text.rsplit(")", 1)[-1].split()
+    # fields[0] is field 3 (state): field 52 is fields[49]
+    return _int(fields[49]) if len(fields) >= 50 else None
 
 
 def parse_cgroup(text: str) -> Optional[str]:
@@ -249,7 +261,7 @@ def nfs_servers(pid: int) -> List[str]:
     return list(dict.fromkeys(servers))
 
 
-def _maps_mention(pid: int, needle: str) -> bool:
+def maps_mention(pid: int, needle: str) -> bool:
     with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
         for line in fh:
             if needle in line:
@@ -461,7 +473,7 @@ def find_training_processes() -> List[int]:
         head = " ".join((proc.info.get("cmdline") or [])[:1]) + " " + (proc.info.get("name") or "")
         if "python" not in head.lower():
             continue
-        if _bounded(lambda pid=pid: _maps_mention(pid, "libtorch"), f"reading /proc/{pid}/maps", False):
+        if _bounded(lambda pid=pid: maps_mention(pid, "libtorch"), f"reading /proc/{pid}/maps", False):
             candidates.add(pid)
     roots = []
     for pid in sorted(candidates):
@@ -552,6 +564,8 @@ def _state(info: ProcInfo) -> None:
         return
     m = re.search(r"^State:\s+(\w)", status, re.M)
     info.state = m.group(1) if m else "?"
+    if info.state == "Z" and info.exit_status is None:
+        info.exit_status = zombie_exit_status(pid)
     m = re.search(r"^Threads:\s+(\d+)", status, re.M)
     info.threads = int(m.group(1)) if m else 0
     info.wchan = _bounded(lambda: _read(f"/proc/{pid}/wchan").strip() or None, f"reading /proc/{pid}/wchan")

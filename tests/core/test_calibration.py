@@ -9,7 +9,9 @@ def test_a_tie_names_the_question_that_breaks_it(cli_json):
     tie = report["verdict"]["tie"]
     assert tie["causes"] == ["nccl-init", "rendezvous"]
     assert tie["breaker"].startswith("answer stuck_at (What is the last thing the job printed")
-    assert "nccl-init and rendezvous are tied at 20%: answer stuck_at" in report["verdict"]["summary"]
+    share = report["diagnoses"][0]["confidence"]
+    assert report["diagnoses"][1]["confidence"] == share  # a tie: the two share the first place
+    assert f"nccl-init and rendezvous are tied at {share:.0%}: answer stuck_at" in report["verdict"]["summary"]
 
     broken = cli_json("--answer", "phase=start", "--answer", "stuck_at=process-group")
     assert "tie" not in broken["verdict"]

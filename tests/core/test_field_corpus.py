@@ -15,6 +15,7 @@ projects it was never tuned on. Both are printed, every miss included.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import re
@@ -29,11 +30,15 @@ from debug_stuck.kb import load_knowledge
 
 FIELD = Path(__file__).parents[1] / "fixtures" / "field"
 CASES = sorted((FIELD / "cases").glob("*.yaml"))
+ORIGINAL = FIELD / "original-62.txt"  # the ids of the corpus before issue 25
 SPLIT = yaml.safe_load((FIELD / "split.yaml").read_text(encoding="utf-8"))
 EXAM_PROJECTS = set(SPLIT["exam_projects"])
-TOP1 = 0.85  # on the tuning set
-TOP3 = 0.95
-MIN_CASES = 130  # raise this as cases are added, never lower it
+# The 62 cases of the corpus before issue 25 (tuned on since issue 13) hold their level; the whole
+# tuning set may not fall below what it measured when the split was fixed plus the work since.
+ORIGINAL_TOP1, ORIGINAL_TOP3 = 0.85, 0.95
+TUNING_TOP1, TUNING_TOP3 = 0.70, 0.82
+CONFIDENT = 0.5
+MIN_CASES = 145  # raise this as cases are added, never lower it
 MIN_PROJECTS = 60
 
 
@@ -86,6 +91,22 @@ def test_the_corpus_is_large_varied_and_split_by_project():
     assert EXAM_PROJECTS <= set(projects), "an exam project with no case"
 
 
+def test_the_exam_set_follows_the_fixed_rule():
+    """split.yaml's rule, applied to every project that had no case before issue 25: exam when the
+    first byte of sha256(owner/name) is below 128. A project added later falls where the rule says,
+    so nobody chooses which new cases the tool is measured on."""
+    original_ids = set(ORIGINAL.read_text(encoding="utf-8").split())
+    cases = [load(path) for path in CASES]
+    tuned_before = {project_of(case) for case in cases if case["id"] in original_ids}
+    by_rule = {
+        project_of(case)
+        for case in cases
+        if project_of(case) not in tuned_before and hashlib.sha256(project_of(case).encode()).digest()[0] < 128
+    }
+    assert EXAM_PROJECTS == by_rule, (sorted(EXAM_PROJECTS - by_rule), sorted(by_rule - EXAM_PROJECTS))
+    assert not EXAM_PROJECTS & tuned_before
+
+
 @pytest.fixture(scope="module")
 def ranked(tmp_path_factory):
     """Every case through the scripted mode once: id -> (case, [(cause, confidence), ...])."""
@@ -107,7 +128,10 @@ def _diagnose(main, tmp_path: Path, case: dict) -> list:
         code = main(["diagnose", "--log", str(log), *answer_flags(case), "--format", "json"])
     assert code == 0, case["id"]
     report = json.loads(stdout.getvalue())
-    return [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    return [
+        (d["cause"], d["confidence"], d["score"], not any(e["source"] != "answer" for e in d["evidence"]))
+        for d in report["diagnoses"]
+    ]
 
 
 def score(ranked, keep) -> tuple:
@@ -118,12 +142,13 @@ def score(ranked, keep) -> tuple:
         if not keep(case):
             continue
         n += 1
-        names = [c for c, _ in causes]
+        names = [c[0] for c in causes]
         top1 += names[:1] == [case["cause"]]
         top3 += case["cause"] in names[:3]
         if names[:1] != [case["cause"]]:
             where = "not in the top three" if case["cause"] not in names[:3] else "not first"
-            misses.append(f"{case_id}: {case['cause']} {where}: {causes[:3]} ({case['source']})")
+            top = [(c[0], c[1]) for c in causes[:3]]
+            misses.append(f"{case_id}: {case['cause']} {where}: {top} ({case['source']})")
     return top1, top3, n, misses
 
 
@@ -131,14 +156,61 @@ def _line(name: str, top1: int, top3: int, n: int) -> str:
     return f"{name}: {n} cases, top-1 {top1}/{n} ({top1 / max(n, 1):.0%}), top-3 {top3}/{n} ({top3 / max(n, 1):.0%})"
 
 
+def confident_wrong(rows) -> tuple:
+    """(verdicts at CONFIDENT or more, how many of them name the wrong cause)."""
+    sure = [(cause, right) for cause, p, right in rows if p >= CONFIDENT]
+    return len(sure), sum(1 for _, right in sure if not right)
+
+
+def first_ranked(ranked, keep):
+    """(case, the first-ranked cause, its confidence, whether it is the confirmed one, score, thin)."""
+    out = []
+    for _, (case, causes) in sorted(ranked.items()):
+        if keep(case) and causes:
+            cause, p, score, thin = causes[0]
+            out.append((case, cause, p, cause == case["cause"], score, thin))
+    return out
+
+
+def leave_one_project_out(rows) -> list:
+    """Each tuning project's cases, with the calibration refitted without that project."""
+    from debug_stuck.core.calibration import ANSWERS, EVIDENCE, apply, fit
+
+    out = []
+    for project in sorted({project_of(r[0]) for r in rows}):
+        rest = [r for r in rows if project_of(r[0]) != project]
+        maps = {kind: fit([(r[4], r[3]) for r in rest if r[5] == (kind == ANSWERS)]) for kind in (EVIDENCE, ANSWERS)}
+        for r in rows:
+            if project_of(r[0]) == project:
+                out.append((r[1], apply(maps[ANSWERS if r[5] else EVIDENCE], r[4]), r[3]))
+    return out
+
+
 def test_the_scripted_mode_names_the_confirmed_cause(ranked):
+    original = set(ORIGINAL.read_text().split())
     tune = score(ranked, lambda case: project_of(case) not in EXAM_PROJECTS)
     exam = score(ranked, lambda case: project_of(case) in EXAM_PROJECTS)
+    first = score(ranked, lambda case: case["id"] in original)
     print("\n" + _line("tuning set", *tune[:3]))
     for miss in tune[3]:
         print("  miss:", miss)
     print(_line("exam set (projects never tuned on)", *exam[:3]))
     for miss in exam[3]:
         print("  miss:", miss)
+    print(_line("the 62 cases before issue 25", *first[:3]))
+    tuning_rows = first_ranked(ranked, lambda case: project_of(case) not in EXAM_PROJECTS)
+    exam_rows = first_ranked(ranked, lambda case: project_of(case) in EXAM_PROJECTS)
+    lopo = leave_one_project_out(tuning_rows)
+    for name, rows in (
+        ("tuning", [(r[1], r[2], r[3]) for r in tuning_rows]),
+        ("exam", [(r[1], r[2], r[3]) for r in exam_rows]),
+        ("leave-one-project-out (tuning, calibration refitted without each project)", lopo),
+    ):
+        sure, wrong = confident_wrong(rows)
+        share = f"{wrong / sure:.0%}" if sure else "n/a"
+        print(
+            f"calibration, {name}: {sure} of {len(rows)} verdicts at {CONFIDENT:.0%} or more, {wrong} wrong ({share})"
+        )
+    assert first[0] / first[2] >= ORIGINAL_TOP1 and first[1] / first[2] >= ORIGINAL_TOP3, "\n".join(first[3])
     top1, top3, n, misses = tune
-    assert top1 / n >= TOP1 and top3 / n >= TOP3, "\n".join(misses)
+    assert top1 / n >= TUNING_TOP1 and top3 / n >= TUNING_TOP3, "\n".join(misses)

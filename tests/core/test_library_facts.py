@@ -222,3 +222,29 @@ def test_store_and_worker_lines_extract_their_fields(catalog):
 
 def test_ordinary_training_output_matches_nothing(catalog):
     assert match_log(catalog, "step 120 | loss 2.31 | lr 3.0e-04 | 812 tokens/s\nsaved metrics.json") == []
+
+
+def test_the_event_before_the_first_timeout_is_the_prior_fact(catalog_data, catalog):
+    from debug_stuck.core.facts import log_facts
+
+    stall_reports = catalog_data["stall_reports"]
+    assert set(stall_reports) <= set(catalog_data["facts"])
+    # rank 0 builds an extension (Megatron's own line); the others' barrier times out meanwhile
+    lines = ["> compiling and loading fused kernels ...", NCCL_TIMEOUT]
+    facts = [text for _, text in log_facts(catalog, lines, stall_reports)]
+    assert "prior=extension-build" in facts
+    assert "last=collective-timeout" in facts
+    # no timeout reported: nothing is prior to it
+    assert not [f for _, f in log_facts(catalog, lines[:1], stall_reports) if f.startswith("prior=")]
+    # a timeout with no event before it: no prior either
+    assert not [f for _, f in log_facts(catalog, lines[1:], stall_reports) if f.startswith("prior=")]
+
+
+def test_a_fact_rules_detail_names_the_library_message(cli_json, tmp_path):
+    # jax.distributed.initialize could not register with its coordinator (XLA's own RPC name)
+    log = tmp_path / "job.log"
+    log.write_text("DEADLINE_EXCEEDED: Deadline Exceeded\nRPC: /tensorflow.CoordinationService/RegisterTask\n")
+    report = cli_json("--log", log)
+    assert report["diagnoses"][0]["cause"] == "rendezvous"
+    details = [e["detail"] for e in report["diagnoses"][0]["evidence"] if e["source"] == "log"]
+    assert any("(library message xla-coordination-register-task)" in detail for detail in details), details

@@ -5,6 +5,7 @@ hung process, the order of the questions, pre-fills and their reasons, probes in
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -178,8 +179,9 @@ def test_recovery_actions_need_a_live_job(session):
 
 @pytest.mark.timeout(120)
 def test_probe_runs_in_a_child_process_and_its_findings_reach_the_ranking(session, zoo):  # noqa: F811
-    # a warning, not only info notes: info notes are no evidence (issue 15)
-    job = zoo("future_result", env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"})
+    # a warning, not only info notes: info notes are no evidence (issue 15); more OpenMP threads
+    # than cores warns of cpu-spin, a cause one process can have
+    job = zoo("future_result", env={"OMP_NUM_THREADS": str(4 * (os.cpu_count() or 1))})
     session.attach_pid(str(job.proc.pid))
     outcome = session.run_probe("env")
     assert outcome.completed and outcome.result["name"] == "env", outcome

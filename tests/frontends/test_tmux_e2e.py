@@ -99,9 +99,11 @@ def test_debug_stuck_in_tmux_diagnoses_a_hung_process(zoo, tmp_path, request):  
         # wait for the next question (or the diagnosis) before answering again
         number = match.group(1)
         tmux.wait_for(rf"question (?!{number} of)\d+ of|Step 5 of 6", timeout=30)
-    screen = tmux.wait_for(r"cause: thread-deadlock", timeout=90)
-    assert "HUNG" in screen and "thread-deadlock" in screen
+    screen = tmux.wait_for(r"1\. thread-deadlock", timeout=90)
+    assert "HUNG" in screen and "Most likely: A thread waits forever" in screen
 
     tmux.keys("q")
     screen = tmux.wait_for(r"DEBUG-STUCK-EXIT=\d+", timeout=30)
     assert "DEBUG-STUCK-EXIT=0" in screen
+    # quitting says so, and that nothing it started is left running
+    assert "debug-stuck: session ended; nothing it started is still running" in screen

@@ -45,10 +45,45 @@ def assert_said_everywhere(report, *words) -> None:
         assert word in text and word in markdown, word
     for hop in report.to_dict()["chain"]:
         assert HOP_KEYS <= set(hop), hop
-        assert set(hop["waits_on"]) == {"kind", "object", "detail"}
+        assert {"kind", "object", "detail"} <= set(hop["waits_on"]), hop
+
+
+PID_IN_COMMAND = re.compile(r"(?:--pid\s+|/proc/|-p\s+)(\d+)")
+
+
+def assert_first_fix_is_about(report, remedy, *words) -> None:
+    """The first fix is the remedy written for the chain's end, naming its object; every check and
+    the fix's own commands look at the process at the chain's end (or a peer the fix names)."""
+    if not report.job:  # the tests' diagnoses skip the advice stage; it runs here, as the CLI runs it
+        from debug_stuck.advice import advise
+
+        advise(report)
+    fix = report.diagnoses[0].fixes[0]
+    assert fix.origin == "finding" and fix.basis.split(":")[0] == remedy, (fix.title, fix.basis)
+    said = f"{fix.title} {fix.why}"
+    for word in words:
+        assert word in said, (word, said)
+    end = report.chain[-1]["pid"]
+    for check in report.diagnoses[0].check_items:
+        for pid in PID_IN_COMMAND.findall(check.command):
+            assert int(pid) == end, (check.command, end)
+    for d in report.diagnoses:
+        printed = [" ".join(c.split()) for f in d.fixes for c in f.commands]
+        assert len(printed) == len(set(printed)), "a command printed twice"
 
 
 EXT = "external-service"
+# scenario: (the remedy its first fix must be, the words it must hold, formatted with READY)
+REMEDIES = {
+    "fifo_read": ("fifo-no-writer", ["Nothing will ever write {path}", "open() of {path}"]),
+    "fifo_write": ("fifo-no-reader", ["Nothing will ever read {path}"]),
+    "connect": ("socket-no-accept", ["127.0.0.1:{port}", "connect()", "SYN_SENT"]),
+    "recv": ("socket-no-answer", ["127.0.0.1:{port}", "(pid {peer_pid}, python) never replies"]),
+    "recv_unaccepted": ("socket-no-answer", ["127.0.0.1:{port}", "never accepted it"]),
+    "http": ("socket-no-answer", ["127.0.0.1:{port}", "urlopen()", "(pid {peer_pid}, python)"]),
+    "prompt": ("stdin-prompt", ["'wandb: Enter your choice:'", "at prompt ("]),
+    "flock": ("file-lock-held", ["The lock on {path} is held by pid {peer_pid}"]),
+}
 BLOCKED = [
     # scenario, terminal kind, words the summary must hold (formatted with READY), cause or None
     ("fifo_read", "fifo", ["open() of the FIFO {path}, with no writer", "pid {pid}"], "io-stall"),
@@ -86,6 +121,8 @@ def test_the_summary_names_what_the_job_waits_on(knowledge, zoo, scenario, kind,
     assert first.chain[-1]["waits_on"]["kind"] == kind, first.chain
     assert first.chain[0]["pid"] == job.proc.pid
     assert_said_everywhere(first, *[w.format(**job.info) for w in words])
+    remedy, named = REMEDIES[scenario]
+    assert_first_fix_is_about(first, remedy, *[w.format(**job.info) for w in named])
     assert steady(first) == steady(second)
     # A socket to a party that is not the job's rendezvous master or peers is an external service,
     # never a rendezvous or NCCL network problem.
@@ -102,6 +139,8 @@ def test_a_pipe_whose_writer_is_stopped(knowledge, zoo):  # noqa: F811
     assert f"the writer is pid {writer}" in report.chain[0]["waits_on"]["detail"]
     assert_said_everywhere(report, f"Process pid {writer}, the writer of that pipe, is stopped (SIGSTOP)")
     assert report.verdict.cause == "io-stall", top(report)
+    assert_first_fix_is_about(report, "peer-stopped", f"Resume process pid {writer}: it is stopped")
+    assert f"kill -CONT {writer}" in report.diagnoses[0].fixes[0].commands
     assert any("SIGSTOP" in e or "stopped" in e for d in report.diagnoses[:1] for e in map(str, d.evidence))
 
 
@@ -117,6 +156,23 @@ def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  
         f"process pid {child} is blocked in a read of a pipe; the writer is pid {job.proc.pid}",
     )
     assert report.verdict.cause == "thread-deadlock", top(report)
+    assert_first_fix_is_about(report, "child-stdin", f"Process pid {job.proc.pid} waits for its child {child}")
+    assert "stdin=subprocess.DEVNULL" in report.diagnoses[0].fixes[0].commands[0]
+
+
+def test_a_stale_lock_file_left_by_a_killed_run_is_named_and_removable(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("filelock")
+    job = zoo("blocked_on", args=["stale_lock"])
+    path = job.info["path"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    end = report.chain[-1]
+    assert end["waits_on"]["object"] == path and end["waits_on"].get("lockfile") == "yes", end
+    assert_said_everywhere(report, f"waits for the lock file {path} to go away", "no process has it open")
+    assert_first_fix_is_about(report, "stale-lock-file", f"Remove the stale lock file {path}")
+    fix = report.diagnoses[0].fixes[0]
+    removal = next(c for c, s in zip(fix.commands, fix.safety) if s["label"] == "changes")
+    assert removal == f"rm -- {path}" and "only when no other process" in fix.safety[-1]["note"]
 
 
 def test_threads_and_futures_lead_to_the_thread_that_blocks(knowledge, zoo):  # noqa: F811
@@ -128,12 +184,22 @@ def test_threads_and_futures_lead_to_the_thread_that_blocks(knowledge, zoo):  # 
     assert "at prefetch_shard (" in report.verdict.summary and "its main thread waits for it in result" in (
         report.verdict.summary
     )
+    assert_first_fix_is_about(report, "pool-thread-event", "an Event nobody sets", "prefetch_shard (")
 
     job = zoo("lock_deadlock")
     report = diagnose(knowledge, job.proc.pid)
     assert report.chain[-1]["waits_on"]["kind"] == "lock-cycle"
     assert re.search(r"'worker-[AB]' at update_\w+ \(.*\) and 'worker-[AB]' at update_\w+", report.verdict.summary)
     assert report.verdict.cause == "thread-deadlock", top(report)
+    # both sites, the lock each holds and the one it waits for, read from the job's own source
+    assert_first_fix_is_about(
+        report,
+        "lock-order",
+        "holds `params_lock` and waits for `stats_lock`",
+        "holds `stats_lock` and waits for `params_lock`",
+    )
+    edit = report.diagnoses[0].fixes[0].commands[0]
+    assert re.search(r"with (stats|params)_lock:\n    with (params|stats)_lock:", edit), edit
 
 
 def test_torch_save_on_a_fifo_names_the_checkpoint_path(knowledge, zoo):  # noqa: F811
@@ -144,6 +210,7 @@ def test_torch_save_on_a_fifo_names_the_checkpoint_path(knowledge, zoo):  # noqa
     path = job.info["checkpoint"]
     assert_said_everywhere(report, f"open() of the FIFO {path}, with no reader, inside save")
     assert report.verdict.cause == "checkpoint-save", top(report)
+    assert_first_fix_is_about(report, "fifo-no-reader", f"Nothing will ever read {path}", "save_checkpoint (")
 
 
 # -- ranks --------------------------------------------------------------------------------------------
@@ -164,6 +231,7 @@ def test_a_busy_looping_rank_is_hung_on_every_run(knowledge, zoo):  # noqa: F811
         ), report.verdict.summary
         assert f"rank 0 (pid {rank0}) waits for it in all_reduce" in report.verdict.summary
         assert report.verdict.cause == "cpu-spin", top(report)
+        assert_first_fix_is_about(report, "straggler-rank", "never joins the all_reduce", "refine_until_converged (")
     assert len({steady(r) for r in reports}) == 1
 
 
@@ -180,7 +248,14 @@ def test_ranks_in_different_collectives_are_a_mismatch(knowledge, zoo):  # noqa:
     assert report.verdict.cause == "collective" and report.verdict.hung is True, top(report)
     evidence = " ".join(e.detail for e in report.diagnoses[0].evidence)
     assert "different collectives" in evidence
-    assert report.diagnoses[0].fixes[0].title == "Make every rank execute the same collectives"
+    # the first fix names both sides and where the job calls each; the playbook's follows
+    from debug_stuck.advice import advise
+
+    first = advise(report, knowledge).diagnoses[0].fixes[0]
+    assert first.origin == "finding" and first.title == "Make every rank call the same collectives in the same order"
+    assert "rank 0 in all_reduce, called at" in first.why and "rank 1 in broadcast, called at" in first.why, first.why
+    assert "gloo_ranks.py" in first.why
+    assert report.diagnoses[0].fixes[1].title == "Make every rank execute the same collectives"
     assert {p["pid"] for p in report.processes} >= {rank0, rank1}
 
 

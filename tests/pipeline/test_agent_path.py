@@ -57,6 +57,12 @@ def test_every_zoo_report_is_advice_for_this_job(knowledge, zoo, program, args, 
 
     top = data["diagnoses"][0]
     assert top["fixes"], top
+    # the first fix is written for what the wait ends at; every check looks at the process there
+    assert top["fixes"][0]["origin"] == "finding" and top["fixes"][0]["why"], top["fixes"][0]["title"]
+    end = next(h for h in reversed(data["chain"]) if h.get("pid"))
+    for check in top["check_items"]:
+        for pid in re.findall(r"(?:--pid\s+|/proc/|-p\s+)(\d+)", check["command"]):
+            assert int(pid) == end["pid"], (check["command"], end["pid"])
     for diagnosis in data["diagnoses"][:3]:
         for fix in diagnosis["fixes"]:
             assert len(fix["safety"]) == len(fix["commands"]) and all(

@@ -106,6 +106,9 @@ def assert_names_the_fifo_its_worker_waits_on(report, ready) -> None:
         "kind": "fifo",
         "object": ready["fifo"],
         "detail": f"is blocked in open() of the FIFO {ready['fifo']}, with no writer",
+        "op": "open",
+        "end": "no-writer",
+        "via": "worker",
     }
     assert [d.cause for d in report.diagnoses[:2]] == ["io-stall", "dataloader"], causes(report)
     assert report.verdict.cause == "io-stall"

@@ -96,13 +96,15 @@ def test_consent_is_required_for_user_code(monkeypatch):
 
 @pytest.mark.timeout(60)
 def test_probe_findings_are_evidence_in_a_diagnosis(job, cli_json):
-    proc = job({"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"})
+    # more OpenMP threads than cores: a warning for cpu-spin, which one process can have; the NCCL
+    # setting's warning points at collective, which one process without ranks cannot have
+    threads = str(4 * (os.cpu_count() or 1))
+    proc = job({"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "OMP_NUM_THREADS": threads})
     report = cli_json("--pid", proc.pid, "--probe", "env", "--answer", "gpu=busy")
     assert report["probes"][0]["name"] == "env"
-    collective = next(d for d in report["diagnoses"] if d["cause"] == "collective")
-    assert any(
-        e["source"] == "probe" and "TORCH_NCCL_ASYNC_ERROR_HANDLING" in e["detail"] for e in collective["evidence"]
-    )
+    spin = next(d for d in report["diagnoses"] if d["cause"] == "cpu-spin")
+    assert any(e["source"] == "probe" and "OMP_NUM_THREADS" in e["detail"] for e in spin["evidence"])
+    assert "collective" not in [d["cause"] for d in report["diagnoses"]], "one process has no collective"
 
 
 def test_probe_list_names_every_probe_and_consent(cli):

@@ -76,7 +76,24 @@ def register(subparsers) -> None:
         help="how many bytes of each log's tail to read, 1024 to 64 MiB (default 262144)",
     )
     d.add_argument(
-        "--format", choices=("json", "markdown", "text"), default="text", help="report format (default text)"
+        "--flight-recorder",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="PyTorch Flight Recorder dumps: a folder, a prefix (/tmp/nccl_trace_rank_) or files; pickle or JSON "
+        "(repeatable; a live job's own dumps are found from its environment)",
+    )
+    d.add_argument(
+        "--debug-server",
+        metavar="HOST:PORT",
+        help="read every rank's stacks and Flight Recorder through torch's debug server (read-only; default port "
+        "25999, found by itself when a process of the live job listens on it)",
+    )
+    d.add_argument(
+        "--format",
+        choices=("agent", "json", "markdown", "text"),
+        default="text",
+        help="report format (default text); agent: the compact JSON an AI agent relays (docs/contract.md)",
     )
     d.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
     d.add_argument("--no-input", action="store_true", help="never prompt (diagnose never does; accepted for scripts)")
@@ -146,6 +163,8 @@ def request_from_args(args, knowledge):
     request.slurm_job = args.slurm_job
     request.node_timeout = args.node_timeout
     request.ssh_options = list(args.ssh_option)
+    request.flight_recorder = list(args.flight_recorder)
+    request.debug_server = args.debug_server
     request.progress = progress_printer()
     return request
 

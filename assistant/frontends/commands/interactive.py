@@ -13,6 +13,9 @@ NEEDS_TERMINAL = (
 )
 
 
+ENDED = "debug-stuck: session ended; nothing it started is still running"
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     """The session's options live on the top-level parser (no subcommand)."""
     parser.add_argument(
@@ -53,7 +56,11 @@ def _run_front_end(session, plain: bool) -> int:
         except ImportError as exc:  # Textual missing or broken: the prompts still work
             print(f"debug-stuck: the full-screen interface cannot start ({exc}); using prompts", file=sys.stderr)
         else:
-            return run_app(session)
+            code = run_app(session)
+            # the full screen is gone: say what the quit did, on the terminal the user is back at
+            session.shutdown()
+            print(ENDED, file=sys.stderr)
+            return code
     from debug_stuck.frontends.prompts import run_prompts
 
     return run_prompts(session)

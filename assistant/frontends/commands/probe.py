@@ -25,7 +25,8 @@ class _ProbeHelp(argparse.Action):
 
             if name not in REGISTRY:
                 parser.error(f"no probe {name!r}; valid: {', '.join(REGISTRY)}")
-            sys.stdout.write(help_text(name) + "\n" + EXIT_CODES + "\n")
+            # the command's epilog: the exit codes, and the manual page the CLI adds to every help
+            sys.stdout.write(help_text(name) + "\n" + (parser.epilog or EXIT_CODES) + "\n")
             parser.exit(0)
         parser.print_help()
         parser.exit(0)

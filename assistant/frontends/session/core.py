@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from debug_stuck.contract import UNKNOWN
+from debug_stuck.contract import REPORT_PREFIX, UNKNOWN
 from debug_stuck.core.answers import Answer, check_answer
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.report import Report
 from debug_stuck.core.tree import Question
-from debug_stuck.errors import BadInput
+from debug_stuck.errors import BadInput, DebugStuckError, NotInspectable
 from debug_stuck.frontends.session.gpu_history import GpuHistory
-from debug_stuck.frontends.session.output import REPORT_PREFIX, SavedReport, copy_to_clipboard
+from debug_stuck.frontends.session.output import SavedReport, copy_to_clipboard
 from debug_stuck.frontends.session.probes import (
     PROBE_START_SECONDS,
     ProbeOffer,
@@ -43,6 +43,20 @@ from debug_stuck.pipeline.look import JobSummary
 
 Say = Callable[[str], None]
 GPU_READ_SECONDS = 3.0
+
+
+GPU_PROBES = ("gpu-health",)
+MAX_PROBE_BATCHES = 1_000_000
+
+
+def _uses_nccl(report: Report) -> bool:
+    for process in report.processes or []:
+        if any(key.startswith("NCCL_") for key in (process.get("env") or {})):
+            return True
+        for thread in process.get("threads") or []:
+            if any("nccl" in (f.get("file") or "").lower() for f in thread.get("frames") or []):
+                return True
+    return False
 
 
 def fixes_text(fixes: Sequence[Tuple[str, str]]) -> str:
@@ -94,6 +108,7 @@ class Session:
         self.saved: Optional[SavedReport] = None
         self.pending_output: List[str] = []  # printed when the session ends (fixes with no clipboard)
         self.stopping = threading.Event()  # set when the user quits: running work gives up
+        self.job_stopped = False  # the user stopped the job from the session: stop is offered no more
 
     # -- step 1 ----------------------------------------------------------------------------------
     def discover(self) -> List[JobSummary]:
@@ -218,6 +233,13 @@ class Session:
             found["gpu"] = Suggestion(
                 "gpu", "idle", "evidence", "No GPU was found on this machine, so the job runs nothing on one"
             )
+        if "errors" not in found and self.gpu.available is False and self.attached and not _uses_nccl(report):
+            found["errors"] = Suggestion(
+                "errors",
+                "none",
+                "evidence",
+                "No GPU on this machine and no NCCL in the job, so no Xid, ECC or NCCL error can come from it",
+            )
         return found
 
     @staticmethod
@@ -248,8 +270,12 @@ class Session:
             total=len(self.triage.order) + len(pending),
             suggestion=self.suggestions.get(question.key),
             choices=choices,
-            probes=self.probe_offers(question.probes, f"answers: {question.text}"),
+            probes=[p for p in self.probe_offers(question.probes, f"answers: {question.text}") if self._useful(p)],
         )
+
+    def _useful(self, offer: ProbeOffer) -> bool:
+        """A GPU probe on a machine where no GPU was found answers nothing."""
+        return not (offer.name in GPU_PROBES and self.gpu.available is False)
 
     def answer(self, key: str, value: str) -> Answer:
         """Record the user's answer. A confirmed suggestion keeps its source (evidence or log):
@@ -304,7 +330,7 @@ class Session:
             raise BadInput(f"probe {name!r} is not available in this version", "pick another probe")
         if offer.runs_user_code and not consent:
             raise BadInput(f"probe {name!r} runs your code", "consent first; nothing was run")
-        argv = probe_argv(self.probe_launcher, offer, self.pids, consent, value)
+        argv = probe_argv(self.probe_launcher, offer, self.pids, consent, value, self._probe_extras(name))
         outcome = run_probe_child(
             argv,
             name,
@@ -316,8 +342,23 @@ class Session:
         return self._keep(outcome)
 
     def _keep(self, outcome: ProbeOutcome) -> ProbeOutcome:
-        self.probe_results[outcome.name] = outcome
+        """A probe's result stays until the same probe completes again: a later run that was
+        cancelled or failed does not erase what an earlier one found."""
+        earlier = self.probe_results.get(outcome.name)
+        if earlier is None or outcome.completed or not earlier.completed:
+            self.probe_results[outcome.name] = outcome
         return outcome
+
+    def _probe_extras(self, name: str) -> List[str]:
+        """What the session knows that a probe should use: the dataloader probe fetches past the step
+        the log stopped at (its default of 5 batches proves nothing about a hang at batch 5)."""
+        if name != "dataloader" or self.evidence is None:
+            return []
+        steps = [(log.get("progress") or {}).get("last_step") for log in self.evidence.logs]
+        steps = [s for s in steps if isinstance(s, int) and s >= 0]
+        if not steps:
+            return []
+        return ["--batches", str(min(max(steps) + 2, MAX_PROBE_BATCHES))]
 
     # -- step 5: diagnosis ----------------------------------------------------------------------
     def request_answers(self) -> Dict[str, Answer]:
@@ -355,7 +396,8 @@ class Session:
     def save_report(
         self, report: Optional[Report] = None, directory: Optional[str] = None, now: Optional[float] = None
     ) -> SavedReport:
-        """Write debug-stuck-report-<timestamp>.md and .json. Raises BadInput when it cannot."""
+        """Write debug-stuck-report-[<pid>-]<timestamp>.md and .json, named as `debug-stuck stop` names
+        its report. Raises BadInput when it cannot."""
         from debug_stuck.render.files import write_report_files
 
         report = report or self.report
@@ -365,11 +407,12 @@ class Session:
         if not folder.is_dir():
             raise BadInput(f"{folder} is not a directory", "give an existing directory to save the report in")
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
-        base = folder / f"{REPORT_PREFIX}{stamp}"
+        prefix = f"{REPORT_PREFIX}{self.pids[0]}-" if self.pids else REPORT_PREFIX
+        base = folder / f"{prefix}{stamp}"
         n = 1
         while base.with_suffix(".md").exists() or base.with_suffix(".json").exists():
             n += 1
-            base = folder / f"{REPORT_PREFIX}{stamp}-{n}"
+            base = folder / f"{prefix}{stamp}-{n}"
         try:
             markdown, data = write_report_files(report, str(base))
         except OSError as exc:
@@ -408,8 +451,13 @@ class Session:
         return text
 
     def recovery_actions(self) -> List[str]:
-        """'stop' and 'resume' once a live job is attached."""
-        return ["stop", "resume"] if self.attached else []
+        """'stop' and 'resume' once a live job is attached; after the session stopped it, 'resume'
+        alone (from the plan made while the job could still be read)."""
+        if not self.attached:
+            return []
+        if self.job_stopped:
+            return ["resume"] if self.report is not None and self.report.resume else []
+        return ["stop", "resume"]
 
     def run_recovery(self, action: str) -> str:
         """Stop (the front end has asked for confirmation) or plan the resume of the attached job.
@@ -418,15 +466,29 @@ class Session:
             valid = ", ".join(self.recovery_actions()) or "none (attach to a live job first)"
             raise BadInput(f"no recovery action {action!r} here", f"valid: {valid}")
         pid = self.job.pid if self.job else self.pids[0]
-        if action == "stop":
-            from debug_stuck.actions.stop import stop_job
-
-            report_dir = str(Path(self.saved.json).parent) if self.saved else self.save_dir
-            return stop_job(pid, report_dir=report_dir, report=self.report).summary()
         from debug_stuck.recovery.plan import plan_resume_for_pid
         from debug_stuck.render.resume import render_resume_text
 
-        resume = plan_resume_for_pid(pid).to_dict()
+        if action == "stop":
+            from debug_stuck.actions.stop import stop_job
+
+            if self.report is not None and self.report.resume is None:
+                # planned while the job can still be read: after the stop its command line is gone
+                try:
+                    self.report.resume = plan_resume_for_pid(pid).to_dict()
+                except DebugStuckError:
+                    pass
+            report_dir = str(Path(self.saved.json).parent) if self.saved else self.save_dir
+            summary = stop_job(pid, report_dir=report_dir, report=self.report).summary()
+            self.job_stopped = True
+            return summary
+        if self.job_stopped:
+            return render_resume_text(self.report.resume, here=self.save_dir or os.getcwd())
+        try:
+            resume = plan_resume_for_pid(pid).to_dict()
+        except NotInspectable as exc:
+            # the CLI's hint names flags (--cmd, --dir) the session has no place for
+            raise BadInput(exc.message, "the job can no longer be read; the saved report names its command") from None
         if self.report is not None:
             self.report.resume = resume  # the report's `resume` object, saved with it
         return render_resume_text(resume, here=self.save_dir or os.getcwd())

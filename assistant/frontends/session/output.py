@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
 CLIPBOARD_SECONDS = 2.0
-REPORT_PREFIX = "debug-stuck-report-"
 
 # Clipboard tools, tried in order; each only where its display server is (pbcopy: macOS).
 CLIPBOARD_TOOLS: Tuple[Tuple[Sequence[str], Optional[str]], ...] = (

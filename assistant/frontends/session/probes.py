@@ -30,6 +30,22 @@ class ProbeOffer:
     why: str  # why it is offered here
     input_kind: Optional[str] = None  # command | factory | script | path
     input_prompt: Optional[str] = None
+    safety: str = "reads"  # its declared safety label (contract.SAFETY_LABELS): what consent is for
+
+    @property
+    def input_optional(self) -> bool:
+        """The probe works from the job's PIDs alone; the input only narrows it (probes.yaml says
+        "(optional)" in the prompt)."""
+        return self.input_kind is None or "(optional)" in (self.input_prompt or "")
+
+    @property
+    def safety_text(self) -> str:
+        """What it does to this machine, in the words the report uses ("writes a temporary file")."""
+        from debug_stuck.contract import SAFETY_LABELS
+
+        if not self.available:
+            return "not in this version"
+        return "runs your code" if self.runs_user_code else SAFETY_LABELS.get(self.safety, self.safety)
 
 
 @dataclass
@@ -59,11 +75,18 @@ def probe_offer(name: str, why: str = "") -> ProbeOffer:
     except ProbeUsageError:
         return ProbeOffer(name, "not available in this version", False, 0.0, False, why)
     kind, prompt = spec.ask if spec.ask else (None, None)
-    return ProbeOffer(name, spec.summary, spec.runs_user_code, spec.timeout, True, why, kind, prompt)
+    return ProbeOffer(name, spec.summary, spec.runs_user_code, spec.timeout, True, why, kind, prompt, spec.safety)
 
 
-def probe_argv(launcher: Sequence[str], offer: ProbeOffer, pids: Sequence[int], consent: bool, value: str) -> List[str]:
-    argv = [*launcher, "probe", offer.name, "--format", "json", "--timeout", f"{offer.timeout:g}"]
+def probe_argv(
+    launcher: Sequence[str],
+    offer: ProbeOffer,
+    pids: Sequence[int],
+    consent: bool,
+    value: str,
+    extra: Sequence[str] = (),
+) -> List[str]:
+    argv = [*launcher, "probe", offer.name, "--format", "json", "--timeout", f"{offer.timeout:g}", *extra]
     for pid in pids:
         argv += ["--pid", str(pid)]
     if consent:

@@ -149,6 +149,7 @@ class DebugStuckApp(App[int]):
         self.jobs: List[JobSummary] = []
         self.jobs_error: Optional[str] = None
         self.discovering = False
+        self.jobs_scanned = False  # a scan has finished once (a return to step 1 scans again)
         self.evidence: Optional[Report] = None
         self.evidence_error: Optional[str] = None
         self.collecting = False
@@ -257,6 +258,7 @@ class DebugStuckApp(App[int]):
 
     def on_jobs_found(self, message: JobsFound) -> None:
         self.discovering = False
+        self.jobs_scanned = True
         self.jobs, self.jobs_error = message.jobs, message.error
         self._broadcast("show_jobs")
         self._start_gpu_sampler()
@@ -276,7 +278,7 @@ class DebugStuckApp(App[int]):
 
     def on_attached(self, message: Attached) -> None:
         if message.error is not None:
-            self.notify(message.error, severity="error", timeout=8)
+            # said once, on step 1's error line (a toast over it would cover the same words)
             self._broadcast("show_attach_error", message.error)
             return
         if message.job is not None and message.job.note:

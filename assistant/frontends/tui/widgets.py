@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Label, Sparkline, Static
 
 from debug_stuck.core.report import Report
 from debug_stuck.frontends.session.gpu_history import GpuHistory
-from debug_stuck.render.text import doing_phrase
+from debug_stuck.render.text import chain_lines, culprit_line, doing_phrase
 
 MAX_GPUS_SHOWN = 8
 MAX_ERRORS_SHOWN = 3
@@ -49,7 +49,7 @@ def stack_group_lines(report: Report) -> Text:
             text.append("  (the odd one out)", style="bold yellow")
         text.append("\n")
     if report.culprit:
-        text.append(f"Culprit: {report.culprit.get('reason', '')}", style="bold")
+        text.append(culprit_line(report.culprit), style="bold")
     return text
 
 
@@ -109,6 +109,7 @@ class EvidencePane(VerticalScroll):
     EvidencePane #gpus { height: auto; }
     EvidencePane #no-gpu { color: $text-muted; }
     EvidencePane #groups { height: auto; }
+    EvidencePane #chain { height: auto; }
     EvidencePane #evidence-errors { color: $warning; height: auto; }
     """
 
@@ -129,6 +130,8 @@ class EvidencePane(VerticalScroll):
         yield Static("GPUs", classes="pane-title")
         yield Static("", markup=False, id="no-gpu")
         yield Vertical(id="gpus")
+        yield Static("What waits on what", classes="pane-title", id="chain-title")
+        yield Static("", markup=False, id="chain")
         yield Static("Stacks across ranks", classes="pane-title")
         yield Static("", markup=False, id="groups")
         yield Static("", markup=False, id="evidence-errors")
@@ -186,6 +189,10 @@ class EvidencePane(VerticalScroll):
             status = "no live job attached: answers only"
         self.show_status(note or status)
         self.query_one("#groups", Static).update(stack_group_lines(report))
+        lines = chain_lines(report.chain) if report.chain else []
+        self.query_one("#chain-title", Static).display = bool(lines)
+        self.query_one("#chain", Static).display = bool(lines)
+        self.query_one("#chain", Static).update("\n".join(line.strip() for line in lines))
         errors = report.errors[:MAX_ERRORS_SHOWN]
         more = len(report.errors) - len(errors)
         missing = [f"missing: {m['what']}. To get it: {m['get_it']}" for m in report.missing]

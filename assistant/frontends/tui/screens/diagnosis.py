@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Optional
 
 from rich.text import Text
@@ -32,6 +33,15 @@ from debug_stuck.render.advice import (
     needs_line,
     probe_line,
 )
+from debug_stuck.render.text import chain_lines, session_headline
+
+SHORT_ROWS = 32
+
+
+def first_sentence(text: str) -> str:
+    """Up to the first full stop that ends a sentence ("Most likely: X (90%)."), or the text."""
+    found = re.search(r"\.(\s|$)", text)
+    return text[: found.start() + 1] if found else text
 
 
 class DiagnosisScreen(Screen):
@@ -52,7 +62,7 @@ class DiagnosisScreen(Screen):
         Binding("space", "scroll_detail(1)", "Scroll", key_display="PgDn"),
         Binding("pagedown", "scroll_detail(1)", "Scroll down", show=False, priority=True),
         Binding("pageup", "scroll_detail(-1)", "Scroll up", show=False, priority=True),
-    ]
+    ] + [Binding(str(n), f"pick_cause({n - 1})", show=False) for n in range(1, 10)]
     DEFAULT_CSS = """
     #verdict { padding: 0 1; height: auto; }
     #diag-progress { padding: 0 1; height: auto; color: $text-muted; }
@@ -65,6 +75,8 @@ class DiagnosisScreen(Screen):
     DiagnosisScreen.-narrow #diag-body { layout: vertical; }
     DiagnosisScreen.-narrow #causes { width: 1fr; height: auto; max-height: 8; border: none; padding: 0 1; }
     DiagnosisScreen.-narrow #causes:focus { border: none; }
+    DiagnosisScreen.-short #verdict { max-height: 3; }
+    DiagnosisScreen.-short.-narrow #causes { max-height: 3; }
     """
 
     def __init__(self):
@@ -92,13 +104,20 @@ class DiagnosisScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.set_class(self.app.size.width < WIDE_COLUMNS, "-narrow")
+        self._fit(self.app.size)
         self.show_diagnosis()
         self.show_evidence()
         self.show_gpus()
 
     def on_resize(self, event) -> None:
-        self.set_class(event.size.width < WIDE_COLUMNS, "-narrow")
+        self._fit(event.size)
+        self.show_diagnosis()
+
+    def _fit(self, size) -> None:
+        """A short terminal keeps the verdict to its first lines and the causes to three rows, so
+        the tab below has room; the whole verdict opens the Evidence tab instead."""
+        self.set_class(size.width < WIDE_COLUMNS, "-narrow")
+        self.set_class(size.height < SHORT_ROWS, "-short")
 
     def show_diagnosis(self) -> None:
         app = self.app
@@ -116,17 +135,12 @@ class DiagnosisScreen(Screen):
             return
         progress.update("")
         v = report.verdict
-        hung = {True: "HUNG", False: "PROGRESSING", None: "not observed live"}[v.hung]
         head = Text()
-        head.append(hung, style="bold red" if v.hung else "bold green" if v.hung is False else "bold")
-        if report.pattern:
-            head.append(f"  pattern {report.pattern}  phase {v.phase}")
-        else:
-            head.append(f"  no pattern: {report.pattern_reason or 'the evidence fits none of the patterns'}")
-            head.append(f"  phase {v.phase}")
-        if v.cause:
-            head.append(f"  cause: {v.cause} ({v.confidence:.0%})", style="bold")
-        head.append("\n" + verdict_words(report, for_session=True))
+        head.append(
+            session_headline(report), style="bold red" if v.hung else "bold green" if v.hung is False else "bold"
+        )
+        words = verdict_words(report, for_session=True)
+        head.append("\n" + (first_sentence(words) if self.has_class("-short") else words))
         self.query_one("#verdict", Static).update(head)
         causes = self.query_one("#causes", OptionList)
         options = []
@@ -141,6 +155,12 @@ class DiagnosisScreen(Screen):
             causes.highlighted = index
             self.show_cause(report.diagnoses[index].cause)
             causes.focus()
+
+    def action_pick_cause(self, index: int) -> None:
+        """A digit shows that cause, as the digits answer a question in triage."""
+        causes = self.query_one("#causes", OptionList)
+        if 0 <= index < causes.option_count:
+            causes.highlighted = index
 
     def show_diagnosis_progress(self, text: str) -> None:
         self.query_one("#diag-progress", Static).update(text)
@@ -167,6 +187,13 @@ class DiagnosisScreen(Screen):
         ev.append(f"confidence {d.confidence:.0%}   playbook {d.playbook}\n\n")
         if d.summary and d.summary not in (report.verdict.summary or ""):  # not twice on one screen
             ev.append(d.summary + "\n\n", style="italic")
+        if self.has_class("-short") and d is report.diagnoses[0]:
+            ev.append(verdict_words(report, for_session=True) + "\n\n")
+        if report.chain and d is report.diagnoses[0]:
+            ev.append("What waits on what\n", style="bold underline")
+            for line in chain_lines(report.chain):
+                ev.append(line.strip() + "\n")
+            ev.append("\n")
         ev.append("Evidence\n", style="bold underline")
         for e in d.evidence:
             where = ""
@@ -181,9 +208,14 @@ class DiagnosisScreen(Screen):
             ev.append(check.command + "\n")
             if needs_line(check.unfilled):
                 ev.append(f"({needs_line(check.unfilled)})\n", style="dim")
-        if d.probe_items:
+        ran = self.app.session.probe_results
+        done = [ran[p["name"]] for p in d.probe_items if p["name"] in ran and ran[p["name"]].completed]
+        offered = [p for p in d.probe_items if not (p["name"] in ran and ran[p["name"]].completed)]
+        for outcome in done:
+            ev.append(f"\nRan: {outcome.one_line()}\n", style="dim")
+        if offered:
             ev.append("\n[p] settle it with a probe:\n", style="dim")
-            for probe in d.probe_items:
+            for probe in offered:
                 ev.append(f"  {probe_line(probe)}\n", style="dim")
         self.query_one("#cause-evidence", Static).update(ev)
         fix = Text()
@@ -191,6 +223,8 @@ class DiagnosisScreen(Screen):
             fix.append("The playbook gives no commands for this cause.")
         for i, item in enumerate(d.fixes, 1):
             fix.append(f"{i}. {fix_heading(item)}\n", style="bold")
+            if item.why:
+                fix.append(f"    {item.why}\n")
             if needs_line(item.unfilled):
                 fix.append(f"    ({needs_line(item.unfilled)})\n", style="dim")
             for command in item.commands:

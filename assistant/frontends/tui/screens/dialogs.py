@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -43,7 +43,7 @@ Six steps, each on its own screen:
 | key | where | what |
 | --- | --- | --- |
 | arrows, Enter, mouse | everywhere | move, choose |
-| `1`..`9` | triage | pick that answer |
+| `1`..`9` | triage, diagnosis | pick that answer / show that cause |
 | `u` | triage | "I don't know" |
 | `b` | triage, diagnosis, recovery | back |
 | `e` | triage | show or hide the evidence pane |
@@ -55,6 +55,7 @@ Six steps, each on its own screen:
 | PgDn, Space / PgUp | diagnosis | scroll the tab (the arrows stay on the causes) |
 | `c` | diagnosis, recovery | copy the fix commands |
 | `s` | diagnosis, recovery | on to recovery / save the report |
+| `x` / `z` | recovery | stop the job (asks first) / the resume command |
 | `?` | everywhere | this help |
 | `q`, Ctrl-C | everywhere | quit; nothing is left running (what is still stopping is named; `q` again: leave now) |
 
@@ -74,33 +75,54 @@ class InputDialog(ModalScreen[Optional[str]]):
     InputDialog Static { height: auto; }
     """
 
-    def __init__(self, title: str, prompt: str, allow_empty: bool = False):
+    def __init__(
+        self,
+        title: str,
+        prompt: str,
+        allow_empty: bool = False,
+        validate: Optional[Callable[[str], Optional[str]]] = None,
+    ):
         super().__init__()
         self.title_text = title
         self.prompt = prompt
         self.allow_empty = allow_empty
+        self.validate = validate  # the value -> why it is not valid (None: valid)
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Text(self.title_text, style="bold"))
             yield Static(self.prompt, markup=False, classes="hint")
             yield Input(id="dialog-input")
+            yield Static("", markup=False, id="dialog-error", classes="error-line")
             yield Static("Enter: OK    Escape: cancel", classes="hint")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """An invalid value keeps the dialog open with the reason: the Enter never reaches the
+        screen below (where it would pick whatever is highlighted there)."""
+        event.stop()
         value = event.value.strip()
-        if value or self.allow_empty:
-            self.dismiss(value)
+        if not value and not self.allow_empty:
+            self.query_one("#dialog-error", Static).update("type a value, or Escape to cancel")
+            return
+        problem = self.validate(value) if self.validate is not None and value else None
+        if problem:
+            self.query_one("#dialog-error", Static).update(problem)
+            return
+        self.dismiss(value)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
 
 
 class ConfirmDialog(ModalScreen[bool]):
-    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n,escape", "answer(False)", "No"),
+        Binding("q", "app.quit_session", "Quit"),
+    ]
     DEFAULT_CSS = """
     ConfirmDialog { align: center middle; }
     ConfirmDialog > Vertical { width: 64; max-width: 95%; height: auto; border: thick $error; background: $surface;
@@ -131,7 +153,7 @@ class ConfirmDialog(ModalScreen[bool]):
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,question_mark", "close", "Close")]
+    BINDINGS = [Binding("escape,question_mark", "close", "Close"), Binding("q", "app.quit_session", "Quit")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 100; max-width: 98%; height: 90%; border: thick $primary;
@@ -152,6 +174,8 @@ class HelpScreen(ModalScreen[None]):
 
 class StoppingScreen(ModalScreen[None]):
     """After q or Ctrl-C: what is being stopped, until it has (the app then exits by itself)."""
+
+    BINDINGS = [Binding("q", "app.quit_session", "Leave now")]
 
     DEFAULT_CSS = """
     StoppingScreen { align: center middle; }

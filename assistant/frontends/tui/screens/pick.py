@@ -18,6 +18,21 @@ from textual.widgets.option_list import Option
 from debug_stuck.frontends.tui.screens.dialogs import InputDialog
 from debug_stuck.render.text import clip
 
+REDRAW_SECONDS = 5.0
+
+
+def pid_problem(text: str) -> Optional[str]:
+    """Why `text` is not a PID to attach to, or None. Only what can be told at once (a number, a
+    process that exists); the rest (rights, not Python) is said by the attach itself."""
+    import psutil
+
+    text = text.strip()
+    if not text.isdigit() or int(text) <= 0:
+        return f"{text!r} is not a PID: give the number of a process of the job, e.g. 12345"
+    if not psutil.pid_exists(int(text)):
+        return f"no process {text} on this machine (it may have exited): give another PID"
+    return None
+
 
 class PickJobScreen(Screen):
     """Step 1: the training jobs here, a PID, or no live job."""
@@ -42,6 +57,18 @@ class PickJobScreen(Screen):
     def on_mount(self) -> None:
         self.show_jobs()
         self.query_one("#jobs", OptionList).focus()
+        # "up 45 s" and "log quiet for 36 s" are read against the clock: redrawn while shown
+        self.set_interval(REDRAW_SECONDS, self._tick)
+
+    def _tick(self) -> None:
+        if self.is_current and not self.app.discovering:
+            self.show_jobs()
+
+    def on_screen_resume(self) -> None:
+        """Back at step 1 (from triage): the jobs are scanned again, since they may have moved on,
+        ended, or been stopped from the session."""
+        if not self.app.discovering and self.app.jobs_scanned:
+            self.app.start_discovery()
 
     def show_jobs(self) -> None:
         app = self.app
@@ -59,8 +86,9 @@ class PickJobScreen(Screen):
         options.append(Option(Text("Attach to another process by PID...  [a]"), id="attach"))
         options.append(Option(Text("Not running any more / describe it  [n]"), id="describe"))
         jobs = self.query_one("#jobs", OptionList)
+        keep = jobs.highlighted
         jobs.set_options(options)
-        jobs.highlighted = 0
+        jobs.highlighted = keep if keep is not None and keep < jobs.option_count else 0
         if app.discovering:
             status = "Looking for training jobs on this machine..."
         elif app.jobs_error:
@@ -93,7 +121,11 @@ class PickJobScreen(Screen):
                 self.app.attach_pid(value)
 
         self.app.push_screen(
-            InputDialog("Attach to a process by PID", "PID of any process of the job (launcher, rank or worker)"),
+            InputDialog(
+                "Attach to a process by PID",
+                "PID of any process of the job (launcher, rank or worker)",
+                validate=pid_problem,
+            ),
             done,
         )
 

@@ -28,6 +28,7 @@ class ProbeScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape", "close", "Close / cancel"),
         Binding("c", "cancel", "Cancel probe"),
+        Binding("q", "app.quit_session", "Quit"),
     ]
     DEFAULT_CSS = """
     ProbeScreen { align: center middle; }
@@ -56,10 +57,7 @@ class ProbeScreen(ModalScreen[None]):
             yield Static("Step 4 of 6: probes", classes="step-title")
             options = []
             for o in self.offers.values():
-                tag = "runs your code" if o.runs_user_code else "reads only"
-                if not o.available:
-                    tag = "not in this version"
-                options.append(Option(Text(f"{o.name}  ({tag})"), id=o.name, disabled=not o.available))
+                options.append(Option(Text(f"{o.name}  ({o.safety_text})"), id=o.name, disabled=not o.available))
             yield OptionList(*options, id="probe-list")
             yield Input(id="probe-input")
             with Horizontal(id="probe-buttons"):
@@ -67,9 +65,11 @@ class ProbeScreen(ModalScreen[None]):
                 yield Button("Close", id="probe-close")
             yield ProgressBar(id="probe-progress", show_eta=False)
             yield Static("", markup=False, id="probe-result")
+            yield Static("", markup=False, id="probe-history", classes="hint")
             yield Static("", markup=False, id="probe-detail")
 
     def on_mount(self) -> None:
+        self._show_history()
         first = next((o for o in self.offers.values() if o.available), None)
         self._select(first)
         self.query_one("#probe-list", OptionList).focus()
@@ -112,8 +112,8 @@ class ProbeScreen(ModalScreen[None]):
         if offer is None or self.running:
             return
         self._select(offer)
-        if offer.runs_user_code or offer.input_kind:
-            # consent (and any input) is given with the Run button, never by Enter on the list
+        if offer.runs_user_code or not offer.input_optional:
+            # consent (and a needed input) is given with the Run button, never by Enter on the list
             target = self.query_one("#probe-input", Input) if offer.input_kind else self.query_one("#probe-run")
             target.focus()
         else:
@@ -169,6 +169,14 @@ class ProbeScreen(ModalScreen[None]):
             else:
                 text.append("Its findings weigh in the ranking.", style="dim")
         self.query_one("#probe-result", Static).update(text)
+        self._show_history()
+
+    def _show_history(self) -> None:
+        """Every probe this session ran, each once, its last completed result: an earlier OK stays
+        when a later probe is cancelled."""
+        results = self.app.session.probe_results
+        lines = [f"  {outcome.one_line()}" for outcome in results.values()]
+        self.query_one("#probe-history", Static).update(("Probes run so far:\n" + "\n".join(lines)) if lines else "")
 
     def action_cancel(self) -> None:
         if self.running:

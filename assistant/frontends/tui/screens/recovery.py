@@ -49,8 +49,8 @@ class RecoveryScreen(Screen):
         Binding("s", "save", "Save report"),
         Binding("c", "copy", "Copy fixes"),
         Binding("b", "back", "Back"),
-        Binding("x", "stop", "Stop job", show=False),
-        Binding("z", "resume", "Resume", show=False),
+        Binding("x", "stop", "Stop job"),
+        Binding("z", "resume", "Resume"),
     ]
     DEFAULT_CSS = """
     RecoveryScreen VerticalScroll { padding: 0 1; }
@@ -77,10 +77,21 @@ class RecoveryScreen(Screen):
             yield Static("", markup=False, id="recovery-output")
         yield Footer(compact=True)
 
-    def on_mount(self) -> None:
+    def check_action(self, action: str, parameters) -> Optional[bool]:
+        """x and z are in the footer only while they can act (a live job; stop until it is stopped)."""
+        if action in ("stop", "resume"):
+            return action in self.app.session.recovery_actions()
+        return True
+
+    def _show_actions(self) -> None:
         actions = self.app.session.recovery_actions()
         self.query_one("#stop", Button).display = "stop" in actions
         self.query_one("#resume", Button).display = "resume" in actions
+        self.refresh_bindings()
+
+    def on_mount(self) -> None:
+        actions = self.app.session.recovery_actions()
+        self._show_actions()
         report = self.app.session.report
         info = Text()
         if report is not None and report.resume:
@@ -149,6 +160,7 @@ class RecoveryScreen(Screen):
         text = Text(f"{message.action}: ", style="bold")
         text.append(message.text, style="" if message.ok else "red")
         self.query_one("#recovery-output", Static).update(text)
+        self._show_actions()
 
     def action_back(self) -> None:
         self.app.pop_screen()

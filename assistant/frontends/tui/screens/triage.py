@@ -113,11 +113,7 @@ class TriageScreen(Screen):
         choices.highlighted = highlight
         self._shown_suggestion = (q.key, suggestion.value if suggestion else None)
         if view.probes:
-            names = ", ".join(
-                f"{p.name} ({'runs your code' if p.runs_user_code else 'reads only'})"
-                + ("" if p.available else " [not in this version]")
-                for p in view.probes
-            )
+            names = ", ".join(f"{p.name} ({p.safety_text})" for p in view.probes)
             self.query_one("#question-probes", Static).update(f"[p] probes that answer this: {names}")
         else:
             self.query_one("#question-probes", Static).update("")

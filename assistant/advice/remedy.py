@@ -1,0 +1,687 @@
+"""The first fix of a live diagnosis is about the thing the wait ends at: the FIFO nobody writes,
+the peer that never answers, the lock holder, the dead worker, the loop that never ends. The
+cause's playbook fixes follow it as background.
+
+The remedies are data (skills/data/remedies.yaml): the chain is read as a signature (one token per
+hop: kind, how its wait ends, flags) and the first entry whose pattern matches is filled with the
+values of this job named in VALUES. What the remedy reads of the job's own files (the line that
+asks a question, the `with` statements of two deadlocked threads) is read bounded, never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shlex
+from typing import Dict, List, Optional
+
+from debug_stuck.advice.facts import JobFacts, is_library_file
+from debug_stuck.core.libfacts import match_frame
+from debug_stuck.core.report import FixItem, safety_dict
+
+# The values a remedy's text may name (besides the job's placeholders: pid, main_pid, log, cwd...).
+VALUES = {
+    "who": "the process (and thread) at the end of the wait",
+    "object": "what it waits on: a path, an address",
+    "object_dir": "the folder of that path",
+    "object_name": "the file name of that path",
+    "at_site": '" at update (train.py:40)": where the job\'s own code waits',
+    "site": "the job's own frame where it waits",
+    "where": "the innermost frame of the waiting thread",
+    "first_who": "the first waiter of the chain",
+    "first_pid": "its PID",
+    "first_at_site": "where its own code waits",
+    "prev_who": "the hop before the end",
+    "prev_pid": "its PID",
+    "remote": "the address at the other end of a connection",
+    "remote_host": "its host",
+    "remote_port": "its port",
+    "peer_pid": "the local process at the other end",
+    "peer_text": "what the other end does",
+    "holder_pid": "the process that holds a lock",
+    "holder_cmd": "its command",
+    "holder_doing": "what it does",
+    "lock_path": "the locked file",
+    "lock_file": "a lock file the job waits to disappear",
+    "death": "how a process died",
+    "prompt_text": "the question a process asks on its terminal",
+    "cycle": "the threads of a lock-order deadlock, with the lock each holds and waits for",
+    "sides": "the collectives of each side of a mismatch",
+}
+
+# phrases a remedy's prose may leave out when the report does not know them
+OPTIONAL = (
+    "at_site", "at_site_short", "first_at_site", "at_call", "at_call_sentence", "lock_library", "death",
+    "death_short", "dead_advice", "in_wchan", "on_mount", "prompt_text", "prompt_short", "prompt_release",
+    "inside_text", "in_functions", "order_edit", "holder_doing", "peer_name", "peer_state", "peer_doing",
+    "stream", "pipe_op",
+)  # fmt: skip
+
+
+def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
+    """The fix keyed on the end of the job's wait, or None when the report has no chain (a log
+    alone) or its end is one no remedy is written for."""
+    from debug_stuck.kb import load_table
+
+    try:
+        table = load_table("remedies.yaml")
+    except Exception:  # a broken table leaves the playbooks' fixes, which the check command names
+        return None
+    finding = report.verdict.finding or {}
+    recorded = _flight_recorder(table.get("flight_recorder") or {}, getattr(report, "flight_recorder", None))
+    if recorded is not None:
+        return recorded
+    if finding.get("kind") == "mismatch" and finding.get("sides"):
+        return _mismatch(table.get("mismatch") or {}, finding)
+    chain = report.chain or []
+    if not chain:
+        return None
+    reader = _Reader(report, knowledge)
+    signature = ">".join(reader.token(hop) for hop in chain)
+    values = _values(reader, chain, facts, table)
+    for entry in table.get("remedies") or []:
+        if not re.search(entry["when"], signature):
+            continue
+        if not all(values.get(name) for name in entry.get("needs") or ()):
+            continue
+        fix = _fill(entry, values)
+        fix.basis = f"{entry['id']}: {signature}"
+        return fix
+    return None
+
+
+# -- reading the chain -----------------------------------------------------------------------------
+
+
+class _Reader:
+    def __init__(self, report, knowledge):
+        self.processes = {p["pid"]: p for p in report.processes or []}
+        self.frames_table = getattr(knowledge, "frames", None) or []
+
+    def thread(self, hop: dict) -> Optional[dict]:
+        proc = self.processes.get(hop.get("pid"))
+        if proc is None:
+            return None
+        tid = (hop.get("thread") or {}).get("tid") or hop.get("pid")
+        threads = proc.get("threads") or []
+        return next((t for t in threads if t.get("tid") == tid), threads[0] if threads else None)
+
+    def python_frames(self, hop: dict) -> List[dict]:
+        thread = self.thread(hop)
+        return [f for f in (thread or {}).get("frames") or [] if not f.get("native")]
+
+    def own_frame(self, hop: dict) -> Optional[dict]:
+        """The innermost frame of the job's own code on the waiting thread."""
+        for frame in self.python_frames(hop):
+            path = frame.get("path") or frame.get("file") or ""
+            if path.endswith(".py") and not is_library_file(path) and not path.startswith("<"):
+                return frame
+        return None
+
+    def library_wait(self, hop: dict) -> Optional[dict]:
+        """What the library frame the thread waits in means (frames.yaml), innermost first."""
+        for frame in self.python_frames(hop):
+            entry = match_frame(self.frames_table, frame.get("function") or "", frame.get("file"))
+            if entry is not None and entry.get("wait") != "busy":
+                return entry
+        return None
+
+    def wait(self, hop: dict) -> dict:
+        proc = self.processes.get(hop.get("pid")) or {}
+        tid = (hop.get("thread") or {}).get("tid") or hop.get("pid")
+        return (proc.get("waits") or {}).get(str(tid)) or {}
+
+    def token(self, hop: dict) -> str:
+        waits = hop.get("waits_on") or {}
+        kind = waits.get("kind") or "unknown"
+        token = kind
+        if kind == "process":
+            token += ":" + str(waits.get("state") or (self.processes.get(hop.get("pid")) or {}).get("state") or "?")
+        elif waits.get("end"):
+            token += ":" + str(waits["end"])
+        elif kind == "tty" and waits.get("op"):
+            token += ":" + str(waits["op"])
+        if waits.get("loop") == "own":
+            token += "+own"
+        for flag in ("gc", "master"):
+            if waits.get(flag) == "yes":
+                token += "+" + flag
+        entry = self.library_wait(hop)
+        if entry is not None:
+            token += "+wait=" + str(entry.get("wait"))
+        if waits.get("lockfile") == "yes":
+            token += "+lockfile"
+        return token
+
+
+# -- the values ------------------------------------------------------------------------------------
+
+
+def _site_text(frame: Optional[dict]) -> Optional[str]:
+    if frame is None:
+        return None
+    file = frame.get("file") or frame.get("path") or "?"
+    line = frame.get("line")
+    return f"{frame.get('function')} ({file}:{line})" if line else f"{frame.get('function')} ({file})"
+
+
+def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) -> Dict[str, str]:
+    end, first = chain[-1], chain[0]
+    prev = chain[-2] if len(chain) > 1 else None
+    waits = end.get("waits_on") or {}
+    values: Dict[str, str] = dict.fromkeys(OPTIONAL, "")
+    values.update({k: v for k, v in facts.values.items() if v})
+    values["pid"] = str(end.get("pid"))
+    values["who"] = end.get("who") or f"pid {end.get('pid')}"
+    values["where"] = end.get("where") or ""
+    own = reader.own_frame(end)
+    site = _site_text(own)
+    if site:
+        values["site"] = site
+        values["at_site"] = f" at {site}"
+        values["at_site_short"] = f" at {site}"
+    values["first_pid"] = str(first.get("pid"))
+    values["first_who"] = first.get("who") or f"pid {first.get('pid')}"
+    plural = re.search(r"\branks\b| and ", values["first_who"])
+    values["first_waits"] = "wait" if plural else "waits"
+    first_site = _site_text(reader.own_frame(first))
+    if first_site:
+        values["first_at_site"] = f" at {first_site}"
+    if prev is not None:
+        values["prev_pid"] = str(prev.get("pid"))
+        values["prev_who"] = prev.get("who") or f"pid {prev.get('pid')}"
+    obj = waits.get("object")
+    if obj and str(obj).startswith("/"):
+        values["object"] = str(obj)
+        values["object_dir"] = os.path.dirname(str(obj)) or "/"
+        values["object_name"] = os.path.basename(str(obj))
+    elif obj and waits.get("kind") in ("socket", "fifo", "file", "dir", "device"):
+        values["object"] = str(obj)
+    _connection(values, reader, end)
+    _pipe_peer(values, reader, end)
+    _lock_holder(values, reader, chain)
+    _lock_file(values, reader, end)
+    _death(values, reader, end, table)
+    _kernel(values, reader, end)
+    _prompt(values, reader, end)
+    _sync(values, end, reader)
+    _lock_cycle(values, end)
+    first_detail = (first.get("waits_on") or {}).get("detail") or ""
+    found = re.search(r"waits in (\S+) for", first_detail)
+    values["collective"] = found.group(1) if found else "collective"
+    values["end_detail"] = (end.get("waits_on") or {}).get("detail") or "does not reach it"
+    inside = (end.get("waits_on") or {}).get("detail") or ""
+    found = re.search(r", inside (\w+)", inside)
+    values["inside_text"] = f", inside {found.group(1)}" if found else ""
+    return values
+
+
+def _connection(values: Dict[str, str], reader: _Reader, end: dict) -> None:
+    waits = end.get("waits_on") or {}
+    if waits.get("kind") not in ("socket",):
+        return
+    remote = str(waits.get("object") or "")
+    if not remote:
+        return
+    values["remote"] = remote
+    host, _, port = remote.rpartition(":")
+    if host and port.isdigit():
+        values["remote_host"], values["remote_port"] = host.strip("[]"), port
+    raw = reader.wait(end)
+    peer = ((raw.get("object") or {}).get("peer") or [None])[0]
+    if isinstance(peer, dict) and peer.get("pid"):
+        values["peer_pid"] = str(peer["pid"])
+        values["peer_text"] = f"the process there (pid {peer['pid']}, {peer.get('name') or '?'}) never replies."
+    elif waits.get("end") == "never-accepted":
+        values["peer_text"] = "the listener there never accepted it: its program is stuck or too busy to serve."
+    else:
+        values["peer_text"] = "the service there never replies."
+    call = _network_call(reader, end)
+    if call is not None:
+        name, site = call
+        values["at_call"] = f" {name}()"
+        values["at_call_sentence"] = f" ({name} at {site})"
+        values["timeout_snippet"] = _timeout_snippet(name)
+
+
+STATE_WORDS = {"T": "stopped", "t": "stopped by a debugger", "D": "stuck in the kernel", "R": "running", "S": "asleep"}
+STREAMS = {"0": "stdin", "1": "stdout", "2": "stderr"}
+
+
+def _pipe_peer(values: Dict[str, str], reader: _Reader, end: dict) -> None:
+    """The process at the other end of the pipe the chain ends on, when it is not part of the job."""
+    waits = end.get("waits_on") or {}
+    if waits.get("kind") not in ("pipe", "fifo"):
+        return
+    raw = reader.wait(end)
+    writing = raw.get("op") == "write" or waits.get("op") == "write"
+    wanted = ("r", "rw") if writing else ("w", "rw")
+    peer = next((p for p in raw.get("peers") or [] if p.get("mode") in wanted and p.get("pid") != end.get("pid")), None)
+    if peer is None:
+        return
+    state = str(peer.get("state") or "?")
+    values["peer_pid"] = str(peer["pid"])
+    values["peer_name"] = str(peer.get("name") or "?")
+    values["peer_state"] = STATE_WORDS.get(state, state)
+    if state in ("T", "t"):
+        values["peer_stopped"] = "yes"
+    values["peer_doing"] = (
+        ("is stopped" if state in ("T", "t") else "never reads it")
+        if writing
+        else ("is stopped" if state in ("T", "t") else "never writes to it")
+    )
+    values["stream"] = STREAMS.get(str(waits.get("fd")), "pipe") if waits.get("kind") == "pipe" else "FIFO"
+    values["pipe_op"] = "writing to" if writing else "reading"
+
+
+NETWORK_CALLS = (
+    ("urlopen", "urllib"),
+    ("request", "requests"),
+    ("get", "requests"),
+    ("post", "requests"),
+    ("create_connection", "socket"),
+    ("recv", "socket"),
+    ("connect", "socket"),
+)
+
+
+def _network_call(reader: _Reader, end: dict):
+    """The library call the job's own code made (urlopen, requests.get...): the frame just inside
+    the job's own frame."""
+    frames = reader.python_frames(end)
+    for i, frame in enumerate(frames):
+        path = frame.get("path") or frame.get("file") or ""
+        if path.endswith(".py") and not is_library_file(path):
+            if i == 0:
+                return None
+            callee = frames[i - 1].get("function") or ""
+            return callee.rsplit(".", 1)[-1], _site_text(frame)
+    return None
+
+
+def _timeout_snippet(name: str) -> str:
+    if name == "urlopen":
+        return (
+            "import urllib.request\n\n"
+            'url = "https://example.com/endpoint"  # the address your code opens\n'
+            "with urllib.request.urlopen(url, timeout=60) as response:  # raises TimeoutError after 60 s\n"
+            "    body = response.read()\n"
+        )
+    if name in ("request", "get", "post", "send"):
+        return (
+            "import requests\n\n"
+            'url = "https://example.com/endpoint"  # the address your code calls\n'
+            "response = requests.get(url, timeout=(10, 60))  # (connect, read) seconds\n"
+        )
+    return "import socket\n\nsocket.setdefaulttimeout(60)  # every socket made after this line times out after 60 s\n"
+
+
+def _lock_holder(values: Dict[str, str], reader: _Reader, chain: List[dict]) -> None:
+    lock = next((h for h in chain if (h.get("waits_on") or {}).get("kind") == "lock"), None)
+    if lock is None:
+        return
+    waits = lock.get("waits_on") or {}
+    if waits.get("object"):
+        values["lock_path"] = str(waits["object"])
+    holders = reader.wait(lock).get("lock_holders") or []
+    if not holders:
+        return
+    holder = holders[0]
+    values["holder_pid"] = str(holder)
+    proc = reader.processes.get(holder) or {}
+    command = " ".join(str(proc.get("cmdline") or proc.get("name") or "?").split())
+    values["holder_cmd"] = command if len(command) <= 80 else command[:77] + "..."
+    after = chain[chain.index(lock) + 1] if chain.index(lock) + 1 < len(chain) else None
+    if after is not None and after.get("pid") == holder:
+        values["holder_doing"] = (after.get("waits_on") or {}).get("detail") or "does not release it"
+    else:
+        values["holder_doing"] = "does not release it"
+
+
+def _lock_file(values: Dict[str, str], reader: _Reader, end: dict) -> None:
+    found = reader.wait(end).get("lock_file")
+    if not found or not found.get("path"):
+        return
+    values["lock_file"] = found["path"]
+    entry = reader.library_wait(end)
+    values["lock_library"] = f", a lock file of {entry['library']}" if entry and entry.get("library") else ""
+    holders = found.get("holders") or []
+    if holders:
+        values["lock_holders"] = f"pid {', '.join(map(str, holders))} has it open, so it may not be stale."
+    elif found.get("recorded_pid") and not found.get("recorded_alive"):
+        values["lock_holders"] = (
+            f"It names pid {found['recorded_pid']} as its holder, and no such process runs here; "
+            "no process has the file open."
+        )
+    else:
+        values["lock_holders"] = "No process on this machine has the file open."
+
+
+def _death(values: Dict[str, str], reader: _Reader, end: dict, table: dict) -> None:
+    proc = reader.processes.get(end.get("pid")) or {}
+    if proc.get("state") != "Z":
+        return
+    status = proc.get("exit_status")
+    signals = table.get("signals") or {}
+    worker = proc.get("role") == "dataloader-worker"
+    if isinstance(status, int) and status & 0x7F:
+        number = status & 0x7F
+        meaning = signals.get(number) or f"signal {number}"
+        values["death"] = f", killed by signal {number} ({meaning})"
+        values["death_short"] = f" (signal {number})"
+    elif isinstance(status, int):
+        values["death"] = f" with exit code {status >> 8}"
+        values["death_short"] = f" (exit code {status >> 8})"
+    else:
+        values["death"] = ""
+        values["death_short"] = ""
+    if worker:
+        values["dead_advice"] = (
+            "A DataLoader worker that dies this way leaves the trainer waiting for its batch. If dmesg shows "
+            "the out-of-memory killer, use fewer workers or a smaller prefetch_factor; give the DataLoader "
+            "timeout= so that the next death raises an error instead of hanging."
+        )
+    else:
+        values["dead_advice"] = (
+            "Its log or dmesg says why it died; restart the job from its last good checkpoint once that is fixed."
+        )
+
+
+def _kernel(values: Dict[str, str], reader: _Reader, end: dict) -> None:
+    proc = reader.processes.get(end.get("pid")) or {}
+    values["in_wchan"] = f" ({proc['wchan']})" if proc.get("wchan") else ""
+    waits = end.get("waits_on") or {}
+    detail = waits.get("detail") or ""
+    found = re.search(r" on (\S+) \((network|local): ([^)]*)\)", detail)
+    values["on_mount"] = f", a {found.group(2)} {found.group(1)} mount at {found.group(3)}" if found else ""
+
+
+def _prompt(values: Dict[str, str], reader: _Reader, end: dict) -> None:
+    entry = reader.library_wait(end)
+    waits = end.get("waits_on") or {}
+    if not (waits.get("kind") == "tty" or (entry and entry.get("wait") == "input")):
+        return
+    own = reader.own_frame(end)
+    question = _question_at(own, end.get("pid")) if own else None
+    values["prompt_text"] = f": {question!r}" if question else ""
+    values["prompt_short"] = f" {question.strip()[:60]!r}" if question else ""
+    if entry is not None and entry.get("released_by"):
+        values["prompt_release"] = f"It asks for {entry.get('object')}; {entry['released_by']}."
+    else:
+        values["prompt_release"] = ""
+
+
+def _question_at(frame: dict, pid) -> Optional[str]:
+    """The text the job's own line passes to input() (or the line itself), read from its source."""
+    line = _source_line(frame, pid)
+    if not line:
+        return None
+    try:
+        tree = ast.parse(line.strip())
+    except SyntaxError:
+        return line.strip()[:200]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
+            "input",
+            "getpass",
+            "prompt",
+        ):
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                return node.args[0].value
+    return line.strip()[:200]
+
+
+def _source_line(frame: dict, pid) -> Optional[str]:
+    text = _source(frame.get("path") or frame.get("file"), pid)
+    line = frame.get("line")
+    if not text or not isinstance(line, int):
+        return None
+    lines = text.splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+def _source(path: Optional[str], pid) -> Optional[str]:
+    if not path or not os.path.isabs(path):
+        return None
+    from debug_stuck.recovery.reading import read_source, seen_from
+
+    try:
+        with seen_from(int(pid)):
+            return read_source(path) or None
+    except (TypeError, ValueError):
+        return read_source(path) or None
+
+
+SYNC_FEEDS = {
+    "an item from a queue": "put items in the queue",
+    "an Event nobody sets": "set the event",
+    "a future's result": "finish the task",
+    "a condition to be notified": "notify the condition",
+}
+
+
+def _sync(values: Dict[str, str], end: dict, reader: _Reader) -> None:
+    detail = (end.get("waits_on") or {}).get("detail") or ""
+    found = re.match(r"waits for (.+?)(?: at (.+?\)))?(?:,|$)", detail)
+    if not found:
+        return
+    what = found.group(1)
+    values["sync_what"] = what
+    values["feed_what"] = SYNC_FEEDS.get(what, "provide it")
+    if found.group(2) and "at_site" not in values:
+        values["at_site"] = f" at {found.group(2)}"
+    if found.group(2):
+        values["at_site_short"] = f" at {found.group(2)}"
+
+
+# -- a lock-order deadlock: both sites, and the order ------------------------------------------------
+
+
+def _lock_cycle(values: Dict[str, str], end: dict) -> None:
+    waits = end.get("waits_on") or {}
+    threads = waits.get("threads") or []
+    if waits.get("kind") != "lock-cycle" or len(threads) < 2:
+        return
+    sides = []
+    for party in threads[:2]:
+        held, wanted = _locks_at(party, end.get("pid"))
+        sides.append((party, held, wanted))
+    described = []
+    for party, held, wanted in sides:
+        text = f"thread {party.get('name')!r} at {party.get('where') or party.get('function')}"
+        if held and wanted:
+            text += f" holds {_code(held[-1])} and waits for {_code(wanted)}"
+        described.append(text)
+    values["cycle"] = "; ".join(described) + "."
+    names = [party.get("function") for party, _, _ in sides if party.get("function")]
+    values["in_functions"] = f" in {' and '.join(dict.fromkeys(names))}" if names else ""
+    a, b = sides[0], sides[1]
+    if a[1] and a[2] and b[1] and b[2]:
+        first, second = a[1][-1], a[2]
+        values["locks"] = f"{_code(first)} and {_code(second)}"
+        party = b[0]
+        values["order_edit"] = (
+            f"{party.get('function')} ({os.path.basename(str(party.get('file')))}:{party.get('line')}) takes "
+            f"{_code(b[1][-1])} first; take {_code(first)} first there too, as {a[0].get('function')} does."
+        )
+        values["order_snippet"] = (
+            f"# {party.get('function')} ({os.path.basename(str(party.get('file')))}): the same order as "
+            f"{a[0].get('function')}: {first} first, then {second}\n"
+            f"with {first}:\n"
+            f"    with {second}:\n"
+            f"        ...  # the body of {party.get('function')}\n"
+        )
+        values["lock_timeout_snippet"] = (
+            f"# or fail loudly instead of hanging, in both functions\n"
+            f"if not {second}.acquire(timeout=60):\n"
+            f'    raise RuntimeError("{second} not acquired in 60 s: lock-order deadlock?")\n'
+            f"try:\n"
+            f"    ...  # the code that needs both locks\n"
+            f"finally:\n"
+            f"    {second}.release()\n"
+        )
+    else:
+        values["locks"] = "the locks"
+        values["order_edit"] = ""
+
+
+def _code(text: str) -> str:
+    return f"`{text}`"
+
+
+def _locks_at(party: dict, pid):
+    """([locks held, outermost first], the lock waited for) at the thread's line: the `with`
+    statements (and .acquire() calls) of its function that enclose the line, read from source."""
+    text = _source(party.get("file"), pid)
+    line = party.get("line")
+    if not text or not isinstance(line, int):
+        return [], None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return [], None
+    function = _enclosing_function(tree, line)
+    if function is None:
+        return [], None
+    held: List[str] = []
+    wanted = None
+    for node in ast.walk(function):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            names = [ast.unparse(item.context_expr) for item in node.items]
+            if node.lineno == line:
+                wanted = names[-1]
+                held += names[:-1]
+            elif node.lineno < line <= (node.end_lineno or node.lineno):
+                held += names
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "acquire":
+            name = ast.unparse(node.func.value)
+            if node.lineno == line:
+                wanted = name
+            elif node.lineno < line:
+                held.append(name)
+    return list(dict.fromkeys(held)), wanted
+
+
+def _enclosing_function(tree: ast.AST, line: int):
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.lineno <= line <= (node.end_lineno or node.lineno):
+                if best is None or node.lineno > best.lineno:
+                    best = node
+    return best
+
+
+# -- a collective mismatch ---------------------------------------------------------------------------
+
+
+def _mismatch(entry: dict, finding: dict) -> Optional[FixItem]:
+    if not entry:
+        return None
+    sides = []
+    for side in finding.get("sides") or []:
+        text = f"{side.get('who')} in {side.get('collective')}"
+        if side.get("site"):
+            text += f", called at {side['site']}"
+        sides.append(text)
+    values = {"sides": "; ".join(sides), "odd": finding.get("odd") or ""}
+    fix = _fill(dict(entry, steps=entry.get("steps") or []), values)
+    fix.basis = f"{entry.get('id')}: mismatch"
+    return fix
+
+
+# -- a Flight Recorder finding -----------------------------------------------------------------------
+
+FR_KEYS = {"behind": "behind", "never-joined": "never-joined", "not-completed": "behind"}
+
+
+def _site(site: Optional[dict]) -> Optional[str]:
+    if not site or not site.get("file"):
+        return None
+    return f"{os.path.basename(site['file'])}:{site.get('line')} ({site.get('function') or '?'})"
+
+
+def _flight_recorder(entries: dict, fr: Optional[dict]) -> Optional[FixItem]:
+    if not entries or not fr or not fr.get("culprits") or not fr.get("problems"):
+        return None
+    state = fr.get("culprit_state") or ""
+    entry = entries.get(FR_KEYS.get(state, "mismatch" if state.startswith("different") else ""))
+    if not entry:
+        return None
+    problem = fr["problems"][0]
+    values = {
+        "culprits": ", ".join(map(str, fr["culprits"])),
+        "collective": str(fr.get("collective") or "the collective"),
+        "seq": str(fr.get("seq") if fr.get("seq") is not None else "?"),
+        "pg": f"{fr.get('pg')} ({fr.get('pg_desc')})" if fr.get("pg_desc") else str(fr.get("pg")),
+        "line": str(problem.get("line") or (fr.get("findings") or [""])[0]),
+        "waiting_site": _site(fr.get("waiting_call_site")) or "their call site",
+        "culprit_site": _site(fr.get("call_site")) or "its last collective",
+    }
+    waiting, culprit = fr.get("waiting_call_site") or {}, fr.get("call_site") or {}
+    if waiting.get("file") and waiting.get("file") == culprit.get("file"):
+        lines = sorted(x for x in (waiting.get("line"), culprit.get("line")) if isinstance(x, int))
+        if len(lines) == 2:
+            values.update(file=waiting["file"], from_line=str(lines[0]), to_line=str(lines[1]))
+    fix = _fill(entry, values)
+    fix.basis = f"flight-recorder: {state}"
+    return fix
+
+
+# -- filling ----------------------------------------------------------------------------------------
+
+FIELD = re.compile(r"\{(\w+)\}")
+SHELL = ("bash", "sh", "")
+
+
+def _format(text: str, values: Dict[str, str], language: Optional[str] = None) -> Optional[str]:
+    """The text with every {name} filled; None when a name has no value. In shell commands a value
+    is quoted where it needs it (not inside quotes already)."""
+    missing = []
+
+    def replace(match: re.Match) -> str:
+        name = match.group(1)
+        value = values.get(name)
+        if value is None:
+            missing.append(name)
+            return match.group(0)
+        if language in SHELL and name not in ("launch_command",) and not _inside_quotes(text, match.start()):
+            return shlex.quote(str(value))
+        return str(value)
+
+    out = FIELD.sub(replace, text)
+    return None if missing else out
+
+
+def _inside_quotes(text: str, at: int) -> bool:
+    line = text[text.rfind("\n", 0, at) + 1 : at]
+    return line.count('"') % 2 == 1 or line.count("'") % 2 == 1
+
+
+def _fill(entry: dict, values: Dict[str, str]) -> FixItem:
+    prose = {k: v for k, v in values.items()}
+    title = _format(" ".join(str(entry.get("title", "")).split()), prose) or entry.get("id", "")
+    title = title[:1].upper() + title[1:]
+    why = _format(" ".join(str(entry.get("why", "")).split()), prose)
+    commands, languages, safeties = [], [], []
+    for step in entry.get("steps") or []:
+        if not all(values.get(n) for n in step.get("needs") or ()):
+            continue
+        language = step.get("language", "bash")
+        command = _format(str(step["command"]).rstrip("\n"), values, language)
+        if command is None:
+            continue
+        note = _format(str(step.get("note", "")), prose) if step.get("note") else ""
+        commands.append(command)
+        languages.append(language)
+        safeties.append(safety_dict(step["safety"], note or ""))
+    fix = FixItem(title=title, commands=commands, languages=languages, safety=safeties)
+    why = " ".join((why or "").split())
+    fix.why = why[:1].upper() + why[1:] if why else None
+    fix.origin = "finding"
+    fix.source = entry.get("source")
+    return fix
+
+
+__all__ = ["VALUES", "remedy_for"]

@@ -1,0 +1,141 @@
+"""Facts from the libraries, one line each, for the playbooks' rules (`source: fact`).
+
+Every stack (a live one, or a dump pasted in a log) and every log line is read against the
+frame-semantics table and the log catalog (skills/data/frames.yaml, log-catalog.yaml; each entry
+cites the library source it comes from). What comes out is the same whatever the case:
+
+- ``wait=<kind> entry=<id> lib=<library> thread=<main|other>``: the innermost frame of a thread that
+  means a wait (a queue, a lock, a collective, a socket...), or ``busy`` when it computes;
+- ``job=<fact>``: what the frames prove about the job (it uses a DataLoader, torch.distributed...);
+- ``log=<fact> entry=<id> k=v...``: a message a library prints, with the fields it carries;
+- ``last=<fact>``: the last such event of a log's current run (what the job said before it went
+  silent), and ``log-ends-in=<fact>`` for the very last line that is one;
+- ``prior=<fact>``: the last event before the first line that reports a wait already timed out (the
+  catalog's ``stall_reports``: a watchdog or store timeout is printed long after the job stopped, so
+  the event before it is what the job was doing when it stopped).
+
+So one fact counts the same in every case; the playbooks weigh it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from debug_stuck.core.libfacts import match_frame, match_log_lines
+
+# py-spy's "function (file:line)", pystack's, and gdb's "in function (...) at file:line".
+_FRAME = re.compile(r"^(?P<function>.+?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
+# Log facts that say what the job was doing (an event), as opposed to context that stays true.
+_NOT_EVENTS = {"progress-bar", "launch", "dataloader-config", "hang-risk"}
+
+
+def parse_frame(text: str) -> Tuple[str, Optional[str]]:
+    found = _FRAME.match(text.strip())
+    if not found:
+        return text.strip(), None
+    return found.group("function"), found.group("file") or None
+
+
+def thread_facts(frames_table: Sequence[dict], frames: Iterable[str], main: bool) -> Tuple[Optional[str], List[str]]:
+    """(the wait fact of one thread, the job facts its frames prove); frames innermost first."""
+    wait_line = None
+    job: List[str] = []
+    for text in frames:
+        function, file = parse_frame(text)
+        entry = match_frame(frames_table, function, file)
+        if entry is None:
+            continue
+        for fact in entry.get("facts") or ():
+            if fact not in job:
+                job.append(fact)
+        if wait_line is None and entry.get("wait") != "busy":
+            who = "main" if main else "other"
+            wait_line = f"wait={entry['wait']} entry={entry['id']} lib={entry.get('library', '?')} thread={who}"
+    if wait_line is not None and job:
+        wait_line += " facts=" + ",".join(job)  # what the thread's frames prove, for rules that need both
+    return wait_line, job
+
+
+def log_facts(
+    catalog: Sequence[dict], lines: Sequence[str], stall_reports: Sequence[str] = ()
+) -> List[Tuple[int, str]]:
+    """(index of the line, fact line) for each line a library message describes, then the last event
+    and the event before the first stall report."""
+    out: List[Tuple[int, str]] = []
+    last: Optional[Tuple[int, str]] = None
+    prior: Optional[Tuple[int, str]] = None
+    stalled_at: Optional[int] = None
+    for index, entry, groups in match_log_lines(catalog, list(lines)):
+        fields = " ".join(f"{k}={_word(v)}" for k, v in sorted(groups.items()) if v)
+        out.append((index, f"log={entry['fact']} entry={entry['id']}" + (f" {fields}" if fields else "")))
+        if entry["fact"] in stall_reports and stalled_at is None:
+            stalled_at = index
+        if entry["fact"] not in _NOT_EVENTS:
+            last = (index, entry["fact"])
+            if stalled_at is None and entry["fact"] not in stall_reports:
+                prior = (index, entry["fact"])
+    if stalled_at is not None and prior is not None:
+        out.append((prior[0], f"prior={prior[1]}"))
+    if last is not None:
+        index, fact = last
+        out.append((index, f"last={fact}"))
+        if index >= len(lines) - 3:  # among the last lines the job printed
+            out.append((index, f"log-ends-in={fact}"))
+    return out
+
+
+def _word(value) -> str:
+    return re.sub(r"\s+", "_", str(value).strip())[:80]
+
+
+def group_threads(stack_lines) -> List[Tuple[str, List[str]]]:
+    """(subject, frames innermost first) for each thread of the observations' stack lines (each
+    thread's frames are consecutive and share a subject)."""
+    out: List[Tuple[str, List[str]]] = []
+    for line in stack_lines:
+        subject = line.subject or ""
+        if out and out[-1][0] == subject:
+            out[-1][1].append(line.text)
+        else:
+            out.append((subject, [line.text]))
+    return out
+
+
+def is_main(subject: str) -> bool:
+    return "MainThread" in subject or "'main'" in subject or subject.endswith("in main") or "Thread 1" in subject
+
+
+def job_facts_of(lines: Iterable[str]) -> Dict[str, int]:
+    """How many fact lines name each job fact (`job=<fact>`)."""
+    found: Dict[str, int] = {}
+    for text in lines:
+        if text.startswith("job="):
+            name = text.split("=", 1)[1].split()[0]
+            found[name] = found.get(name, 0) + 1
+    return found
+
+
+def add_facts(knowledge, obs) -> None:
+    """The fact lines of everything observed (stacks live or pasted, log lines), added to `obs`."""
+    from debug_stuck.core.classify import ObservedLine
+
+    frames_table = knowledge.frames
+    if frames_table:
+        for subject, frames in group_threads(obs.lines.get("stack", ())):
+            first = next(line for line in obs.lines["stack"] if (line.subject or "") == subject)
+            wait, job = thread_facts(frames_table, frames, is_main(subject))
+            where = dict(subject=subject or None, pid=first.pid, file=first.file, origin="stack")
+            if wait:
+                obs.add("fact", ObservedLine(wait, **where))
+            for fact in job:
+                obs.add("fact", ObservedLine(f"job={fact}", **where))
+    catalog = knowledge.log_catalog
+    if catalog:
+        by_file: Dict[Optional[str], list] = {}
+        for line in obs.lines.get("log", ()):
+            by_file.setdefault(line.file, []).append(line)
+        for file, lines in by_file.items():
+            for index, text in log_facts(catalog, [line.text for line in lines], knowledge.stall_reports):
+                source = lines[index]
+                obs.add("fact", ObservedLine(text, file=file, line=source.line, origin="log", quote=source.text))

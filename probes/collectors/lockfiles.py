@@ -1,0 +1,120 @@
+"""The lock file a thread polls for: its path, read from the waiting frame's local variables
+(py-spy dump --locals, bounded like every stack read), and whether anything still holds it.
+
+A lock that is only a file (torch's FileBaton for C++ extension builds, filelock's SoftFileLock)
+outlives a holder that was killed: every later run then polls for it for ever. Reading the path
+needs the frame's locals (FileBaton keeps it on `self`; the caller `_jit_compile` has
+`build_directory`; filelock's acquire has `lock_filename`). Nothing here writes or signals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Dict, List, Optional
+
+from debug_stuck.bounded import run_command
+
+LOCALS_SECONDS = 8.0
+# local variable names that hold a lock file's path, and what to add to get the file
+PATH_LOCALS = {
+    "lock_filename": "",
+    "lock_file": "",
+    "lock_file_path": "",
+    "lock_path": "",
+    "lockfile": "",
+    "build_directory": "/lock",  # torch.utils.cpp_extension: FileBaton(os.path.join(build_directory, "lock"))
+}
+LOCK_NAME = re.compile(r"(^|/)[^/]*\.?lock$")
+MAX_HEAD = 256
+
+
+def waited_lock_file(pid: int, tid: int, py_spy: Optional[str], seconds: float = LOCALS_SECONDS) -> Optional[str]:
+    """The lock file path thread `tid` of `pid` waits on, from its frames' locals; None when it cannot
+    be read (no py-spy, no rights, no such local)."""
+    if not py_spy:
+        return None
+    argv = [py_spy, "dump", "--pid", str(pid), "--json", "--locals", "--nonblocking"]
+    result = run_command(argv, seconds, env=dict(os.environ, RUST_BACKTRACE="0"))
+    if result.timed_out or result.returncode != 0:
+        return None
+    try:
+        threads = json.loads(result.stdout)
+    except ValueError:
+        return None
+    for thread in threads if isinstance(threads, list) else []:
+        if thread.get("os_thread_id") not in (None, tid):
+            continue
+        for frame in thread.get("frames") or []:
+            path = _path_in(frame.get("locals") or [])
+            if path:
+                return path
+    return None
+
+
+def _path_in(local_vars: List[dict]) -> Optional[str]:
+    for var in local_vars:
+        value = _string(var.get("repr"))
+        if value is None or not value.startswith("/"):
+            continue
+        name = var.get("name") or ""
+        if name in PATH_LOCALS:
+            return value.rstrip("/") + PATH_LOCALS[name] if PATH_LOCALS[name] else value
+        if LOCK_NAME.search(value):
+            return value
+    return None
+
+
+def _string(text) -> Optional[str]:
+    """py-spy's repr of a str local: the text in quotes."""
+    if not isinstance(text, str) or len(text) < 2 or text[0] not in "\"'" or text[-1] != text[0]:
+        return None
+    return text[1:-1]
+
+
+def describe_lock_file(pid: int, path: str, seconds: float = 3.0) -> Dict[str, object]:
+    """{"path", "exists", "holders": [pids with it open], "recorded_pid", "recorded_alive"}: read as
+    process `pid` sees the path (its mount namespace), every read bounded."""
+    from debug_stuck.bounded import call_or
+    from debug_stuck.inputs import InputError, read_input
+    from debug_stuck.probes.collectors.waits import scan_holders
+
+    out: Dict[str, object] = {"path": path}
+    where = f"/proc/{pid}/root{path}"  # the path in the job's own mount namespace
+    out["exists"] = bool(call_or(False, lambda: os.path.isfile(where), seconds, f"stat {path}"))
+    head = ""
+    if out["exists"]:
+        try:
+            head = read_input(where, "lock file", MAX_HEAD, seconds)[:MAX_HEAD].decode("utf-8", "replace")
+        except InputError:
+            head = ""
+    found = scan_holders({path: [(pid, -1)]}, budget=seconds)
+    out["holders"] = sorted({h["pid"] for h in found.get(path, []) if h["pid"] != pid})
+    first = head.split()[0] if head.split() else ""
+    if first.isdigit():
+        out["recorded_pid"] = int(first)
+        out["recorded_alive"] = os.path.exists(f"/proc/{first}")
+    return out
+
+
+def lock_files(candidates: Dict[int, int], py_spy: Optional[str], budget: float = 10.0) -> Dict[int, dict]:
+    """{pid: describe_lock_file(...)} for each {pid: tid} whose waiting frame names a lock file that
+    exists; one budget for all."""
+    deadline = time.monotonic() + budget
+    out: Dict[int, dict] = {}
+    for pid, tid in candidates.items():
+        left = deadline - time.monotonic()
+        if left <= 0.5:
+            break
+        path = waited_lock_file(pid, tid, py_spy, min(LOCALS_SECONDS, left))
+        if path is None:
+            continue
+        described = describe_lock_file(pid, path)
+        if described.get("exists"):
+            out[pid] = described
+    return out
+
+
+__all__ = ["describe_lock_file", "lock_files", "waited_lock_file"]

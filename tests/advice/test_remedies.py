@@ -1,0 +1,78 @@
+"""The remedies table (skills/data/remedies.yaml) and the fix for a wait that ends at a process
+that died: its wait status read from a real zombie, decoded into the signal and what it means.
+
+The live hangs (FIFOs, sockets, locks, stale lock files, prompts, deadlocks, ranks) are diagnosed
+end to end in tests/live/test_chains.py and tests/pipeline/test_framework_hangs.py; a zombie is not
+a hang any zoo job can hold (every parent there reaps its children), so this one chain is built
+from a real zombie's /proc entry.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from debug_stuck.advice.facts import JobFacts
+from debug_stuck.advice.remedy import remedy_for
+from debug_stuck.kb import load_table
+from debug_stuck.probes.collectors.procs import read_process
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_every_remedy_pattern_compiles_and_names_only_known_values():
+    table = load_table("remedies.yaml")
+    ids = [entry["id"] for entry in table["remedies"]]
+    assert len(ids) == len(set(ids))
+    for entry in table["remedies"]:
+        re.compile(entry["when"])
+        assert entry["title"] and entry["why"] and entry["source"], entry["id"]
+        for step in entry.get("steps") or []:
+            assert step["safety"] in ("reads", "disturbs", "changes", "stops-job", "edit", "config"), step
+            if step["safety"] in ("disturbs", "changes", "stops-job"):
+                assert step.get("note"), f"{entry['id']}: a step that acts says what it does"
+
+
+@pytest.fixture
+def zombie():
+    """A child killed by SIGKILL that its parent (this test) has not reaped yet."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child.send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while read_process(child.pid).state != "Z" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield child
+    child.wait(timeout=10)
+
+
+def test_a_wait_that_ends_at_a_dead_worker_says_how_it_died(zombie, knowledge):
+    info = read_process(zombie.pid)
+    assert info.state == "Z" and info.exit_status is not None and info.exit_status & 0x7F == signal.SIGKILL
+    worker = dict(info.to_dict(), role="dataloader-worker", threads=[])
+    chain = [
+        {"pid": 1000, "role": "rank", "who": "process pid 1000", "waits_on": {"kind": "worker", "object": "x"}},
+        {
+            "pid": zombie.pid,
+            "role": "dataloader-worker",
+            "who": f"DataLoader worker pid {zombie.pid}",
+            "waits_on": {"kind": "process", "state": "Z", "detail": "has exited (zombie)"},
+            "terminal": True,
+        },
+    ]
+    report = SimpleNamespace(
+        chain=chain,
+        processes=[worker],
+        verdict=SimpleNamespace(finding={"kind": "chain", "text": ""}),
+    )
+    fix = remedy_for(report, JobFacts(values={"log": "/tmp/train.log"}), knowledge)
+    assert fix is not None and fix.basis.startswith("dead-process")
+    assert fix.title == f"DataLoader worker pid {zombie.pid} has died (signal 9); process pid 1000 still waits for it"
+    assert "killed by signal 9 (SIGKILL: the kernel's out-of-memory killer" in fix.why
+    assert "prefetch_factor" in fix.why  # a DataLoader worker's own advice
+    assert any(f"Killed process {zombie.pid}" in c for c in fix.commands)

@@ -1,0 +1,50 @@
+"""Candidates that contradict the job's facts are not ranked: the playbooks' `requires_any` /
+`excluded_when` are data, checked by `skills check` and applied the same way to every cause."""
+
+import shutil
+
+from debug_stuck.core.classify import Observations, ObservedLine, classify
+from debug_stuck.core.contradictions import Conditions, drop_contradicted
+from debug_stuck.kb import check_knowledge, skills_dir
+
+
+def test_the_playbooks_say_which_job_facts_their_causes_need(knowledge):
+    conditions = knowledge.job_conditions
+    for cause in ("collective", "rendezvous", "nccl-init", "network"):
+        assert "single-process" in conditions[cause].excluded_when, cause
+    assert set(conditions["dataloader"].requires_any) == {"worker-process", "dataloader-frame"}
+
+
+def test_a_condition_holds_or_rules_out():
+    needs = Conditions(requires_any=("worker-process", "dataloader-frame"))
+    alone = Conditions(excluded_when=("single-process",))
+    assert needs.contradiction({"dataloader-frame"}) is None
+    assert "none of worker-process, dataloader-frame" in needs.contradiction({"single-process"})
+    assert alone.contradiction({"distributed"}) is None
+    assert alone.contradiction({"single-process"}).startswith("the job is single-process")
+
+
+def test_facts_rule_candidates_out_and_the_verdict_moves_to_the_best_left(knowledge):
+    obs = Observations()
+    obs.add("stack", ObservedLine("_try_get_data (torch/utils/data/dataloader.py:1133)"))
+    obs.add("stack", ObservedLine("all_reduce (torch/distributed/distributed_c10d.py:3252)"))
+    result = classify(knowledge, {}, obs)
+    before = [d.cause for d in result.diagnoses]
+    assert {"dataloader", "collective"} <= set(before)
+    notes = drop_contradicted(knowledge, result, {"single-process"})
+    after = [d.cause for d in result.diagnoses]
+    assert "collective" not in after and "dataloader" not in after, after
+    assert any(n.startswith("not ranked: collective") for n in notes), notes
+    assert result.verdict.cause in (after[:1] + [None])
+    # from logs alone nothing is known about the job: nothing is ruled out
+    again = classify(knowledge, {}, obs)
+    assert drop_contradicted(knowledge, again, None) == [] and [d.cause for d in again.diagnoses] == before
+
+
+def test_skills_check_names_a_condition_on_an_unknown_fact(tmp_path):
+    folder = tmp_path / "skills"
+    shutil.copytree(skills_dir(), folder)
+    path = folder / "network.md"
+    path.write_text(path.read_text().replace("excluded_when: [single-process]", "excluded_when: [one-gpu]", 1))
+    _, problems = check_knowledge(folder)
+    assert any(p.file == "network.md" and p.field == "excluded_when" and "job facts" in p.message for p in problems)

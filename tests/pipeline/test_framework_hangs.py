@@ -1,0 +1,210 @@
+"""Hangs in real frameworks, diagnosed live: the culprit is whoever the others wait for, whatever the
+framework (a rank in an extra collective, a stopped or spinning rank, a child process at the end of
+the chain); a rank that computes while the others wait is not hung; a lost pool task and a queue
+whose producer thread died are named for what they are; candidates the job's facts rule out are
+not ranked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from zoo.fixtures import zoo  # noqa: F401
+
+from conftest import diagnosed as run_diagnosis
+from debug_stuck.pipeline import DiagnoseRequest
+from debug_stuck.zoo import spawn
+
+pytestmark = pytest.mark.timeout(180)
+
+NEEDS_A_RANK = {"collective", "rendezvous", "nccl-init", "network"}
+
+
+def diagnose(knowledge, pid):
+    return run_diagnosis(DiagnoseRequest(pids=[pid], window=1.0), knowledge)
+
+
+def first_fix(report):
+    """The first fix, with the advice stage run on the report as the CLI runs it."""
+    from debug_stuck.advice import advise
+
+    return advise(report).diagnoses[0].fixes[0]
+
+
+def top(report):
+    return [(d.cause, d.confidence) for d in report.diagnoses[:4]], report.culprit, report.verdict.summary
+
+
+def wait_for(condition, what: str, job, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline or job.proc.poll() is not None:
+            raise AssertionError(f"{what} did not happen; log tail:\n{job.log_text()[-2000:]}")
+        time.sleep(0.05)
+
+
+# -- a rank in an extra collective --------------------------------------------------------------------
+
+
+def test_lightning_save_checkpoint_on_rank_0_alone_names_rank_0(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("lightning")
+    job = zoo("lightning_rank0_save", ready_timeout=120)
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, rank0)
+    roles = {p["pid"]: p["role"] for p in report.processes}
+    assert roles[rank0] == roles[rank1] == "rank", roles  # Lightning's launcher starts rank 1 itself
+    summary = report.verdict.summary
+    assert summary.startswith(f"Collective mismatch: pid {rank0} in barrier; pid {rank1} in broadcast"), summary
+    assert report.culprit is not None and report.culprit["pid"] == rank0, top(report)
+    assert "checkpoint save" in report.culprit["reason"] and "save_checkpoint" in report.culprit["reason"]
+    assert report.verdict.hung is True and report.verdict.cause in ("collective", "checkpoint-save"), top(report)
+
+
+def test_hf_trainer_callback_collective_on_rank_0_alone_names_rank_0(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("transformers")
+    job = zoo("hf_trainer_callback", ready_timeout=120)
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, rank0)
+    summary = report.verdict.summary
+    assert summary.startswith("Collective mismatch: rank 0 in all_reduce; rank 1 in all_gather"), summary
+    assert report.culprit is not None and (report.culprit["pid"], report.culprit["rank"]) == (rank0, 0), top(report)
+    assert "the job's own code at on_step_end (" in report.culprit["reason"]
+    assert str(rank0) in summary and rank1 in {p["pid"] for p in report.processes}
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+
+
+# -- one rank computes, spins or is stopped while the other waits (one job, three stages) -----------
+
+
+class Stages:
+    """rank_waits.py walked forward: eval (rank 0 evaluates) -> spin (rank 1 polls a flag file) ->
+    stopped (rank 1 SIGSTOPped). Each test asks for its stage; earlier ones are passed on the way."""
+
+    ORDER = ("eval", "spin", "stopped")
+
+    def __init__(self, job):
+        self.job = job
+        self.rank0, self.rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+        self.stage = "eval"
+
+    def marker(self, name: str):
+        return lambda: (self.job.workdir / name).exists()
+
+    def reach(self, stage: str) -> None:
+        while self.ORDER.index(self.stage) < self.ORDER.index(stage):
+            if self.stage == "eval":
+                os.kill(self.rank0, signal.SIGUSR1)  # the evaluation ends
+                wait_for(self.marker("SPINNING"), "rank 1 spinning while rank 0 waits", self.job)
+                self.stage = "spin"
+            else:
+                (self.job.workdir / "resume.flag").touch()
+                wait_for(self.marker("training-1"), "rank 1 back in training", self.job)
+                spawn.stop_signal(self.job, self.rank1)
+                wait_for(self.marker("STOPPED"), "rank 0 waiting for the stopped rank 1", self.job)
+                self.stage = "stopped"
+
+
+@pytest.fixture(scope="module")
+def parted_ranks(request, tmp_path_factory):
+    pytest.importorskip("torch")
+    job = spawn.start(
+        "rank_waits",
+        tmp_path_factory.mktemp("rank_waits"),
+        ready_timeout=120,
+        on_spawn=lambda started: request.addfinalizer(started.stop),
+    )
+    return Stages(job)
+
+
+def test_a_rank_evaluating_while_the_other_waits_is_not_hung(knowledge, parted_ranks):
+    parted_ranks.reach("eval")
+    for _ in range(2):
+        report = diagnose(knowledge, parted_ranks.rank0)
+        assert report.verdict.hung is False and report.verdict.state in ("progressing", "slow"), top(report)
+        assert report.culprit is None and report.verdict.cause != "cpu-spin", top(report)
+        assert f"pid {parted_ranks.rank0} (rank 0) computes" in report.verdict.summary, top(report)
+
+
+def test_a_rank_spinning_on_a_flag_file_is_the_culprit_at_its_loop(knowledge, parted_ranks):
+    parted_ranks.reach("spin")
+    report = diagnose(knowledge, parted_ranks.rank0)
+    assert report.verdict.hung is True and report.verdict.cause == "cpu-spin", top(report)
+    assert report.culprit["pid"] == parted_ranks.rank1, top(report)
+    summary = report.verdict.summary
+    assert summary.startswith(f"Rank 1 (pid {parted_ranks.rank1}) keeps running, never waiting, at wait_for_flag ("), (
+        summary
+    )
+    assert "rank_waits.py:" in summary.split(";")[0] and "genericpath" not in summary.split(";")[0]
+    assert f"rank 0 (pid {parted_ranks.rank0}) waits for it in all_reduce" in summary
+    fix = first_fix(report)
+    assert fix.origin == "finding" and fix.title.startswith(f"Rank 1 (pid {parted_ranks.rank1}) never joins"), fix
+    assert fix.commands == [f"py-spy dump --locals --pid {parted_ranks.rank1}"]
+
+
+def test_a_sigstopped_rank_is_the_culprit_named_as_stopped(knowledge, parted_ranks):
+    parted_ranks.reach("stopped")
+    report = diagnose(knowledge, parted_ranks.rank0)
+    assert report.verdict.hung is True, top(report)
+    assert report.culprit["pid"] == parted_ranks.rank1 and report.culprit["state"] == "T", top(report)
+    assert "stopped (state T)" in report.culprit["reason"]
+    assert report.verdict.summary.startswith(f"Rank 1 (pid {parted_ranks.rank1}) is stopped (SIGSTOP)"), top(report)
+    assert report.verdict.cause != "output-blocked" and report.diagnoses[0].cause != "output-blocked", top(report)
+    assert not any("computing" in reason for reason in report.verdict.state_reasons), report.verdict.state_reasons
+    fix = first_fix(report)
+    assert fix.origin == "finding" and f"kill -CONT {parted_ranks.rank1}" in fix.commands, fix
+
+
+# -- processes and threads without ranks ------------------------------------------------------------
+
+
+def test_a_trainer_waiting_on_its_uploader_child_names_the_child(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("torch")
+    job = zoo("uploader_child")
+    uploader = job.info["uploader_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.culprit is not None and report.culprit["pid"] == uploader and report.culprit["rank"] is None
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, uploader]
+    summary = report.verdict.summary
+    assert f"pid {uploader}" in summary and f"127.0.0.1:{job.info['port']}" in summary and "never answers" in summary
+    assert "DataLoader" not in summary, summary  # a forked uploader is no DataLoader worker
+    assert report.verdict.cause == "external-service", top(report)
+    fix = first_fix(report)
+    assert fix.origin == "finding" and f"127.0.0.1:{job.info['port']} never answers" in fix.title, fix
+    assert "urlopen" in fix.why and f"Worker process pid {uploader}" in fix.why, fix.why
+    assert all(str(job.proc.pid) not in c.command for c in report.diagnoses[0].check_items)
+
+
+def test_pool_map_after_a_worker_was_killed_is_a_lost_task_not_io(knowledge, zoo):  # noqa: F811
+    job = zoo("pool_lost_task")
+    victim = job.info["busy_worker"]
+    os.kill(victim, signal.SIGKILL)
+
+    def replaced_and_idle() -> bool:
+        workers = [p.pid for p in job.processes() if p.pid != job.proc.pid]
+        settled = all(spawn.proc_state(pid) == "S" for pid in workers)
+        return (job.workdir / "done-1").exists() and len(workers) == 2 and victim not in workers and settled
+
+    wait_for(replaced_and_idle, "the pool replaced its killed worker", job)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "dataloader", top(report)
+    assert report.chain[-1]["waits_on"]["kind"] == "pool", report.chain
+    assert "the task in flight was lost" in report.verdict.summary, report.verdict.summary
+    fix = first_fix(report)
+    assert fix.origin == "finding" and "ProcessPoolExecutor" in fix.commands[-1], fix
+    assert {d.cause for d in report.diagnoses[:1]} & {"io-stall", "thread-deadlock"} == set()
+
+
+def test_a_queue_whose_producer_thread_died_is_a_wait_on_a_thread_that_is_gone(knowledge, zoo):  # noqa: F811
+    job = zoo("producer_died")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert "an item from a queue" in report.verdict.summary
+    assert "no other thread is left in the process" in report.verdict.summary, report.verdict.summary
+    fix = first_fix(report)
+    assert fix.title.startswith("The thread that should put items in the queue has died"), fix
+    assert "producer_died.py:" in fix.why and "Exception in thread" in fix.why
+    # one process, no DataLoader: the causes that need other ranks or workers are not ranked
+    ranked = {d.cause for d in report.diagnoses}
+    assert not ranked & (NEEDS_A_RANK | {"dataloader"}), (ranked, report.notes)
