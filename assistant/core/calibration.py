@@ -27,6 +27,9 @@ Point = Tuple[float, float]  # (score, probability the first-ranked cause is rig
 MIN_BIN = 8
 TIE = 0.01  # scores this close are a tie (debug_stuck.core.assemble states it)
 PRIOR_WEIGHT = 4.0
+# Answers alone never make a sure verdict (debug_stuck.core.verdict.SURE is 0.5): the tool has seen
+# nothing of the job, so it says "too little to tell" and asks, whatever the fit of a few cases says.
+ANSWERS_CEILING = 0.45
 
 
 def fit(pairs: Sequence[Tuple[float, bool]]) -> List[Point]:

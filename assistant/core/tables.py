@@ -4,7 +4,9 @@ Pure: debug_stuck.kb reads them.
 - `xid.yaml`: what each NVIDIA Xid number means and what to do (the gpu-health probe);
 - `env-audit.yaml`: the settings the env probe flags, each tied to its playbook;
 - `phases.yaml`: how a checkpoint save or a validation pass looks on a stack (watch, the report);
-- `remedies.yaml`: the first fix of a live diagnosis, keyed on the end of the wait (debug_stuck.advice.remedy).
+- `remedies.yaml`: the first fix of a live diagnosis, keyed on the end of the wait (debug_stuck.advice.remedy);
+- `log-catalog.yaml`, `frames.yaml`: the libraries' own messages and frames (debug_stuck.core.facts), checked
+  here so that a broken entry is reported instead of silently turning the facts off.
 """
 
 from __future__ import annotations
@@ -149,7 +151,52 @@ def _check_remedies(data: dict, file: str) -> List[TableProblem]:
     return problems
 
 
+def _check_log_catalog(data: dict, file: str) -> List[TableProblem]:
+    facts = data.get("facts")
+    if not isinstance(facts, dict) or not facts:
+        return [(file, "facts", "required, a mapping of fact name to its meaning")]
+    problems: List[TableProblem] = []
+    stall = data.get("stall_reports", [])
+    if not isinstance(stall, list) or any(f not in facts for f in stall):
+        problems.append((file, "stall_reports", f"a list of facts from: {', '.join(facts)}"))
+    entries = data.get("entries")
+    if not isinstance(entries, list) or not entries:
+        return problems + [(file, "entries", "required, a list of library messages")]
+    for number, entry in enumerate(entries):
+        where = f"entries[{number}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            problems.append((file, where, "must be a mapping with an id"))
+            continue
+        where = f"entries.{entry['id']}"
+        tokens = entry.get("tokens")
+        if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) and t for t in tokens):
+            problems.append((file, f"{where}.tokens", "required, a list of phrases"))
+        if entry.get("fact") not in facts:
+            problems.append((file, f"{where}.fact", "one of the facts listed under facts"))
+        if "extract" in entry:
+            _regex(file, f"{where}.extract", entry["extract"], problems)
+    return problems
+
+
+def _check_frames(data: dict, file: str) -> List[TableProblem]:
+    frames = data.get("frames")
+    if not isinstance(frames, list) or not frames:
+        return [(file, "frames", "required, a list of frame entries")]
+    problems: List[TableProblem] = []
+    for number, entry in enumerate(frames):
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            problems.append((file, f"frames[{number}]", "must be a mapping with an id"))
+            continue
+        where = f"frames.{entry['id']}"
+        _regex(file, f"{where}.function", entry.get("function"), problems)
+        if not isinstance(entry.get("wait"), str):
+            problems.append((file, f"{where}.wait", "required, a wait kind"))
+    return problems
+
+
 CHECKS: Dict[str, Callable[[dict, str], List[TableProblem]]] = {
+    "log-catalog.yaml": _check_log_catalog,
+    "frames.yaml": _check_frames,
     "remedies.yaml": _check_remedies,
     "xid.yaml": _check_xid,
     "env-audit.yaml": _check_env,

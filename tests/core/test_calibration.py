@@ -17,3 +17,15 @@ def test_a_tie_names_the_question_that_breaks_it(cli_json):
     assert "tie" not in broken["verdict"]
     assert [d["cause"] for d in broken["diagnoses"][:2]] == ["nccl-init", "rendezvous"]
     assert broken["diagnoses"][0]["confidence"] > broken["diagnoses"][1]["confidence"]
+
+
+def test_answers_alone_never_make_a_sure_verdict(cli_json):
+    """Every answer that points one way, and no evidence of the job: still "too little to tell"."""
+    report = cli_json(
+        "--answer", "phase=mid-run", "--answer", "step=same-step", "--answer", "event=none",
+        "--answer", "gpu=idle", "--answer", "cpu=idle", "--answer", "platform=cuda",
+    )  # fmt: skip
+    first = report["diagnoses"][0]
+    assert all(e["source"] == "answer" for e in first["evidence"]), first
+    assert first["confidence"] < 0.5, first
+    assert report["verdict"]["summary"].startswith("Too little to be sure"), report["verdict"]["summary"]

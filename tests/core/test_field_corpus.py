@@ -174,7 +174,7 @@ def first_ranked(ranked, keep):
 
 def leave_one_project_out(rows) -> list:
     """Each tuning project's cases, with the calibration refitted without that project."""
-    from debug_stuck.core.calibration import ANSWERS, EVIDENCE, apply, fit
+    from debug_stuck.core.calibration import ANSWERS, ANSWERS_CEILING, EVIDENCE, apply, fit
 
     out = []
     for project in sorted({project_of(r[0]) for r in rows}):
@@ -182,7 +182,8 @@ def leave_one_project_out(rows) -> list:
         maps = {kind: fit([(r[4], r[3]) for r in rest if r[5] == (kind == ANSWERS)]) for kind in (EVIDENCE, ANSWERS)}
         for r in rows:
             if project_of(r[0]) == project:
-                out.append((r[1], apply(maps[ANSWERS if r[5] else EVIDENCE], r[4]), r[3]))
+                p = apply(maps[ANSWERS if r[5] else EVIDENCE], r[4])
+                out.append((r[1], min(p, ANSWERS_CEILING) if r[5] else p, r[3]))
     return out
 
 

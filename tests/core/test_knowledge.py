@@ -113,3 +113,21 @@ def test_diagnose_refuses_a_broken_knowledge_base(kb_copy, monkeypatch, cli):
     assert code == 2
     assert "tree.yaml" in err and "skills check" in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "table, broken, field",
+    [
+        ("log-catalog.yaml", ("  fact: extension-build\n", "  fact: no-such-fact\n"), ".fact"),
+        ("log-catalog.yaml", ("stall_reports: [", "stall_reports: [not-a-fact, "), "stall_reports"),
+        ("log-catalog.yaml", ("  tokens: [Building extension module]\n", "  tokens: Building: [\n"), "malformed YAML"),
+        ("frames.yaml", ("- id: ", "- name: "), "frames[0]"),
+    ],
+)
+def test_a_broken_library_table_is_reported_not_ignored(kb_copy, table, broken, field):
+    path = kb_copy / "data" / table
+    text = path.read_text()
+    assert broken[0] in text
+    path.write_text(text.replace(broken[0], broken[1], 1))
+    problems = problems_of(kb_copy)
+    assert any(table in p and field in p for p in problems), problems

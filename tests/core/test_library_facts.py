@@ -248,3 +248,57 @@ def test_a_fact_rules_detail_names_the_library_message(cli_json, tmp_path):
     assert report["diagnoses"][0]["cause"] == "rendezvous"
     details = [e["detail"] for e in report["diagnoses"][0]["evidence"] if e["source"] == "log"]
     assert any("(library message xla-coordination-register-task)" in detail for detail in details), details
+
+
+@pytest.mark.parametrize(
+    "line, fact",
+    [
+        # horovod stall_inspector.cc (the sentence every version prints)
+        (
+            "This may indicate that different ranks are trying to submit different tensors or that only subset of "
+            "ranks is submitting tensors, which will cause deadlock.",
+            "collective-timeout",
+        ),
+        # NCCL include/socket.h, src/misc/socket.cc
+        (
+            "host:123:456 [0] include/socket.h:344 NCCL WARN Net : Socket creation failed : Permission denied",
+            "nccl-net-error",
+        ),
+        # nccl-tests src/common.cu results header
+        (
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong",
+            "collective-bench-start",
+        ),
+        # torch ProcessGroupWrapper.cpp under TORCH_DISTRIBUTED_DEBUG=DETAIL
+        (
+            "[Rank 1] Running collective: CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[4])",
+            "collective-enter",
+        ),
+        # Megatron-LM megatron/initialize.py
+        ("> compiling and loading fused kernels ...", "extension-build"),
+    ],
+)
+def test_library_lines_read_as_their_fact(catalog, line, fact):
+    assert fact in {entry["fact"] for entry, _ in match_log(catalog, line)}
+
+
+def test_one_machine_rules_out_the_inter_node_network(cli_json, tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text("host:1:1 [0] NCCL WARN Net : Socket creation failed : Address family not supported by protocol\n")
+    one = [d["cause"] for d in cli_json("--log", log, "--answer", "nodes=1")["diagnoses"]]
+    many = [d["cause"] for d in cli_json("--log", log, "--answer", "nodes=4")["diagnoses"]]
+    assert one[0] == "nccl-init", one
+    assert many[0] == "network", many
+
+
+def test_a_store_timeout_after_training_is_not_the_rendezvous(cli_json, tmp_path):
+    log = tmp_path / "job.log"
+    fingerprint = (
+        "[Rank 0] Running collective: CollectiveFingerPrint(SequenceNumber=1, OpType=BROADCAST, TensorShape=[1])"
+    )
+    log.write_text(f"{fingerprint}\nRuntimeError: Socket Timeout\n")
+    at_start = cli_json("--log", log, "--answer", "phase=start")["diagnoses"]
+    mid_run = cli_json("--log", log, "--answer", "phase=mid-run")["diagnoses"]
+    assert at_start[0]["cause"] == "rendezvous", at_start
+    assert mid_run[0]["cause"] == "collective", mid_run
+    assert any("before the timeout" in e["detail"] for e in mid_run[0]["evidence"]), mid_run[0]
