@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+from installed import installed_script
 from zoo.fixtures import zoo  # noqa: F401
 
 TMUX = shutil.which("tmux")
@@ -26,7 +27,7 @@ WIDTH, HEIGHT = 120, 40
 
 def session_command() -> list:
     """Bare `debug-stuck` opens the session: the installed script, else the module."""
-    exe = shutil.which("debug-stuck")
+    exe = installed_script()
     return [exe] if exe else [sys.executable, "-m", "debug_stuck"]
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from installed import installed_script
 
 from conftest import REPO
 from debug_stuck.live.nodes import remote_argv, snapshot_arguments
@@ -54,8 +54,8 @@ def imported(root: Path) -> str:
 
 def debug_stuck_command() -> list:
     """The console script, as a user runs it (its own directory is first on sys.path, not ours)."""
-    exe = shutil.which("debug-stuck")
-    assert exe, "debug-stuck is not on PATH: install the package (pip install -e .)"
+    exe = installed_script()
+    assert exe, "debug-stuck is not installed: pip install -e ."
     return [exe]
 
 
