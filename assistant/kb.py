@@ -75,16 +75,13 @@ def _table_problems(name: str, data: dict) -> List[TableProblem]:
     return check(data, f"data/{name}") if check is not None else []
 
 
-def check_tables(folder: Optional[Path] = None) -> List[TableProblem]:
-    """Every problem of every checked table in the folder's data/."""
-    folder = folder or skills_dir()
-    problems: List[TableProblem] = []
+def _checked_tables(folder: Path) -> Dict[str, Tuple[Optional[dict], List[TableProblem]]]:
+    """Every checked table in the folder's data/, read once: {name: (data or None, its problems)}."""
+    out: Dict[str, Tuple[Optional[dict], List[TableProblem]]] = {}
     for name in CHECKS:
         data, found = _read_table(folder, name)
-        problems.extend(found)
-        if data is not None:
-            problems.extend(_table_problems(name, data))
-    return problems
+        out[name] = (data, found + (_table_problems(name, data) if data is not None else []))
+    return out
 
 
 def load_table(name: str, folder: Optional[Path] = None) -> dict:
@@ -135,14 +132,15 @@ def check_knowledge(folder: Optional[Path] = None):
             problems.append(Problem(f"{cause}.md", "file", f"missing: no playbook for cause {cause!r}"))
     tree, tree_problems = parse_tree(_text(folder / TREE_FILE), names)
     problems.extend(tree_problems)
-    problems.extend(Problem(file, field, message) for file, field, message in check_tables(folder))
+    tables = _checked_tables(folder)
+    problems.extend(Problem(file, field, message) for _, found in tables.values() for file, field, message in found)
     if tree is not None:
         problems.extend(tree.validate(playbook_ids=set(playbooks)))
         problems.extend(pattern_consistency(tree, playbooks))
     if tree is None:
         return None, problems
-    frames = list(_optional_table(folder, "frames.yaml").get("frames") or [])
-    catalog_table = _optional_table(folder, "log-catalog.yaml")
+    frames = list(_usable(tables["frames.yaml"]).get("frames") or [])
+    catalog_table = _usable(tables["log-catalog.yaml"])
     catalog = list(catalog_table.get("entries") or [])
     knowledge = Knowledge(playbooks=playbooks, tree=tree, folder=folder, probes=probes)
     knowledge.frames, knowledge.log_catalog = frames, catalog
@@ -154,7 +152,12 @@ def check_knowledge(folder: Optional[Path] = None):
 
 
 def _optional_table(folder: Path, name: str) -> dict:
-    data, problems = _read_table(folder, name)
+    return _usable(_read_table(folder, name))
+
+
+def _usable(read: Tuple[Optional[dict], list]) -> dict:
+    """A table's data when it was read without a problem, else nothing (its problems are reported)."""
+    data, problems = read
     return data if data is not None and not problems else {}
 
 
