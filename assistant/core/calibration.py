@@ -14,7 +14,7 @@ far less often, whatever its score: it is said as "too little to tell".
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 EVIDENCE = "evidence"  # some evidence besides the triage answers
 ANSWERS = "answers"  # the triage answers (and the tree's priors) alone
@@ -77,6 +77,14 @@ def apply(points: Sequence[Point], score: float) -> float:
     if x1 == x0:
         return y1
     return y0 + (y1 - y0) * (score - x0) / (x1 - x0)
+
+
+def probability(maps: Dict[str, Sequence[Point]], score: float, thin: bool) -> float:
+    """The probability for a first-ranked cause's score, from the map of its kind of evidence;
+    `thin`: only the triage answers point at it, and then never a sure verdict."""
+    if thin:
+        return min(apply(maps.get(ANSWERS, []), score), ANSWERS_CEILING)
+    return apply(maps.get(EVIDENCE, []), score)
 
 
 def assign_probabilities(knowledge, diagnoses: List) -> None:

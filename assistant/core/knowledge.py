@@ -405,11 +405,9 @@ class Knowledge:
     def probability(self, score: float, thin: bool = False) -> float:
         """What a score means as the probability that the cause is right; `thin`: only the triage
         answers point at it, no evidence of the job's own."""
-        from debug_stuck.core.calibration import ANSWERS, ANSWERS_CEILING, EVIDENCE, apply
+        from debug_stuck.core.calibration import probability
 
-        if thin:
-            return round(min(apply(self.calibration.get(ANSWERS, []), score), ANSWERS_CEILING), 3)
-        return round(apply(self.calibration.get(EVIDENCE, []), score), 3)
+        return round(probability(self.calibration, score, thin), 3)
 
     def signals(self):
         for book in self.playbooks.values():

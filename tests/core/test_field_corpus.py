@@ -174,7 +174,7 @@ def first_ranked(ranked, keep):
 
 def leave_one_project_out(rows) -> list:
     """Each tuning project's cases, with the calibration refitted without that project."""
-    from debug_stuck.core.calibration import ANSWERS, ANSWERS_CEILING, EVIDENCE, apply, fit
+    from debug_stuck.core.calibration import ANSWERS, EVIDENCE, fit, probability
 
     out = []
     for project in sorted({project_of(r[0]) for r in rows}):
@@ -182,8 +182,7 @@ def leave_one_project_out(rows) -> list:
         maps = {kind: fit([(r[4], r[3]) for r in rest if r[5] == (kind == ANSWERS)]) for kind in (EVIDENCE, ANSWERS)}
         for r in rows:
             if project_of(r[0]) == project:
-                p = apply(maps[ANSWERS if r[5] else EVIDENCE], r[4])
-                out.append((r[1], min(p, ANSWERS_CEILING) if r[5] else p, r[3]))
+                out.append((r[1], probability(maps, r[4], thin=r[5]), r[3]))
     return out
 
 
