@@ -10,7 +10,6 @@ import asyncio
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 from zoo.fixtures import zoo  # noqa: F401
@@ -18,6 +17,7 @@ from zoo.fixtures import zoo  # noqa: F401
 pytest.importorskip("textual")
 
 from textual.widgets import OptionList, Static  # noqa: E402
+from tui_pilot import attach_by_pid, open_the_pid_dialog, text_of, wait_for  # noqa: E402
 from tui_recorded import FROZEN_NOW, recorded_session  # noqa: E402
 
 from debug_stuck.frontends.session.core import Session  # noqa: E402
@@ -25,7 +25,7 @@ from debug_stuck.frontends.session.probes import ProbeOutcome, probe_offer  # no
 from debug_stuck.frontends.tui.app import DebugStuckApp  # noqa: E402
 from debug_stuck.frontends.tui.screens import pick  # noqa: E402
 from debug_stuck.frontends.tui.screens.diagnosis import DiagnosisScreen  # noqa: E402
-from debug_stuck.frontends.tui.screens.dialogs import ConfirmDialog, HelpScreen, InputDialog  # noqa: E402
+from debug_stuck.frontends.tui.screens.dialogs import ConfirmDialog, HelpScreen  # noqa: E402
 from debug_stuck.frontends.tui.screens.pick import PickJobScreen  # noqa: E402
 from debug_stuck.frontends.tui.screens.probe import ProbeScreen  # noqa: E402
 from debug_stuck.frontends.tui.screens.recovery import RecoveryScreen  # noqa: E402
@@ -33,17 +33,6 @@ from debug_stuck.frontends.tui.screens.triage import TriageScreen  # noqa: E402
 from debug_stuck.render.markdown import render_markdown  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
-
-
-async def wait_for(pilot, condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
-
-
-def text_of(widget) -> str:
-    return str(widget.render())
 
 
 def footer_keys(app) -> set:
@@ -90,9 +79,7 @@ def test_the_pid_dialog_keeps_bad_input_open_with_the_reason(knowledge, tmp_path
 
     async def scenario():
         async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, PickJobScreen) and not app.discovering, "the scan")
-            await pilot.press("a")
-            await wait_for(pilot, lambda: isinstance(app.screen, InputDialog), "the PID dialog")
+            await open_the_pid_dialog(pilot, app)
             dialog = app.screen
             await pilot.press("a", "b", "c", "enter")
             await pilot.pause()
@@ -231,11 +218,7 @@ def test_a_live_job_on_a_machine_with_no_gpu_then_stopped_from_the_session(knowl
 
     async def scenario():
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, PickJobScreen) and not app.discovering, "the scan")
-            await pilot.press("a")
-            await wait_for(pilot, lambda: isinstance(app.screen, InputDialog), "the PID dialog")
-            await pilot.press(*str(job.proc.pid), "enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, TriageScreen), "triage")
+            await attach_by_pid(pilot, app, job.proc.pid)
             await wait_for(pilot, lambda: app.evidence is not None and not app.collecting, "the live evidence")
             if session.gpu.available is not False:
                 pytest.skip("this machine has a GPU: the no-GPU answers do not apply")

@@ -24,6 +24,7 @@ from zoo.fixtures import zoo  # noqa: F401
 pytest.importorskip("textual")
 
 from textual.widgets import Button, DataTable, Markdown, OptionList, Static, TabbedContent  # noqa: E402
+from tui_pilot import attach_by_pid, text_of, wait_for  # noqa: E402
 from tui_recorded import FROZEN_NOW, recorded_session  # noqa: E402
 
 from debug_stuck.frontends.session.core import Session
@@ -40,18 +41,6 @@ from debug_stuck.frontends.tui.screens.triage import TriageScreen
 HERE = Path(__file__).parents[1]
 PROBE_HOST = [sys.executable, str(HERE / "probe_plugins" / "probe_host.py")]
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
-
-
-async def wait_for(pilot, condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        await pilot.pause(0.05)
-
-
-def text_of(widget: Static) -> str:
-    return str(widget.render())
 
 
 def non_daemon_threads_besides(before) -> list:
@@ -92,11 +81,7 @@ def test_whole_session_against_a_hung_process(knowledge, zoo, tmp_path):  # noqa
     async def scenario():
         async with app.run_test(size=(120, 40)) as pilot:
             # Step 1: attach by PID (a job without libtorch is not in the list of training jobs)
-            await wait_for(pilot, lambda: isinstance(app.screen, PickJobScreen) and not app.discovering, "the scan")
-            await pilot.press("a")
-            await wait_for(pilot, lambda: isinstance(app.screen, InputDialog), "the PID dialog")
-            await pilot.press(*str(job.proc.pid), "enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, TriageScreen), "the triage screen")
+            await attach_by_pid(pilot, app, job.proc.pid)
             triage = app.screen
             await wait_for(pilot, lambda: app.evidence is not None and not app.collecting, "the live evidence")
             await pilot.pause()
@@ -514,11 +499,7 @@ def test_attaching_by_a_dataloader_workers_pid_reads_the_whole_job(knowledge, zo
 
     async def scenario():
         async with app.run_test(size=(160, 48)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, PickJobScreen) and not app.discovering, "the scan")
-            await pilot.press("a")
-            await wait_for(pilot, lambda: isinstance(app.screen, InputDialog), "the PID dialog")
-            await pilot.press(*str(worker), "enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, TriageScreen), "the triage screen")
+            await attach_by_pid(pilot, app, worker)
             await wait_for(pilot, lambda: app.evidence is not None and not app.collecting, "the live evidence", 120)
             await pilot.pause()
             assert session.pids == [trainer] and session.job.pid == trainer
