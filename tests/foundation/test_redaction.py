@@ -202,28 +202,33 @@ def test_no_playbook_command_or_question_is_over_redacted(knowledge):
 # -- every exit, on a real process --------------------------------------------------------------------
 
 
-@pytest.mark.timeout(240)
-def test_no_secret_reaches_any_output(secret_job, tmp_path):
-    pid = secret_job.pid
+def outputs_of_every_exit(pid: int) -> tuple:
+    """What diagnose (json, markdown, text), snapshot and resume (text, json) print for the job,
+    each exit code checked: ({exit name: stdout + stderr}, the resume plan)."""
     outputs = {}
     for fmt in ("json", "markdown", "text"):
         result = debug_stuck("diagnose", "--pid", pid, "--format", fmt, "--window", "0.5")
         assert result.returncode == 0, result.stderr
         outputs[f"diagnose {fmt}"] = result.stdout + result.stderr
-    report = json.loads(outputs["diagnose json"].split("\ndebug-stuck")[0])
-    cmdline = next(p["cmdline"] for p in report["processes"] if p["pid"] == pid)
-    assert "--tokenizer_name gpt2" in cmdline and "--max_new_tokens 100" in cmdline and "--author alice" in cmdline
-
     snapshot = debug_stuck("snapshot", "--pid", pid, "--window", "0.5")
     assert snapshot.returncode == 0, snapshot.stderr
     outputs["snapshot"] = snapshot.stdout + snapshot.stderr
-
     text = debug_stuck("resume", "--pid", pid)
     as_json = debug_stuck("resume", "--pid", pid, "--format", "json")
     assert text.returncode == 0 and as_json.returncode == 0, text.stderr + as_json.stderr
     outputs["resume text"] = text.stdout + text.stderr
     outputs["resume json"] = as_json.stdout + as_json.stderr
-    plan = json.loads(as_json.stdout)
+    return outputs, json.loads(as_json.stdout)
+
+
+@pytest.mark.timeout(240)
+def test_no_secret_reaches_any_output(secret_job, tmp_path):
+    pid = secret_job.pid
+    outputs, plan = outputs_of_every_exit(pid)
+    report = json.loads(outputs["diagnose json"].split("\ndebug-stuck")[0])
+    cmdline = next(p["cmdline"] for p in report["processes"] if p["pid"] == pid)
+    assert "--tokenizer_name gpt2" in cmdline and "--max_new_tokens 100" in cmdline and "--author alice" in cmdline
+
     for kept in ("--tokenizer_name gpt2", "--max_new_tokens 100", "--session_dir /tmp/sessions", "--author alice"):
         assert kept in plan["command"]
     assert any("TOKENIZERS_PARALLELISM=false" in note for note in plan["notes"]), plan["notes"]
@@ -539,19 +544,7 @@ def test_jobs_with_secrets_in_every_shape_show_none_and_print_runnable_commands(
     """Overrides, a URL password with / and +, --wandb-key, a -dash value on the command line;
     config dumps, JSON, dicts, ini and headers in the log, each in turn its last line."""
     pid = shapes_job.pid
-    outputs = {}
-    for fmt in ("json", "markdown", "text"):
-        result = debug_stuck("diagnose", "--pid", pid, "--format", fmt, "--window", "0.5")
-        assert result.returncode == 0, result.stderr
-        outputs[f"diagnose {fmt}"] = result.stdout + result.stderr
-    snapshot = debug_stuck("snapshot", "--pid", pid, "--window", "0.5")
-    assert snapshot.returncode == 0, snapshot.stderr
-    outputs["snapshot"] = snapshot.stdout + snapshot.stderr
-    resume_text = debug_stuck("resume", "--pid", pid)
-    resume_json = debug_stuck("resume", "--pid", pid, "--format", "json")
-    assert resume_text.returncode == 0 and resume_json.returncode == 0, resume_text.stderr + resume_json.stderr
-    outputs["resume text"] = resume_text.stdout + resume_text.stderr
-    outputs["resume json"] = resume_json.stdout + resume_json.stderr
+    outputs, plan = outputs_of_every_exit(pid)
     from debug_stuck.live.jobs import summarize_job
 
     job = summarize_job(pid)
@@ -577,7 +570,6 @@ def test_jobs_with_secrets_in_every_shape_show_none_and_print_runnable_commands(
     commands = [next(p["cmdline"] for p in report["processes"] if p["pid"] == pid), report["resume"]["command"]]
     commands += [c for d in report["diagnoses"] for f in d["fixes"] for c in f["commands"] if REDACTED in c]
     commands += [c for d in report["diagnoses"] for c in d["checks"] if REDACTED in c]
-    plan = json.loads(resume_json.stdout)
     commands.append(plan["command"])
     assert job.command == redacted_command_line(shapes_argv())[:300]  # the job list cuts it short
     for name in ("diagnose markdown", "diagnose text", "resume text"):
