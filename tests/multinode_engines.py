@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import psutil
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 ZOO = REPO / "assistant" / "zoo"
@@ -453,3 +454,16 @@ class Blackhole:
 
     def close(self) -> None:
         self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """A real sshd on loopback for the module's tests (skipped, with the reason, where it cannot run)."""
+    server = LoopbackSshd(tmp_path_factory.mktemp("sshd"))
+    try:
+        server.start()
+    except EngineUnavailable as exc:
+        server.stop()
+        pytest.skip(f"no test sshd on this machine: {exc}")
+    yield server
+    server.stop()

@@ -18,8 +18,8 @@ import time
 import pytest
 from multinode_engines import (
     EngineUnavailable,
-    LoopbackSshd,
     SlurmCluster,
+    sshd,  # noqa: F401 (a fixture)
     submit_straggler,
 )
 
@@ -55,18 +55,6 @@ def straggler(cluster, tmp_path_factory):
     job = submit_straggler(cluster, tmp_path_factory.mktemp("job"), nproc=4)
     yield job
     job.cancel()
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    server = LoopbackSshd(tmp_path_factory.mktemp("sshd"))
-    try:
-        server.start()
-    except EngineUnavailable as exc:
-        server.stop()
-        pytest.skip(f"no test sshd on this machine: {exc}")
-    yield server
-    server.stop()
 
 
 def assert_straggler_report(report, job, node):
@@ -106,7 +94,7 @@ def test_slurm_job_names_the_culprit_rank_and_node(knowledge, cluster, straggler
     assert " ".join(report.verdict.summary.split()) in " ".join(text.split())
 
 
-def test_same_job_over_ssh_on_loopback(knowledge, cluster, straggler, sshd):
+def test_same_job_over_ssh_on_loopback(knowledge, cluster, straggler, sshd):  # noqa: F811
     options = []
     for option in sshd.options:
         options += ["--ssh-option", option]

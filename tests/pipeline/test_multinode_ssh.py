@@ -11,7 +11,12 @@ import socket
 import time
 
 import pytest
-from multinode_engines import Blackhole, EngineUnavailable, LoopbackSshd, free_port
+from multinode_engines import (
+    Blackhole,
+    LoopbackSshd,
+    free_port,
+    sshd,  # noqa: F401 (a fixture)
+)
 from zoo.fixtures import sibling_ranks, zoo  # noqa: F401
 
 from conftest import diagnose_with_options
@@ -30,18 +35,6 @@ def ssh_flags(server: LoopbackSshd) -> list:
     return out
 
 
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    server = LoopbackSshd(tmp_path_factory.mktemp("sshd"))
-    try:
-        server.start()
-    except EngineUnavailable as exc:
-        server.stop()
-        pytest.skip(f"no test sshd on this machine: {exc}")
-    yield server
-    server.stop()
-
-
 @pytest.fixture
 def blackhole():
     hole = Blackhole()
@@ -55,7 +48,7 @@ def straggler(zoo):  # noqa: F811
     return zoo("gloo_straggler", nproc_per_node=3)
 
 
-def test_hosts_over_ssh_name_the_culprit_rank_and_node(knowledge, sshd, straggler, tmp_path):
+def test_hosts_over_ssh_name_the_culprit_rank_and_node(knowledge, sshd, straggler, tmp_path):  # noqa: F811
     """Every option means what it means on one node: the log is read here, its tail bounded by
     --log-bytes, and the probe runs here and weighs in."""
     log = tmp_path / "train.log"
@@ -92,7 +85,7 @@ def test_hosts_take_sibling_ranks_started_without_a_launcher_as_one_job(knowledg
     assert [hop["host"] for hop in report.chain] == [NODE, NODE]
 
 
-def test_a_host_that_never_answers_leaves_a_report_of_the_rest(knowledge, sshd, straggler, blackhole):
+def test_a_host_that_never_answers_leaves_a_report_of_the_rest(knowledge, sshd, straggler, blackhole):  # noqa: F811
     wedged = f"127.0.0.1:{blackhole.port}"
     refused = f"127.0.0.1:{free_port()}"
     hosts = f"localhost:{sshd.port},{wedged},{refused}"
