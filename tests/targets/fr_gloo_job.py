@@ -38,14 +38,14 @@ def _write(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def dump(rank: int, out: str) -> None:
+def dump(rank: int, out: str, pending: int) -> None:
     os.makedirs(os.path.join(out, "json"), exist_ok=True)
-    _write(os.path.join(out, "json", f"nccl_trace_rank_{rank}.json"), _dump_fr_trace_json())
+    _write(os.path.join(out, "json", f"nccl_trace_rank_{rank}.json"), settled_trace_json(pending))
     _write(os.path.join(out, f"nccl_trace_rank_{rank}"), _dump_fr_trace())
 
 
 def hang(work, rank: int, out: str) -> None:
-    dump(rank, out)
+    dump(rank, out, pending=0 if work is None else 1)
     if work is not None:
         try:
             work.wait()
@@ -115,6 +115,27 @@ def main() -> None:
             os.wait()
         except ChildProcessError:
             threading.Event().wait()
+
+
+# Below everything else, so that the call sites above keep the line numbers the recorded dumps in
+# tests/fixtures/flight_recorder/ carry.
+def settled_trace_json(pending: int, seconds: float = 10.0) -> bytes:
+    """This rank's Flight Recorder trace (JSON) once it counts every collective the rank enqueued as
+    completed, but the `pending` ones: gloo records completion asynchronously, so a blocking
+    collective can return before its process group's status says so, and a dump taken then shows
+    the rank still inside a collective it has left."""
+    import json
+
+    deadline = time.monotonic() + seconds
+    while True:
+        trace = _dump_fr_trace_json()
+        groups = json.loads(trace).get("pg_status") or {}
+        behind = sum(
+            int(g["last_enqueued_collective"]) - max(int(g["last_completed_collective"]), 0) for g in groups.values()
+        )
+        if behind <= pending or time.monotonic() > deadline:
+            return trace
+        time.sleep(0.02)
 
 
 if __name__ == "__main__":
