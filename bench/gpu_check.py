@@ -5,14 +5,20 @@ time:
   cuda_sync   the main thread in cudaStreamSynchronize (torch.cuda.current_stream().synchronize())
               behind minutes of torch.cuda._sleep kernels: the GPU is busy, the host waits;
   dataloader  a model on the GPU whose DataLoader workers never deliver a batch: the main thread
-              waits for the workers, the GPU idles.
+              waits for the workers, the GPU idles;
+  nccl_fr     a one-rank NCCL process group with its Flight Recorder on: a few collectives
+              complete, then an all_reduce is queued behind minutes of GPU work and the host
+              waits in torch.cuda.synchronize(); the job writes its own Flight Recorder dump
+              (pickle and JSON) where TORCH_FR_DUMP_TEMP_FILE points, as NCCL does at a timeout.
 For each it saves under OUT/<name>/: report.json (`debug-stuck diagnose --pid P --format json`),
-nvml.json (the tool's own GPU collector), py-spy.txt and py-spy-native.txt (`py-spy dump`),
-pystack.txt (`pystack remote`), log.txt (the job's output), and OUT/summary.json. Every step is
+nvml.json (the tool's own GPU collector), nvml-raw.json (the raw NVML values, in the shape
+tests/fixtures/gpu replays), py-spy.txt and py-spy-native.txt (`py-spy dump`), pystack.txt
+(`pystack remote`), log.txt (the job's output), the Flight Recorder dumps (nccl_fr), and
+OUT/summary.json. Every step is
 bounded; the whole run ends within 8 minutes; every process it started is killed by process group
 and PID at the end, Ctrl-C included. Elsewhere it prints "no NVIDIA GPU here: ..." and exits 0.
 
-Usage: python bench/gpu_check.py OUT_DIR
+Usage: python bench/gpu_check.py OUT_DIR [--seconds N]   (N: the whole run's bound, default 480)
 Exit: 0 all recorded, or no GPU here; 1 a step failed (see summary.json); 2 bad usage.
 """
 
@@ -22,6 +28,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +38,8 @@ READY_SECONDS = 120.0  # CUDA init, calibration and queueing the kernels
 DIAGNOSE_SECONDS = 150.0
 TOOL_SECONDS = 60.0
 QUEUED_GPU_SECONDS = 420.0  # longer than this run: the host is still waiting when it is killed
-SCENARIOS = ("cuda_sync", "dataloader")
+SCENARIOS = ("cuda_sync", "dataloader", "nccl_fr")
+FR_PREFIX = "nccl_trace_rank_"
 
 
 # --- the hung jobs (run as `gpu_check.py --child NAME`) -----------------------------------------
@@ -80,6 +88,45 @@ def child_dataloader() -> None:
     next(batches)  # the hang: the main thread waits for a batch, the GPU idles
 
 
+def child_nccl_fr() -> None:
+    import torch
+    import torch._C._distributed_c10d as c10d
+    import torch.distributed as dist
+
+    # a CUDA build names them after NCCL; _dump_fr_trace* are the newer, backend-neutral names
+    dump_pickle = getattr(c10d, "_dump_nccl_trace", None) or c10d._dump_fr_trace
+    dump_json = getattr(c10d, "_dump_nccl_trace_json", None) or c10d._dump_fr_trace_json
+
+    workdir = Path(os.environ["ZOO_WORKDIR"])
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", init_method=f"file://{workdir / 'store'}", rank=0, world_size=1)
+    t = torch.ones(1024, device="cuda")
+    for _ in range(3):
+        dist.all_reduce(t)
+    dist.broadcast(t, 0)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(100_000_000)
+    end.record()
+    end.synchronize()
+    one = int(100_000_000 / (start.elapsed_time(end) / 1000.0))
+    for _ in range(int(QUEUED_GPU_SECONDS)):
+        torch.cuda._sleep(one)
+    work = dist.all_reduce(t, async_op=True)  # NCCL's stream waits for the sleeping kernels
+    prefix = os.environ["TORCH_FR_DUMP_TEMP_FILE"]
+    as_json = dump_json()  # str on some versions, bytes on others
+    as_json = as_json.encode() if isinstance(as_json, str) else as_json
+    for path, data in ((f"{prefix}0", dump_pickle()), (f"{prefix}0.json", as_json)):
+        tmp = f"{path}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    _ready({"fr_dump": f"{prefix}0"})
+    work.wait()
+    torch.cuda.synchronize()  # the hang: the host waits for the queued kernels and the all_reduce
+
+
 # --- the check ----------------------------------------------------------------------------------
 
 
@@ -99,6 +146,47 @@ def no_gpu_reason() -> str | None:
     return None
 
 
+def record_nvml_raw(path: Path, seconds: float) -> str:
+    """The raw NVML values of every device, in RecordedBackend's shape (three utilization
+    readings as its series), read in a daemon thread bounded by `seconds`."""
+    import threading
+
+    from debug_stuck.probes.collectors.gpu.backends import NVML_FIELDS, GpuCallError, NvmlBackend
+
+    found: dict = {}
+
+    def read() -> None:
+        backend = NvmlBackend()
+        backend.init()
+        try:
+            devices = []
+            for index in range(backend.device_count()):
+                device: dict = {}
+                for name in NVML_FIELDS:
+                    try:
+                        device[name] = backend.read(index, name)
+                    except GpuCallError as exc:
+                        device[name] = {"error": str(exc)}
+                series = []
+                for _ in range(3):
+                    time.sleep(0.3)
+                    series.append(backend.read(index, "utilization"))
+                device["utilization_series"] = series
+                devices.append(device)
+            found["devices"] = devices
+        finally:
+            backend.shutdown()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(max(1.0, seconds))
+    if "devices" not in found:
+        return "could not read NVML within the bound"
+    source = f"raw NVML, recorded by bench/gpu_check.py on {time.strftime('%Y-%m-%d')}"
+    path.write_text(json.dumps({"_source": source, "vendor": "nvidia", "devices": found["devices"]}, indent=1))
+    return "recorded"
+
+
 class Budget:
     def __init__(self, seconds: float):
         self.deadline = time.monotonic() + seconds
@@ -113,7 +201,7 @@ def run_tool(argv: list, seconds: float, out: Path) -> dict:
     from debug_stuck.bounded import run_command
 
     if seconds <= 0:
-        out.write_text("skipped: the 8-minute budget was spent\n")
+        out.write_text("skipped: the run's time budget was spent\n")
         return {"argv": argv, "skipped": True}
     started = time.monotonic()
     try:
@@ -138,10 +226,17 @@ def record(name: str, root: Path, out: Path, budget: Budget, jobs: list) -> dict
     folder.mkdir(parents=True, exist_ok=True)
     wait = budget.left(READY_SECONDS)
     if wait <= 0:
-        return {"skipped": "the 8-minute budget was spent"}
+        return {"skipped": "the run's time budget was spent"}
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", name]
+    env = {}
+    if name == "nccl_fr":
+        fr_dir = Path(tempfile.mkdtemp(prefix="fr-", dir=root))
+        env = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": str(fr_dir / FR_PREFIX)}
+        env["TORCH_NCCL_TRACE_BUFFER_SIZE"] = "2000"  # the name before torch 2.5
     try:
-        job = spawn.start(f"gpu-{name}", root, ready_timeout=wait, argv=argv, wait_ready=True, on_spawn=jobs.append)
+        job = spawn.start(
+            f"gpu-{name}", root, ready_timeout=wait, argv=argv, env=env, wait_ready=True, on_spawn=jobs.append
+        )
     except spawn.ZooStartError as exc:
         (folder / "start-error.txt").write_text(str(exc))
         return {"error": f"the job did not reach its hang: {str(exc).splitlines()[0]}"}
@@ -150,6 +245,7 @@ def record(name: str, root: Path, out: Path, budget: Budget, jobs: list) -> dict
     nvml = collect_gpus(timeout=max(1.0, budget.left(15)), samples=3, interval=0.5)
     (folder / "nvml.json").write_text(json.dumps(nvml.to_dict(), indent=1))
     steps["nvml"] = [d.fact_line() for d in nvml.devices]
+    steps["nvml-raw"] = record_nvml_raw(folder / "nvml-raw.json", budget.left(10))
     diagnose = [sys.executable, "-m", "debug_stuck", "diagnose", "--pid", str(pid), "--format", "json"]
     steps["diagnose"] = run_tool(diagnose, budget.left(DIAGNOSE_SECONDS), folder / "report.json")
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -158,27 +254,53 @@ def record(name: str, root: Path, out: Path, budget: Budget, jobs: list) -> dict
     steps["py-spy-native"] = run_tool(native, budget.left(TOOL_SECONDS), folder / "py-spy-native.txt")
     pystack = [sys.executable, "-m", "pystack", "remote", str(pid), "--native"]
     steps["pystack"] = run_tool(pystack, budget.left(TOOL_SECONDS), folder / "pystack.txt")
+    if name == "nccl_fr":
+        from debug_stuck.probes.collectors.procs import maps_mention
+
+        steps["libnccl_mapped"] = maps_mention(pid, "libnccl")
+        ras = shutil.which("ncclras")
+        steps["ncclras"] = ras or "not on the PATH"
+        if ras:
+            steps["ncclras-v"] = run_tool([ras, "-v", "-t", "10"], budget.left(20), folder / "ncclras.txt")
     job.stop()
     shutil.copyfile(job.log, folder / "log.txt")
+    if env.get("TORCH_FR_DUMP_TEMP_FILE"):
+        for dump in Path(env["TORCH_FR_DUMP_TEMP_FILE"]).parent.glob(f"{FR_PREFIX}*"):
+            shutil.copyfile(dump, folder / dump.name)
     return steps
 
 
 def main(argv: list) -> int:
     if len(argv) == 3 and argv[1] == "--child" and argv[2] in SCENARIOS:
-        globals()[f"child_{argv[2]}"]()
+        try:
+            globals()[f"child_{argv[2]}"]()
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)  # at once: NCCL's teardown after a failure can hang, and the check waits on exit
         return 0
+    total = float(TOTAL_SECONDS)
+    if len(argv) == 4 and argv[2] == "--seconds":
+        try:
+            total = float(argv[3])
+        except ValueError:
+            total = -1.0
+        argv = argv[:2]
+        if not 60 <= total <= TOTAL_SECONDS:
+            print(f"--seconds takes a number from 60 to {TOTAL_SECONDS}", file=sys.stderr)
+            return 2
     if len(argv) != 2 or argv[1].startswith("-"):
-        print("usage: python bench/gpu_check.py OUT_DIR (a folder for the recordings)", file=sys.stderr)
+        print("usage: python bench/gpu_check.py OUT_DIR [--seconds N] (a folder for the recordings)", file=sys.stderr)
         return 2
     reason = no_gpu_reason()
     if reason:
         print(f"no NVIDIA GPU here: {reason}; nothing to check")
         return 0
-    import tempfile
-
     out = Path(argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    budget = Budget(TOTAL_SECONDS)
+    budget = Budget(total)
     root = Path(tempfile.mkdtemp(prefix="debug-stuck-gpu-check-"))
     jobs: list = []
     summary: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S")}

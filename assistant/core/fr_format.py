@@ -41,7 +41,7 @@ def version_tuple(version: Any) -> Tuple[int, int]:
 
 
 def normalize_dump(raw: Any) -> Dict[str, Any]:
-    """The dump as {version, entries, pg_config, pg_status, notes[, rank]}, every entry with the
+    """The dump as {version, entries, pg_config, pg_status, notes[, rank, comm_lib_version]}, every entry with the
     same keys whatever the format version. Raises ValueError when it is no FR dump at all."""
     if not isinstance(raw, dict):
         raise ValueError(f"not a Flight Recorder dump: a {type(raw).__name__}, not a dict")
@@ -71,6 +71,9 @@ def normalize_dump(raw: Any) -> Dict[str, Any]:
     }
     if isinstance(raw.get("rank"), int):
         out["rank"] = raw["rank"]
+    library = raw.get("comm_lib_version") or raw.get("nccl_version")  # the newer key, then torch <2.5's
+    if isinstance(library, str) and library:
+        out["comm_lib_version"] = library[:40]
     return out
 
 

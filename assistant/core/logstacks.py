@@ -13,7 +13,10 @@ which is stripped when the whole block shares it):
   `  File "p.py", line 3 in f` (innermost first);
 - py-spy:      `Thread 1234 (idle): "MainThread"` then `    f (p.py:3)` (innermost first);
 - gdb:         `#0  0x00007f... in func (args) at file.c:12` or `#3  func (...) from lib.so`, and
-  py-bt's `  File "p.py", line 3, in f` (innermost first).
+  py-bt's `  File "p.py", line 3, in f` (innermost first);
+- pystack:     `Traceback for thread 472 (python3) [Has the GIL] (most recent call last):` then
+  `    (Python) File "p.py", line 3, in f` and, with --native, `    (C) File "???", line 0, in
+  sym(args) (lib.so)` (outermost first; pystack's traceback_formatter.format_thread, 1.x).
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ MAX_FRAMES = 64
 _PREFIX = re.compile(
     r"^(?:\[(?:rank|default|RANK )?\d+\]:?\s?|\d+:\s|\S+:\d+:\d+ \[\d+\] |\[\d{4}-\d\d-\d\d[ T][\d:.,]+\]\s?|"
     r"\d{4}-\d\d-\d\d[ T][\d:.,]+\s(?:\(\S+\)\s)?:?\s?)"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # a dump pasted from a coloured terminal (pystack colours its output)
+_PYSTACK_START = re.compile(
+    r"^Traceback for thread (?P<ident>\d+)(?: \((?P<name>[^)]*)\))?(?: \[[^\]]*\])* \(most recent call"
+)
+_PYSTACK_FRAME = re.compile(
+    r'^\s*\((?P<lang>Python|C)\) File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>.+?)'
+    r"(?: \((?P<lib>[^()]*)\))?\s*$"
 )
 _TB_START = re.compile(r"Traceback \(most recent call (?P<order>last|first)\):")
 _TB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
@@ -76,7 +87,7 @@ class LogFrame:
 
 @dataclass
 class LogThread:
-    kind: str  # traceback | faulthandler | py-spy | gdb
+    kind: str  # traceback | faulthandler | py-spy | gdb | pystack | ipython | chain
     name: str
     frames: List[LogFrame] = field(default_factory=list)  # innermost first
     exception: Optional[str] = None  # a traceback's last line ("KeyboardInterrupt")
@@ -87,7 +98,7 @@ _short = short_path
 
 
 def _strip(line: str) -> str:
-    line = line.rstrip("\r\n")
+    line = _ANSI.sub("", line.rstrip("\r\n"))
     for _ in range(2):  # "[rank0]:[2024-...] ..." carries two prefixes
         m = _PREFIX.match(line)
         if not m or not m.group(0):
@@ -103,7 +114,9 @@ def extract_stacks(lines: List[str]) -> List[LogThread]:
     i = 0
     while i < len(text) and len(out) < MAX_THREADS:
         line = text[i]
-        if _TB_START.search(line):
+        if _PYSTACK_START.match(line.strip()):
+            thread, i = _pystack(text, i)
+        elif _TB_START.search(line):
             thread, i = _traceback(text, i)
         elif _FH_START.match(line.strip()):
             thread, i = _faulthandler(text, i)
@@ -245,6 +258,29 @@ def _pyspy(text: List[str], start: int):
         frames.append(LogFrame(f["func"].strip(), f["file"], int(f["line"]) if f["line"] else None, native))
         i += 1
     return LogThread("py-spy", name, frames[:MAX_FRAMES], None, start), i
+
+
+def _pystack(text: List[str], start: int):
+    """pystack's traceback: Python frames with their source line (and --locals sections) under
+    them, native frames as "(C) File ..., in symbol(args) (library)", outermost first."""
+    m = _PYSTACK_START.match(text[start].strip())
+    name = m["name"] or m["ident"]
+    frames: List[LogFrame] = []
+    i = start + 1
+    while i < len(text):
+        f = _PYSTACK_FRAME.match(text[i])
+        if f and f["lang"] == "Python":
+            frames.append(LogFrame(f["func"], f["file"], int(f["line"])))
+        elif f:
+            symbol = re.sub(r"\(.*\)(?: const)?$", "", f["func"]).strip()
+            if symbol and symbol != "???":  # unnamed native frames say nothing a reader can use
+                library = (f["lib"] or f["file"]).rsplit("/", 1)[-1]  # py-spy --native names it so
+                frames.append(LogFrame(symbol, library, None, True))
+        elif not (text[i].startswith("      ") or text[i].strip().startswith("* - Unable to merge")):
+            break  # neither a frame nor the source, arguments or locals under one
+        i += 1
+    frames.reverse()
+    return LogThread("pystack", name, frames[:MAX_FRAMES], None, start), i
 
 
 def _gdb(text: List[str], start: int):

@@ -164,6 +164,10 @@ def _expand(source: str) -> Tuple[Located, Optional[str]]:
         return [], f"could not read {source!r}: not a valid path"
     if is_dir:
         names = [n for n in _listing(source) if _RANK_SUFFIX.search(n)]
+        # a dump is a file: a folder beside the dumps ("run_2/") is no rank's dump
+        names = call_with_timeout(
+            lambda: [n for n in names if not os.path.isdir(os.path.join(source, n))], LIST_SECONDS, f"listing {source}"
+        )
         files = [(os.path.join(source, n), rank_from_name(n)) for n in names]
         if not files:
             return [], f"could not read {source}: no file in it ends in a rank number (<prefix><rank>)"

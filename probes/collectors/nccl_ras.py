@@ -7,10 +7,11 @@ ranks missing from a communicator) and a Warnings section (TIMEOUT, `MISMATCH`: 
 launched fewer collectives or have another status; a count that does not move between two
 queries means that communicator is stuck).
 
-VERIFIED ONLY AGAINST TEXT: the parser is built on the sample output in NCCL's documentation and
-on the printf formats of its RAS client (tests/fixtures/nccl_ras/README.md cites both); no run
-was recorded here (no GPU). NCCL says the format varies between releases. Until the output of a
-real `ncclras -v` is recorded as a fixture, treat what it finds as a lead, not a proof.
+VERIFIED MOSTLY AGAINST TEXT: the parser is built on the sample output in NCCL's documentation and
+on the printf formats of its RAS client (tests/fixtures/nccl_ras/README.md cites both). One real
+`ncclras -v` run is recorded (NCCL 2.28.9, a healthy one-rank job on an H200): it parses, and
+finds nothing. No real run with missing or dead ranks has been recorded (one GPU only), and NCCL
+says the format varies between releases: treat what it finds as a lead, not a proof.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from debug_stuck.core.logstacks import extract_stacks
@@ -144,3 +145,56 @@ def test_a_child_process_traceback_is_named_after_the_process(cli, tmp_path):
         cause == "external-service" and detail.startswith("traceback 'process wandb_internal'")
         for cause, detail in evidence
     )
+
+
+# --- dumps of real hung jobs on an H200 (bench/gpu_check.py; tests/fixtures/gpu/README.md) -------
+
+H200 = Path(__file__).parents[1] / "fixtures" / "gpu" / "h200"
+
+
+def test_a_pystack_native_dump_reads_as_threads_innermost_first():
+    threads = extract_stacks((H200 / "dataloader-pystack.txt").read_text(encoding="utf-8").splitlines())
+    assert [t.kind for t in threads] == ["pystack"] * len(threads) and len(threads) >= 4
+    main = next(t for t in threads if any("_try_get_data" in f.text() for f in t.frames))
+    found = [f.text() for f in main.frames]
+    assert found[:3] == ["__poll (libc.so.6)", "select (selectors.py:415)", "wait (multiprocessing/connection.py:1136)"]
+    assert "_try_get_data (torch/utils/data/dataloader.py:1310)" in found
+    engine = next(t for t in threads if t.name == "pt_autograd_0")
+    assert engine.frames[0].text() == "pthread_cond_wait (libc.so.6)"  # "(C) File ..., in sym (lib)"
+    assert "torch::autograd::ReadyQueue::pop (libtorch_cpu.so)" in [f.text() for f in engine.frames]
+    sync = extract_stacks((H200 / "cuda_sync-pystack.txt").read_text(encoding="utf-8").splitlines())[0]
+    # argument lists and " const" are dropped, unnamed ("???") native frames left out
+    assert [f.text() for f in sync.frames][:3] == [
+        "cuStreamSynchronize (libcuda.so.580.159.04)",
+        "cudaStreamSynchronize (libcudart.so.13)",
+        "c10::cuda::CUDAStream::synchronize (libc10_cuda.so)",
+    ]
+
+
+def test_a_pystack_dump_pasted_from_a_coloured_terminal_reads_the_same():
+    plain = (H200 / "cuda_sync-pystack.txt").read_text(encoding="utf-8").splitlines()
+    # pystack's colours (traceback_formatter): green "(Python)", blue "(C)", yellow function names
+    coloured = [
+        line.replace("(Python)", "\x1b[32m(Python)\x1b[0m").replace("(C)", "\x1b[34m(C)\x1b[0m") for line in plain
+    ]
+    as_text = [[f.text() for f in t.frames] for t in extract_stacks(plain)]
+    assert as_text and as_text == [[f.text() for f in t.frames] for t in extract_stacks(coloured)]
+
+
+@pytest.mark.parametrize(
+    "dump, cause",
+    [
+        ("cuda_sync-py-spy", "cuda-sync"),
+        ("cuda_sync-py-spy-native", "cuda-sync"),
+        ("cuda_sync-pystack", "cuda-sync"),
+        ("dataloader-py-spy", "dataloader"),
+        ("dataloader-py-spy-native", "dataloader"),
+        ("dataloader-pystack", "dataloader"),
+    ],
+)
+def test_a_real_gpu_jobs_dump_pasted_alone_names_its_cause(cli, dump, cause):
+    code, out, err = cli("diagnose", "--log", str(H200 / f"{dump}.txt"), "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["diagnoses"][0]["cause"] == cause, [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    assert any(e["source"] == "stack" for e in report["diagnoses"][0]["evidence"])

@@ -50,3 +50,38 @@ def test_healthy_busy_gpu_has_no_hardware_evidence(knowledge, fixture):
     result = classify(knowledge, {}, obs)
     hardware = next((d for d in result.diagnoses if d.cause == "gpu-hardware"), None)
     assert hardware is None or all(e.source != "gpu" or (e.weight or 0) < 0.4 for e in hardware.evidence)
+
+
+# --- recorded on a real H200 by bench/gpu_check.py: NVML replayed, the dump read from text -------
+
+H200 = FIXTURES / "h200"
+
+
+def observed_h200(knowledge, scenario: str, dump: str) -> Observations:
+    from debug_stuck.core.logs import observe_tail
+    from debug_stuck.core.logtext import LogTail
+
+    obs = Observations()
+    observe(snapshot_with(f"nvml-h200-{scenario.replace('_', '-')}.json"), obs)
+    lines = (H200 / f"{scenario}-{dump}.txt").read_text(encoding="utf-8").splitlines()
+    tail = LogTail(str(H200 / f"{scenario}-{dump}.txt"), lines=lines, line_numbers=list(range(1, len(lines) + 1)))
+    observe_tail(knowledge.tree, tail, obs)
+    return obs
+
+
+@pytest.mark.parametrize("dump", ["py-spy-native", "pystack"])
+def test_a_host_in_cuda_stream_synchronize_behind_a_busy_h200_is_cuda_sync(knowledge, dump):
+    obs = observed_h200(knowledge, "cuda_sync", dump)
+    assert obs.derived["gpu"].value == "busy"
+    result = classify(knowledge, {}, obs)
+    top = result.diagnoses[0]
+    assert top.cause == "cuda-sync", [(d.cause, d.confidence) for d in result.diagnoses[:3]]
+    assert {"gpu", "stack"} <= {e.source for e in top.evidence}, top.evidence
+
+
+def test_a_loop_waiting_for_dataloader_workers_beside_an_idle_h200_is_dataloader(knowledge):
+    obs = observed_h200(knowledge, "dataloader", "py-spy")
+    assert obs.derived["gpu"].value == "idle"
+    result = classify(knowledge, {}, obs)
+    assert result.diagnoses[0].cause == "dataloader", [(d.cause, d.confidence) for d in result.diagnoses[:3]]
+    assert "cuda-sync" not in [d.cause for d in result.diagnoses[:1]]

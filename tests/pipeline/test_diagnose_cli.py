@@ -210,3 +210,20 @@ def test_list_examples(cli):
     code, out, _ = cli("diagnose", "--list-examples")
     assert code == 0
     assert "miopen-first-batch" in out
+
+
+@pytest.mark.parametrize(
+    "scenario, cause",
+    [("cuda_sync", "cuda-sync"), ("dataloader", "dataloader"), ("nccl_fr", "cuda-sync")],
+)
+def test_reports_of_real_hung_gpu_jobs_match_the_schema(scenario, cause):
+    # `diagnose --pid P --format json` of bench/gpu_check.py's jobs on an H200 (tests/fixtures/gpu/README.md)
+    report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h200" / f"{scenario}-report.json").read_text())
+    validate(report)
+    assert report["verdict"]["hung"] is True and report["verdict"]["cause"] == cause
+    assert [g["name"] for g in report["gpus"]] == ["NVIDIA H200"]
+    # the job wrote its dump in both forms at one prefix: the pickle is used, and the report says so
+    assert [e for e in report["errors"] if "two dumps, used" not in e] == []
+    if scenario == "nccl_fr":  # found from the job's TORCH_FR_DUMP_TEMP_FILE, read through /proc/P/root
+        assert report["flight_recorder"]["seq"] == 5 and report["flight_recorder"]["collective"] == "nccl:all_reduce"
+        assert all(s.startswith("/proc/") for s in report["flight_recorder"]["sources"])

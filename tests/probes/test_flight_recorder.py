@@ -455,3 +455,28 @@ def test_pending_point_to_point_ops_are_listed():
     assert (
         "rank 0 has nccl:send 0->1 (p2p #1) pending on pg 0 (default_pg) at train.py:88 (train_step)" in result.findings
     )
+
+
+# --- a real NCCL dump: one rank on an H200, an all_reduce queued behind GPU work ------------------
+
+
+def test_a_real_nccl_dump_reads_and_names_the_collective_that_never_started():
+    folder = FIXTURE / "nccl_h200"
+    for paths, form in (([str(folder)], "pickle"), ([str(folder / "json")], "json")):
+        read = read_flight_recorder(paths)
+        assert not read.errors, read.errors
+        [dump] = read.dumps
+        assert (dump.rank, dump.form, dump.data["version"]) == (0, form, "2.10")
+        ops = [(e["profiling_name"], e["collective_seq_id"], e["state"]) for e in dump.data["entries"]]
+        assert ops == [("nccl:all_reduce", n, "completed") for n in (1, 2, 3)] + [
+            ("nccl:broadcast", 4, "completed"),
+            ("nccl:all_reduce", 5, "scheduled"),
+        ]
+        result = analyze(read.by_rank())
+        assert result.primary.kind == "not-completed" and result.primary.seq == 5
+        assert result.culprits == []  # one rank: nobody to blame but the GPU work ahead of it
+        assert "nccl:all_reduce #5" in result.primary.line
+    pickled = read_flight_recorder([str(folder)]).dumps[0].data
+    assert pickled["comm_lib_version"] == "2.28.9"  # NCCL's own version, from the CUDA build
+    site = pickled["entries"][-1]["frames"]
+    assert any(f["filename"].endswith("gpu_check.py") for f in site)

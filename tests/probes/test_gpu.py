@@ -517,3 +517,24 @@ def test_wedged_nvml_is_not_asked_again(monkeypatch):
     snap = collect_gpus()
     assert not snap.available
     assert "NVML hung earlier in this process" in snap.note
+
+
+def test_raw_nvml_recorded_on_an_h200_replays_busy_then_idle():
+    busy = collect_gpus(backend=recorded("nvml-h200-cuda-sync.json"), samples=3, interval=0.0)
+    idle = collect_gpus(backend=recorded("nvml-h200-dataloader.json"), samples=3, interval=0.0)
+    for snap in (busy, idle):
+        assert snap.available and snap.errors == []
+        [dev] = snap.devices
+        assert dev.name == "NVIDIA H200" and dev.power_limit_w == 700.0
+        assert dev.mem_total == 150754820096 and dev.clocks_sm_mhz == dev.clocks_sm_max_mhz == 1980
+        # retired pages are Not Supported on Hopper (N/A, not an error); the row remapper says none pending
+        assert dev.retired_pending == 0
+        assert dev.throttle == [] and dev.ecc_volatile_uncorrected == 0
+    assert busy.devices[0].util == 100.0 and busy.devices[0].util_samples == 3
+    assert idle.devices[0].util == 0.0
+    assert busy.fact_lines() == [
+        "vendor=nvidia index=0 util=100 power_ratio=0.18 mem_ratio=0.01 temp=42 throttle=none"
+        " ecc_uncorrected=0 retired_pending=0"
+    ]
+    assert [p.pid for p in busy.processes] == [855]  # the job's own PID, as recorded (h200/summary.json)
+    assert [p.pid for p in idle.processes] == [955]

@@ -1,6 +1,7 @@
 """NCCL RAS: the parser on NCCL's own sample output (tests/fixtures/nccl_ras, sources cited in its
-README), and the bounded run of `ncclras`. No GPU here: `ncclras` itself is the hardware seam,
-replaced on PATH by a script that prints a fixture or misbehaves."""
+README) and on a real `ncclras -v` run recorded on an H200, and the bounded run of `ncclras`. The
+machines the suite runs on have no GPU: `ncclras` itself is the hardware seam, replaced on PATH by
+a script that prints a fixture or misbehaves."""
 
 from __future__ import annotations
 
@@ -123,10 +124,29 @@ def test_ncclras_failing_or_hanging_gives_one_line(tmp_path, monkeypatch):
     assert report.error == "could not ask NCCL RAS: ncclras did not finish within 6 s"
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.txt")))
-def test_every_fixture_parses_to_plain_data(name):
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.txt") if not p.name.startswith("live_")))
+def test_every_fixture_of_a_problem_parses_to_plain_data_with_findings(name):
     import json
 
     data = parsed(name).to_dict()
     json.dumps(data)
     assert data["findings"]
+
+
+def test_a_real_ncclras_run_on_a_healthy_one_rank_job_finds_nothing_wrong():
+    # `ncclras -v -t 10` beside a live one-rank NCCL 2.28.9 job on an H200 (bench/gpu_check.py)
+    report = parsed("live_h200_one_rank.txt")
+    assert report.error is None and report.findings() == []
+    assert report.communicators == [
+        {
+            "group": 0,
+            "comms": 1,
+            "nodes_per_comm": 1,
+            "ranks_per_node": 1,
+            "ranks_per_comm": 1,
+            "ranks_in_group": 1,
+            "status": "RUNNING",
+            "errors": "OK",
+        }
+    ]
+    assert report.missing_ranks == [] and report.dead_processes == [] and report.comm_issues == []
