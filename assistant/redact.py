@@ -103,6 +103,14 @@ KEY_VALUE = re.compile(
     r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"
 )
 NOT_A_VALUE = frozenset({"none", "null", "nil", "~", "true", "false"})
+# key: value as YAML (and config dumps) write it: a plain scalar runs to the end of the line, spaces
+# and all (`password: my secret phrase`), up to a ` # comment`. Quoted, flow and block values are
+# left to KEY_VALUE.
+COLON_LINE_VALUE = re.compile(
+    r"(?<![\w.$+~-])(?P<name>" + KEY_PATH + r")(?P<sep>:[ \t]+)"
+    r"(?P<value>[^\s\"'\[{(|>&*!#<][^\n]*?)(?P<tail>[ \t]+#[^\n]*)?[ \t]*$",
+    re.M,
+)
 HEADER_NAMES = r"(?:proxy-)?authorization|(?:set-)?cookie"
 # "Authorization": "Bearer X" (a JSON or dict key) | "Authorization: Bearer X" (a quoted header, as
 # curl -H takes it) | Authorization: Bearer X (a header line: the value runs to the end of the line)
@@ -176,7 +184,17 @@ def _redact_text(text: str) -> str:
         ),
         text,
     )
+    text = COLON_LINE_VALUE.sub(_colon_line_value, text)
     return KEY_VALUE.sub(_key_value, text)
+
+
+def _colon_line_value(m: re.Match) -> str:
+    name, value = m.group("name"), m.group("value")
+    if " " not in value.strip() or not is_secret_name(name) or re.fullmatch(HEADER_NAMES, name, re.I):
+        return m.group(0)  # one word: KEY_VALUE decides, with its own exceptions
+    if any(c in value for c in "([{"):
+        return m.group(0)  # code or a list, not a secret literal
+    return f"{name}{m.group('sep')}{REDACTED}{m.group('tail') or ''}"
 
 
 def _redact_urls(text: str) -> str:

@@ -68,8 +68,38 @@ def gather(request: DiagnoseRequest) -> Gathered:
         out.torch = gather_torch_evidence(request.flight_recorder, request.debug_server, snap, hooked)
         out.errors.extend(out.torch.errors)
     out.errors.extend(tail.error for tail in out.tails if tail.error)
+    for _, ctx in probes:
+        _fit_to_this_machine(ctx, request, out)
     out.probe_results = run_probes(request, probes)
     return out
+
+
+def _fit_to_this_machine(ctx, request: DiagnoseRequest, out: Gathered) -> None:
+    """A probe runs on this machine: it gets the job's processes that live here and a judge of the
+    kernel lines that belong to them. With many nodes, the PIDs given are other machines' (or found
+    on each node): only this machine's own processes of the job are passed, none when it is not one
+    of the nodes."""
+    from debug_stuck.live.kernel_scope import judge_line, scope_of
+
+    snap = out.snapshot
+    if snap is None and request.many_nodes and out.nodes is not None:
+        here = socket.gethostname()
+        snap = next((n.snapshot for n in out.nodes.nodes if n.snapshot is not None and n.snapshot.host == here), None)
+        ctx.pids = [p.pid for p in snap.processes] if snap is not None else []
+        if snap is None:
+            out.errors.append(
+                f"probes run on this machine ({here}), which is not one of the job's nodes:"
+                " they saw none of its processes"
+            )
+    if snap is None:
+        return
+    scope = scope_of(snap)
+
+    def belongs(kind: str, line: str, boot_time):
+        verdict = judge_line(line, kind, scope, boot_time, time.time())
+        return verdict.belongs, verdict.why
+
+    ctx.kernel_judge = belongs
 
 
 def _read_tail(path: str, read_path: Optional[str], max_bytes: Optional[int]) -> LogTail:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from debug_stuck.errors import NotInspectable
 
@@ -96,6 +96,9 @@ class ProbeContext:
     batches: int = 5
     cwd: Optional[str] = None
     progress: Callable[[str], None] = lambda message: None
+    # Whether a kernel log line belongs to the job being diagnosed: (kind, line, boot time) ->
+    # (belongs, why not). None when there is no job (a probe of the machine as a whole).
+    kernel_judge: Optional[Callable[[str, str, Optional[float]], Tuple[bool, str]]] = None
 
 
 def worst_status(findings: List[Finding]) -> str:

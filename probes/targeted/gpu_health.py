@@ -14,7 +14,7 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout, run_command
 from debug_stuck.kb import load_table
@@ -401,20 +401,32 @@ def _collection_findings(gpus: GpuSnapshot) -> List[Finding]:
     return out
 
 
+MAX_CONTEXT_LINES = 5
+
+
 def check(
     gpus: GpuSnapshot,
     kernel_log: Optional[KernelLog],
     *,
     amd_ras: Optional[Dict[int, dict]] = None,
     extra_errors: Sequence[str] = (),
+    kernel_judge: Optional[Callable[[str, str, Optional[float]], Tuple[bool, str]]] = None,
 ) -> ProbeResult:
-    """Findings from a GPU snapshot and a kernel log (either may come from recordings)."""
+    """Findings from a GPU snapshot and a kernel log (either may come from recordings). With a
+    `kernel_judge` (a diagnosis of one job), a kernel line counts only when it belongs to that job (a
+    GPU it uses, one of its processes, within its lifetime); the others are context, said as such."""
     lines = kernel_log.lines if kernel_log is not None else []
     tagged = [
         (kind, line)
         for kind, line in interesting_tagged(lines)
         if kind in _GPU_KERNEL_KINDS or (kind == "hardware-error" and "AER" in line)
     ]
+    context: List[Tuple[str, str]] = []
+    if kernel_judge is not None:
+        boot = getattr(kernel_log, "boot_time", None)
+        judged = [(kind, line, kernel_judge(kind, line, boot)) for kind, line in tagged]
+        tagged = [(kind, line) for kind, line, (belongs, _) in judged if belongs]
+        context = [(why, line) for _, line, (belongs, why) in judged if not belongs]
     events = [ev for ev in (parse_xid(line) for kind, line in tagged if kind == "nvidia-xid") if ev is not None]
     data: Dict[str, Any] = {
         "vendor": gpus.vendor,
@@ -425,6 +437,7 @@ def check(
         "errors": list(gpus.errors) + list(extra_errors),
         "xid": [e.to_dict() for e in events],
         "kernel_lines": [line for _, line in tagged],
+        "kernel_context": [{"line": line, "why": why} for why, line in context],
         "kernel_log": None
         if kernel_log is None
         else {"source": kernel_log.source, "error": kernel_log.error, "lines_read": len(kernel_log.lines)},
@@ -445,6 +458,8 @@ def check(
         findings.extend(_ras_findings(amd_ras, gpus.devices))
     findings.extend(_xid_findings(events, gpus.devices))
     findings.extend(_kernel_findings([(k, line) for k, line in tagged if k != "nvidia-xid"]))
+    for why, line in context[-MAX_CONTEXT_LINES:]:  # the latest; never a cause
+        findings.append(Finding("info", f"kernel log, not counted against this job ({why}): {line.strip()[:200]}"))
     if kernel_log is not None and kernel_log.error:
         findings.append(Finding("info", f"kernel log not checked: {kernel_log.error}"))
 
@@ -484,6 +499,7 @@ def probe(
     has_driver: Optional[bool] = None,
     kern_log: Optional[str] = None,
     samples: int = 2,
+    kernel_judge: Optional[Callable[[str, str, Optional[float]], Tuple[bool, str]]] = None,
 ) -> ProbeResult:
     """Collect within `timeout` s and judge. The keywords replace the hardware seams in tests."""
     started = time.monotonic()
@@ -504,9 +520,9 @@ def probe(
             amd_ras, err = read_amd_ras(amd_backend or AmdRasBackend(), min(5.0, left - 0.5))
             if err:
                 extra.append(err)
-    return check(gpus, kernel_log, amd_ras=amd_ras, extra_errors=extra)
+    return check(gpus, kernel_log, amd_ras=amd_ras, extra_errors=extra, kernel_judge=kernel_judge)
 
 
 def run(ctx: ProbeContext) -> ProbeResult:
     ctx.progress("reading the GPUs and the kernel log")
-    return probe(ctx.timeout)
+    return probe(ctx.timeout, kernel_judge=ctx.kernel_judge)

@@ -38,7 +38,7 @@ EXAM_PROJECTS = set(SPLIT["exam_projects"])
 ORIGINAL_TOP1, ORIGINAL_TOP3 = 0.85, 0.95
 TUNING_TOP1, TUNING_TOP3 = 0.70, 0.82
 CONFIDENT = 0.5
-MIN_CASES = 149  # raise this as cases are added, never lower it
+MIN_CASES = 151  # raise this as cases are added, never lower it
 MIN_PROJECTS = 60
 
 

@@ -359,6 +359,9 @@ SHAPE_SECRETS = {
     "bearer": "bear8807",
     "token": "tok8808",
     "cookie": "cookiesess-8809",
+    # a YAML plain scalar of several words: every word goes
+    "yaml words 1": "yamlwordA-8810",
+    "yaml words 2": "yamlwordB-8811",
 }
 
 # (what the job prints, what every report must show of it)
@@ -372,6 +375,10 @@ SHAPE_LOG_LINES = [
     (f"Authorization: Bearer {SHAPE_SECRETS['bearer']}", f"Authorization: Bearer {REDACTED}"),
     (f"Authorization: token {SHAPE_SECRETS['token']}", f"Authorization: token {REDACTED}"),
     (f"Cookie: session={SHAPE_SECRETS['cookie']}; theme=dark", f"Cookie: {REDACTED}"),
+    (
+        f"db_password: {SHAPE_SECRETS['yaml words 1']} {SHAPE_SECRETS['yaml words 2']} third  # from the vault",
+        f"db_password: {REDACTED}  # from the vault",
+    ),
     ("num_tokens: 512", "num_tokens: 512"),
     ("keys: [a, b]", "keys: [a, b]"),
 ]
@@ -595,3 +602,38 @@ def test_jobs_with_secrets_in_every_shape_show_none_and_print_runnable_commands(
     finally:
         os.killpg(rerun.pid, signal.SIGKILL)
         rerun.wait(timeout=10)
+
+
+@pytest.mark.timeout(240)
+def test_secrets_in_every_shape_reach_no_watch_event_report_or_journal(tmp_path):
+    """The shapes job under `watch`: its command line (overrides, a URL password with / and +,
+    --wandb-key, a -dash value) and its log (config dumps, JSON, dicts, ini, headers, a YAML value
+    of several words) reach the events, the incident report and the journal redacted."""
+    state, reports = tmp_path / "state", tmp_path / "reports"
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"{line}\n" for line, _ in SHAPE_LOG_LINES))
+    env = shapes_env(tmp_path / "READY", lines)
+    env["DEBUG_STUCK_STATE_DIR"] = str(state)
+    watch = subprocess.run(
+        [sys.executable, "-m", "debug_stuck", "watch", "--format", "json", "--quiet", "--floor", "2", "--startup", "3",
+         "--on-hang", "stop", "--grace", "1", "--report-dir", str(reports), "--", *shapes_argv()],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=200, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert watch.returncode == 124, watch.stderr[-3000:]
+    events = [json.loads(line) for line in watch.stdout.splitlines()]
+    assert {"stall", "report"} <= {e["event"] for e in events}, events
+    outputs = {"events": watch.stdout, "stderr": watch.stderr}
+    for path in reports.glob("incident-*"):
+        outputs[path.name] = path.read_text()
+    history = subprocess.run(
+        [sys.executable, "-m", "debug_stuck", "history", "--format", "json"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    outputs["history"] = history.stdout
+    outputs["journal"] = next(state.glob("*.sqlite3")).read_bytes().decode("utf-8", "replace")
+    assert len(outputs) >= 5
+    assert {name: shape_leaks(text) for name, text in outputs.items() if shape_leaks(text)} == {}
+    # not absent by luck: the command and the log's lines are there, redacted
+    assert "wandb.api_key=" in outputs["events"] and REDACTED in outputs["events"]
+    report = next(text for name, text in outputs.items() if name.startswith("incident-") and name.endswith(".json"))
+    assert REDACTED in report

@@ -403,3 +403,32 @@ def test_amd_ras_backend_keeps_the_amd_smi_commands():
     backend = gh.AmdRasBackend()
     assert backend.tool == "amd-smi"
     assert set(backend.commands()) >= {"metric", "static", "process", "bad_pages", "ras"}
+
+
+def test_in_a_diagnosis_only_the_job_s_own_kernel_lines_count():
+    # The judge the pipeline passes (debug_stuck.live.kernel_scope), for a job on GPU 0000:3b:00 that
+    # started after boot + 1000 s: the Xid on its GPU counts, the one on another GPU and the earlier
+    # one on its GPU are context, said as such and never a cause.
+    from debug_stuck.live.kernel_scope import JobScope, judge_line
+
+    scope = JobScope(pids={4242}, started_at=1_000_000.0 + 1000, gpu_busids={"0000:3b:00"})
+
+    def judge(kind, line, boot_time):
+        verdict = judge_line(line, kind, scope, 1_000_000.0, now=1_000_000.0 + 5000)
+        return verdict.belongs, verdict.why
+
+    ours = "[ 2000.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus."
+    other_gpu = "[ 2001.0] NVRM: Xid (PCI:0000:af:00): 48, pid=9999, name=python, DBE (double bit error)"
+    before = "[  500.0] NVRM: Xid (PCI:0000:3b:00): 48, pid=77, name=python, DBE (double bit error)"
+    gpus = collect_gpus(backend=nvml("nvml-a100-busy.json", d1={"pci_bus_id": "00000000:3B:00.0"}), samples=1)
+    log = KernelLog(lines=[before, ours, other_gpu], source="dmesg")
+    scoped = gh.check(gpus, log, kernel_judge=judge)
+    blamed = [f.message for f in scoped.findings if f.cause == "gpu-hardware"]
+    assert len(blamed) == 1 and blamed[0].startswith("NVRM Xid 79 on PCI:0000:3b:00 (GPU 1)"), blamed
+    context = [f for f in scoped.findings if f.message.startswith("kernel log, not counted against this job")]
+    assert [f.cause for f in context] == [None, None]
+    assert "before the job started" in context[0].message and "a GPU the job does not use" in context[1].message
+    assert [c["line"] for c in scoped.data["kernel_context"]] == [before, other_gpu]
+    # the machine as a whole (`debug-stuck probe gpu-health` with no job): every line counts
+    whole = gh.check(gpus, log)
+    assert len([f for f in whole.findings if f.cause == "gpu-hardware"]) == 3
