@@ -9,9 +9,11 @@ what is missing.
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import re
 import shlex
-from typing import Optional
+from typing import List, Optional
 
 from debug_stuck.advice.applies import APPLIES, NOT_HERE, job_flag_spelling, judge, order
 from debug_stuck.advice.facts import JobFacts, gather_facts
@@ -66,7 +68,7 @@ def _personalize_fixes(diagnosis, facts: JobFacts) -> None:
         for text, language, safety in zip(fix.commands, languages, safeties):
             text = _with_flag(text, fix.flag, facts) if fix.flag else text
             filled, missing = fill(text, facts.values, language)
-            if endangers(filled, facts.valid_checkpoint):
+            if endangers(filled, facts.valid_checkpoint, facts.cwd):
                 why = (
                     f"a command that would move or remove {facts.valid_checkpoint}, "
                     "the checkpoint resume starts from, is left out"
@@ -98,7 +100,7 @@ def _lead_with_the_finding(report, facts: JobFacts, knowledge) -> None:
     if fix is None:
         return
     kept = [(c, lang, s) for c, lang, s in zip(fix.commands, fix.languages, fix.safety)]
-    safe = [(c, lang, s) for c, lang, s in kept if not endangers(c, facts.valid_checkpoint)]
+    safe = [(c, lang, s) for c, lang, s in kept if not endangers(c, facts.valid_checkpoint, facts.cwd)]
     fix.commands = [c for c, _, _ in safe]
     fix.languages = [lang for _, lang, _ in safe]
     fix.safety = [s for _, _, s in safe]
@@ -138,20 +140,43 @@ DESTRUCTIVE = re.compile(
 )
 
 
-def endangers(command: str, valid: Optional[str]) -> bool:
-    """Would this command move or remove the valid checkpoint (or a folder holding it)?"""
+def endangers(command: str, valid: Optional[str], cwd: Optional[str] = None) -> bool:
+    """Would this command move or remove the valid checkpoint (or a folder holding it)? A word
+    names it by its path, by a path relative to the job's folder `cwd` (or to a `cd` earlier in
+    the command), or by a glob that matches it or a folder above it (`rm ckpt_*.pt`); a bare
+    name, when no folder is known, counts when it is the checkpoint's own name or matches it."""
     if not valid or not DESTRUCTIVE.search(command):
         return False
     try:
         words = shlex.split(command)
     except ValueError:
         words = command.split()
-    valid = valid.rstrip("/")
+    valid = os.path.normpath(valid)
+    above = [valid]
+    while os.path.dirname(above[-1]) not in (above[-1], ""):
+        above.append(os.path.dirname(above[-1]))
+    here, previous = cwd, None
     for word in words:
-        path = word.strip("'\"(),").rstrip("/")
-        if path and (path == valid or valid.startswith(path + "/")):
-            return True
+        token = word.strip("'\"(),;&|").rstrip("/")
+        if previous == "cd" and token:
+            here = os.path.normpath(os.path.join(here or "", token)) if (here or os.path.isabs(token)) else None
+        previous = token
+        if not token or token.startswith("-"):
+            continue
+        paths = [token] if os.path.isabs(token) or not here else [os.path.normpath(os.path.join(here, token))]
+        for path in paths:
+            if _names_one_of(path, above):
+                return True
+        if not here and not os.path.isabs(token) and "/" not in token:
+            if _names_one_of(token, [os.path.basename(valid)]):
+                return True
     return valid in command
+
+
+def _names_one_of(path: str, targets: List[str]) -> bool:
+    if any(c in path for c in "*?["):
+        return any(fnmatch.fnmatchcase(target, path) for target in targets)
+    return path in targets
 
 
 def _with_flag(text: str, flag: str, facts: JobFacts) -> str:

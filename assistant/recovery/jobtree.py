@@ -106,3 +106,15 @@ def job_tree_pids(pid: int) -> Tuple[int, List[int]]:
 
 
 _GIVE_JOB = "give the PID of the training job (its launcher, a rank or a worker)"
+
+
+def refuse_unless_a_job(pid: int) -> None:
+    """NotInspectable (exit 3) unless `pid` can stand for a training job: not init, a daemon, a
+    login shell, this debug-stuck or the shell that runs it, nor a zombie (procs.check_target, the
+    rule diagnose applies)."""
+    from debug_stuck.probes.collectors.procs import InspectError, check_target, read_process
+
+    try:
+        check_target(read_process(pid), [pid])
+    except InspectError as exc:
+        raise NotInspectable(exc.message, exc.hint or "check the PID with ps; give a running process") from None

@@ -22,7 +22,7 @@ from debug_stuck.bounded import CallTimedOut, call_with_timeout
 from debug_stuck.errors import BadInput, NotInspectable
 from debug_stuck.recovery import frameworks
 from debug_stuck.recovery.job import TrainingJob
-from debug_stuck.recovery.jobtree import job_root, read_cmdline
+from debug_stuck.recovery.jobtree import job_root, read_cmdline, refuse_unless_a_job
 from debug_stuck.recovery.model import NO_CHECKPOINT, Checkpoint, ResumePlan
 from debug_stuck.recovery.reading import READ_SECONDS, bounded_read, seen_from
 from debug_stuck.redact import REDACTED, redact_argv, redact_env, redact_obj
@@ -114,6 +114,7 @@ LAUNCHER_SET_ENV = re.compile(
 
 def plan_resume_for_pid(pid: int) -> ResumePlan:
     """The resume plan for a live job: its launcher's command line, working directory and environment."""
+    refuse_unless_a_job(pid)
     root = job_root(pid)
     cmdline = read_cmdline(root)
     if not cmdline:

@@ -74,6 +74,23 @@ def test_a_silence_the_stacks_call_moving_is_a_busy_phase_with_the_phase_allowan
     assert stall is not None and (stall.rule, stall.phase, stall.threshold) == ("phase-limit", "busy", 60.0)
 
 
+def test_a_job_that_computes_while_its_stacks_cannot_be_read_gets_a_busy_phase_s_allowance():
+    # No py-spy, or no ptrace rights: a scoring pass and a spinning loop look alike, so neither is
+    # called a stall at the threshold; one that never ends is, at the allowance.
+    clock = StallClock(floor=2.0, multiple=8.0, phase_multiple=30.0, started_at=0.0)
+    at = _steps(clock, 1, 30, 0.0)
+    for t in range(3, 60):
+        clock.motion("blind", at + t - 0.5)
+        assert clock.check(at + t) is None, t
+    clock.motion("blind", at + 60.5)
+    stall = clock.check(at + 61)
+    assert stall is not None and (stall.rule, stall.phase, stall.threshold) == ("phase-limit", "busy", 60.0)
+    # a silence it ended with a step is learned like any busy one
+    clock.motion("blind", at + 10.0)
+    _steps(clock, 31, 1, at + 12.0)
+    assert list(clock.busy_phases)[-1] == pytest.approx(12.1)  # from the last step to this one
+
+
 def test_stuck_or_unknown_silences_stall_at_the_threshold_as_before():
     clock = StallClock(floor=2.0, multiple=8.0, started_at=0.0)
     at = _steps(clock, 1, 30, 0.0)
@@ -165,7 +182,8 @@ def test_motion_tells_stuck_busy_and_moving_apart():
     assert unknown.verdict({100: None}, threshold=2.0) == "stuck"
     # a new silence forgets the samples of the last one
     frozen.begin(10.0)
-    assert frozen.verdict({100: 100.0}, threshold=2.0, final=True) == "busy"  # computing, no stack seen
+    assert frozen.verdict({100: 100.0}, threshold=2.0, final=True) == "blind"  # computing, no stack seen
+    assert frozen.verdict({1: 0.0, 100: 100.0}, threshold=2.0) == "blind"  # a launcher waits, its rank computes
 
 
 # --------------------------------------------------------------------------------------------

@@ -255,3 +255,28 @@ def test_a_fix_heading_says_nothing_runs_now_once():
     assert fix_heading(fix) == "Bound the wait [an edit to your code; a setting for the next run; nothing runs now]"
     mixed = FixItem("Rerun", ["x", "y"], ["python", "bash"], [safety_dict("edit"), safety_dict("runs-code")])
     assert fix_heading(mixed) == "Rerun [an edit to your code; runs your code]"
+
+
+VALID = "/runs/exp/ckpt_000005.pt"
+
+
+@pytest.mark.parametrize(
+    "command, cwd, touches",
+    [
+        (f"rm {VALID}", None, True),
+        ("rm ckpt_000005.pt", "/runs/exp", True),  # relative to the job's folder
+        ("rm ckpt_*.pt", "/runs/exp", True),  # a glob that matches it
+        ("rm ckpt_*.pt", None, True),  # no folder known: a name that matches it counts
+        ("cd /runs/exp && rm ckpt_000005.pt", None, True),
+        ("cd /runs && rm -r exp", None, True),  # the folder that holds it
+        ("rm -rf /runs", None, True),
+        ("mv /runs/exp/ckpt_000010.pt /runs/exp/ckpt_000010.pt.partial", None, False),  # the partial one
+        ("rm ckpt_000010.pt", "/runs/exp", False),
+        ("rm other/ckpt_000005.pt", "/elsewhere", False),
+        ("ls /runs/exp", None, False),  # reads, moves nothing
+    ],
+)
+def test_a_command_that_would_move_or_remove_the_valid_checkpoint_is_recognised(command, cwd, touches):
+    from debug_stuck.advice import endangers
+
+    assert endangers(command, VALID, cwd) is touches

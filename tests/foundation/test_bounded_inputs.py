@@ -202,10 +202,11 @@ def test_a_float_option_that_is_not_finite_is_one_line_exit_2(argv, cli):
 
 
 @pytest.mark.timeout(60)
-def test_pid_1_is_not_a_training_job():
+@pytest.mark.parametrize("command", ["diagnose", "watch", "resume"])
+def test_pid_1_is_not_a_training_job(command):
     if read_process(1).python:
         pytest.skip("PID 1 is a Python process here (a container running its job as init)")
-    proc = run_subprocess("diagnose", "--pid", "1", timeout=40)
+    proc = run_subprocess(command, "--pid", "1", timeout=40)
     assert proc.returncode == 3, proc.stdout[-2000:]
     line = one_line(proc.stderr)
     assert "pid 1 " in line and "not a training job" in line
@@ -213,9 +214,10 @@ def test_pid_1_is_not_a_training_job():
 
 
 @pytest.mark.timeout(60)
-def test_the_shell_that_runs_debug_stuck_is_refused():
+@pytest.mark.parametrize("command", ["diagnose", "watch", "resume"])
+def test_the_shell_that_runs_debug_stuck_is_refused(command):
     # `; exit $?` keeps the shell alive as the parent (a lone command would be exec'd in its place)
-    script = '"$0" -m debug_stuck diagnose --pid $$; exit $?'
+    script = f'"$0" -m debug_stuck {command} --pid $$; exit $?'
     proc = subprocess.run(["sh", "-c", script, sys.executable], capture_output=True, text=True, timeout=40)
     assert proc.returncode == 3, proc.stdout[-2000:]
     assert "is the shell that runs debug-stuck" in one_line(proc.stderr)

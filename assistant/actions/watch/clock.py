@@ -8,7 +8,8 @@ the first steps, anything moving counts, for ``startup`` seconds.
 
 Past the threshold, the stacks have the last word (their verdict comes from
 debug_stuck.actions.watch.motion): a job idle in a wait is stalled at once; one computing through
-changing functions is in a busy phase, allowed ``phase_multiple`` times the threshold; one computing
+changing functions is in a busy phase, allowed ``phase_multiple`` times the threshold (so is one
+that computes while its stacks cannot be read: a pass and a spin look alike then); one computing
 on a single chain of functions is stalled unless the job has shown such busy silences before and
 ended them with a step: those are learned for the whole run (not only the last 20 intervals), and a
 silence up to ``BUSY_MARGIN`` times the longest of them is expected.
@@ -31,7 +32,7 @@ RECENT_INTERVALS = 20  # "the longest recent interval" looks this far back
 STACK_MIN_EVERY = 2.0
 BUSY_MARGIN = 2.0  # a busy silence is expected up to this many times the longest one learned
 BUSY_HISTORY = 10
-VERDICTS = ("moving", "busy", "stuck")
+VERDICTS = ("moving", "busy", "stuck", "blind")  # blind: computes, its stacks unreadable
 
 
 @dataclass
@@ -93,7 +94,7 @@ class StallClock:
         """A step counter seen in new log lines; True when it changed (progress)."""
         if value == self.last_step:
             return False
-        if self.verdict in ("moving", "busy") and self.stepping:
+        if self.verdict in ("moving", "busy", "blind") and self.stepping:
             self.busy_phases.append(max(0.0, now - self.last_progress))  # a busy silence that ended in progress
         if self.last_step_at is not None:
             self.intervals.append(max(0.0, now - self.last_step_at))
@@ -162,7 +163,7 @@ class StallClock:
         base = self.threshold()
         verdict = self._fresh_verdict(now, base)
         expected = self.expected_busy()
-        if verdict == "moving":
+        if verdict in ("moving", "blind"):  # a pass through changing functions, or one we cannot see
             return max(self.phase_allowance(), expected or 0.0)
         if verdict == "busy" and expected is not None:
             return max(base, expected)
@@ -186,7 +187,7 @@ class StallClock:
                 return Stall(since, base, "steps")
             if since <= limit:
                 return None
-            if self.verdict == "moving":
+            if self.verdict in ("moving", "blind"):
                 return Stall(since, limit, "phase-limit", "busy")
             return Stall(since, limit, "steps")
         allowance = self.phase_allowance()

@@ -80,6 +80,9 @@ def launch(command: List[str], cwd: str, log_path: Path, env: Optional[Dict[str,
 
 def attach(pid: int) -> Job:
     """A Job for a running process: its command, directory, environment and log files."""
+    from debug_stuck.recovery.jobtree import refuse_unless_a_job
+
+    refuse_unless_a_job(pid)  # not init, a daemon, a shell, a zombie, nor this debug-stuck
     try:
         proc = psutil.Process(pid)
 

@@ -6,8 +6,10 @@ current silence (since the last step), with each process's CPU use:
 - `stuck`: the process does not compute (idle in a wait), or its stack is frozen, line for line,
   in a wait (a collective, a lock, a sleep) while other threads spin;
 - `busy`: it computes on one chain of functions (only the lines change: a loop, or one long
-  function), or computes and its stack cannot be read;
-- `moving`: it computes and its chain of functions changes: a pass through several functions.
+  function);
+- `moving`: it computes and its chain of functions changes: a pass through several functions;
+- `blind`: it computes and its stack cannot be read (no py-spy, no ptrace rights): a busy pass
+  and a spinning loop look alike, so the clock gives it a busy phase's allowance, as `moving`.
 
 Chains are compared as debug_stuck.live.progress does (functions and files, not lines), so watch
 and the report judge motion alike. One chain is `looping` only after ``LOOP_SAMPLES`` samples
@@ -74,6 +76,8 @@ class MotionTracker:
         verdicts = [_process_verdict(self.samples.get(pid, []), used, threshold) for pid, used in cpu.items()]
         if "moving" in verdicts:
             return "moving"
+        if "blind" in verdicts:
+            return "blind"
         if None in verdicts:
             return "busy" if final else None
         if "busy" in verdicts:
@@ -85,7 +89,7 @@ def _process_verdict(samples: List[_Sample], cpu: Optional[float], threshold: fl
     if cpu is not None and cpu < IDLE_CPU_PERCENT:
         return "stuck"
     if not samples:
-        return "busy" if cpu is not None else "stuck"  # computing, stack unreadable / nothing known
+        return "blind" if cpu is not None else "stuck"  # computing, stack unreadable / nothing known
     last = samples[-1]
     if cpu is None and last.idle:
         return "stuck"  # its CPU use not known yet: py-spy saw the thread off the CPU

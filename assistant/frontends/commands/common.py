@@ -11,13 +11,16 @@ import sys
 from typing import Callable, Optional
 
 EXIT_CODES = """exit codes:
-  0  a report was written (or the command did what it says)
-  1  skills check found problems in the knowledge base
-  2  bad usage or bad input (one line on stderr: what, and what is valid)
-  3  the target could not be inspected (gone, or permission denied)
+  0  a report was written (or the command did what it says); stacks that may not be read
+     (no ptrace rights) still give a report, with what is missing
+  1  skills check found problems in the knowledge base; stop: not stopped (answered no)
+  2  bad usage or bad input (one line on stderr: what, and what is valid); watch: a stop or
+     restart was refused because the incident report could not be written
+  3  the target could not be inspected (gone, a zombie, not a Python process, not a training job)
   4  stop: processes were still alive after SIGKILL (uninterruptible sleep; listed in the output)
   124  watch: the job stalled and watch ended it (--on-hang stop, or restart gave up)
-  128+N  watch: got signal N and passed it on to the job it launched"""
+  128+N  watch: got signal N and passed it on to the job it launched; any other command:
+     interrupted by signal N (130 Ctrl-C, 143 SIGTERM) after ending what it started"""
 
 
 class Parser(argparse.ArgumentParser):

@@ -9,6 +9,7 @@ after a confirmation (`--yes` in scripts), keeping a backup of every file it cha
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -140,7 +141,7 @@ def _text(report: dict, saved=None) -> str:
 
 
 def _apply(report: dict, args) -> int:
-    from debug_stuck.actions.edits import apply_edit
+    from debug_stuck.actions.edits import apply_edit, read_source
     from debug_stuck.errors import BadInput
     from debug_stuck.kb import load_knowledge
     from debug_stuck.writer import write_file
@@ -172,8 +173,12 @@ def _apply(report: dict, args) -> int:
         path = edit["file"]
         mode = os.stat(path).st_mode & 0o777
         backup = f"{path}.bak-{time.strftime('%Y%m%d-%H%M%S')}"
-        with open(path, "rb") as f:
-            write_file(backup, f.read(), mode=mode)
+        # the backup is the text the edit was checked against: read bounded, and its hash checked again
+        original = read_source(path)
+        if original is None or hashlib.sha256(original.encode("utf-8")).hexdigest() != edit["sha256"]:
+            print(f"not changed: {path} changed while the edit was being applied; diagnose again", file=sys.stderr)
+            continue
+        write_file(backup, original.encode("utf-8"), mode=mode)
         write_file(path, new_text, mode=mode)
         print(f"changed {path} (backup: {backup})")
     return 0
