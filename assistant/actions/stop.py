@@ -310,10 +310,8 @@ def write_stop_report(
     report=None,
 ) -> List[str]:
     """Diagnose the job and write the report (Markdown and JSON) into report_dir; returns the paths."""
-    from debug_stuck.core.report import Report
     from debug_stuck.errors import DebugStuckError
-    from debug_stuck.pipeline import DiagnoseRequest, diagnose
-    from debug_stuck.recovery.plan import add_resume
+    from debug_stuck.pipeline import DiagnoseRequest, diagnose, report_without_diagnosis
     from debug_stuck.render.files import write_report_files
 
     directory = os.path.abspath(report_dir or os.getcwd())
@@ -326,12 +324,9 @@ def write_stop_report(
     except Exception as exc:  # the report must not cost the user the stop they asked for
         failure = f"could not diagnose before stopping: {type(exc).__name__}: {exc}"
     if failure is not None:
-        report = Report()
-        report.errors.append(failure)
-        _fill_processes(report, pid)  # the process table at least: evidence of what was stopped
+        report = report_without_diagnosis(pid, failure)  # the process table and the way back, at least
         if errors is not None:
             errors.append(failure)
-        add_resume(report, pid)  # the way back matters most when the diagnosis itself failed
     report.notes.append(f"written by `debug-stuck stop` before stopping the job (pid {pid})")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(report.created))
     base = os.path.join(directory, f"{REPORT_PREFIX}{pid}-{stamp}")
@@ -342,17 +337,6 @@ def write_stop_report(
         raise BadInput(
             f"cannot write the report {base}.md: {exc.strerror or exc}", "give a writable --report-dir"
         ) from None
-
-
-def _fill_processes(report, pid: int) -> None:
-    from debug_stuck.probes.collectors.procs import job_processes, read_states
-
-    try:
-        procs = job_processes([pid])
-        read_states(procs)
-        report.processes = [p.to_dict() for p in procs]
-    except Exception as exc:
-        report.errors.append(f"could not read the processes: {exc}")
 
 
 def job_listing(root: int) -> List[tuple]:

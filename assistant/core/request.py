@@ -30,12 +30,12 @@ class DiagnoseRequest:
     slurm_job: Optional[str] = None
     node_timeout: Optional[float] = None
     ssh_options: List[str] = field(default_factory=list)
-    # What the report gets besides the diagnosis: the resume plan of a live job, the advice filled
-    # for the job. A front end that only wants the evidence (the session's first look) turns them off.
     # PyTorch's own evidence: Flight Recorder dumps (folders, prefixes or files; the job's own are
     # found from its environment), and torch's debug server (host:port; found when the job listens)
     flight_recorder: List[str] = field(default_factory=list)
     debug_server: Optional[str] = None
+    # What the report gets besides the diagnosis: the resume plan of a live job, the advice filled
+    # for the job. A front end that only wants the evidence (the session's first look) turns them off.
     resume: bool = True
     advice: bool = True
     resume_pid: Optional[int] = None  # whose job to plan the resume for (default: the first process)

@@ -18,67 +18,93 @@ SESSION = "session"
 
 def compose(verdict, diagnoses: List, audience: str = SCRIPTED) -> str:
     """The verdict in words, from its parts and the ranked causes."""
+    return " ".join(sentences(verdict, diagnoses, audience))
+
+
+def lead(verdict, diagnoses: List, audience: str = SCRIPTED) -> str:
+    """The verdict's first sentence, for a screen with room for one."""
+    said = sentences(verdict, diagnoses, audience)
+    return said[0] if said else ""
+
+
+def sentences(verdict, diagnoses: List, audience: str = SCRIPTED) -> List[str]:
+    """The verdict's sentences, in order, from its parts and the ranked causes."""
     if verdict.no_nodes:
-        return verdict.no_nodes
+        return [verdict.no_nodes]
     top = diagnoses[0] if diagnoses else None
     if verdict.state == "progressing":
-        return "The job is making progress: " + "; ".join(verdict.state_reasons[:2]) + "."
-    core = _core(verdict, top, audience)
+        return ["The job is making progress: " + "; ".join(verdict.state_reasons[:2]) + "."]
+    out = _core(verdict, top, audience)
     if verdict.state == "slow":
         reason = verdict.state_reasons[-1] if verdict.state_reasons else "steps come slowly"
-        core = f"The job progresses, slowly: {reason}; why: {verdict.slow_because}. " + (core if verdict.cause else "")
+        out = [f"The job progresses, slowly: {reason}; why: {verdict.slow_because}."] + (out if verdict.cause else [])
     elif verdict.hung and verdict.state == "hung" and verdict.state_reasons:
-        core += " Evidence of the hang: " + verdict.state_reasons[0] + "."
+        out.append("Evidence of the hang: " + verdict.state_reasons[0] + ".")
     if verdict.silent_nodes:
-        core = verdict.silent_nodes + " " + core
-    return core
+        out.insert(0, verdict.silent_nodes)
+    return [sentence for sentence in out if sentence]
 
 
 def _most_likely(top) -> str:
     return f"Most likely: {top.title} ({top.confidence:.0%})."
 
 
-def _core(verdict, top, audience: str) -> str:
+def _core(verdict, top, audience: str) -> List[str]:
     finding = verdict.finding or {}
     kind, text = finding.get("kind"), finding.get("text")
     if kind == "mismatch" and top is not None:
-        return (
+        return [
             f"Collective mismatch: {text}; each side waits for the other for ever (uneven data across ranks, "
-            f"or control flow that differs by rank). {_most_likely(top)}"
-        )
+            "or control flow that differs by rank).",
+            _most_likely(top),
+        ]
     if kind in ("chain", "flight-recorder") and verdict.cause and top is not None:
-        return f"{text}. {_most_likely(top)}"
+        return [f"{text}.", _most_likely(top)]
     if kind in ("chain", "flight-recorder"):
-        return f"{text}. {_classified(verdict, top, audience)}"
+        return [f"{text}."] + _classified(verdict, top, audience)
     if kind == "culprit" and top is not None:
-        return (
+        return [
             f"{text} holds the job up: {top.title} ({top.confidence:.0%}); the other ranks wait for it in a collective."
-        )
+        ]
     return _classified(verdict, top, audience)
 
 
-def _classified(verdict, top, audience: str) -> str:
+def _classified(verdict, top, audience: str) -> List[str]:
     """What the classification alone says: the cause (or what would name one), the log's silence, a tie."""
     if verdict.cause and top is not None and top.confidence >= SURE:
-        out = f"{_most_likely(top)} {top.summary}"
+        out = [_most_likely(top), top.summary]
     elif verdict.cause and top is not None:
         # a best guess is said as one, with what would settle it: never a confident wrong answer
-        out = f"Too little to be sure: the best guess is {top.title} ({top.confidence:.0%}). {top.summary}"
+        out = [f"Too little to be sure: the best guess is {top.title} ({top.confidence:.0%}).", top.summary]
         settle = _settle(verdict, top)
         if settle and not verdict.tie:
-            out += f" To tell: {settle}."
+            out.append(f"To tell: {settle}.")
     else:
         asked = ", ".join(verdict.open_questions) or "phase, gpu, step"
-        out = f"Too little is known to name a cause; answer {asked} or attach to the job."
+        out = [f"Too little is known to name a cause; answer {asked} or attach to the job."]
     if verdict.stale_log:
-        out += f" The log {verdict.stale_log}."
+        out.append(f"The log {verdict.stale_log}.")
     tie = verdict.tie
     if tie:
         first, second = tie["causes"]
         text = f"{first} and {second} are tied at {tie['confidence']:.0%}"
         how = breaker_words(tie, audience)
-        out += f" {text}: {how} to tell them apart." if how else f" {text}."
+        out.append(f"{text}: {how} to tell them apart." if how else f"{text}.")
     return out
+
+
+def names_the_cause(verdict, diagnosis, diagnoses: List) -> bool:
+    """Whether the verdict's sentences name this cause's title (the top one, once a cause is named)."""
+    if verdict.no_nodes or verdict.state == "progressing" or not diagnoses:
+        return False
+    return bool(verdict.cause) and diagnosis is diagnoses[0]
+
+
+def tells_the_summary(verdict, diagnosis, diagnoses: List) -> bool:
+    """Whether the verdict's sentences include this cause's own summary (the classification said alone)."""
+    if not names_the_cause(verdict, diagnosis, diagnoses):
+        return False
+    return (verdict.finding or {}).get("kind") not in ("mismatch", "chain", "flight-recorder", "culprit")
 
 
 SURE = 0.5  # a cause below this probability is a best guess, said as one

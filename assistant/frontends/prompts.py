@@ -683,18 +683,14 @@ def report_text(report: Report, session: Session, width: Optional[int] = None) -
         dataclasses.replace(d, fixes=[dataclasses.replace(f, why=paragraphs.hold(f.why)) for f in d.fixes])
         for d in report.diagnoses
     ]
-    text = render_text(dataclasses.replace(report, verdict=verdict, diagnoses=diagnoses, next_questions=[]))
-    if text.startswith("Verdict: "):  # the session says it in words, not pattern letters and phase ids
-        text = session_headline(report) + text[text.find("\n") :]
-    probes: Dict[str, dict] = {
-        f"Probe {p.get('name')}: {str(p.get('status', '')).upper()}: {p.get('summary')}": p for p in report.probes
-    }
+    text = render_text(
+        dataclasses.replace(report, verdict=verdict, diagnoses=diagnoses, next_questions=[]),
+        headline=session_headline(report),  # the session says it in words, not pattern letters and phase ids
+        probe_details=lambda probe: finding_lines(probe.get("findings") or []),
+    )
     lines: List[str] = []
     for line in text.rstrip("\n").splitlines():
         lines.extend(paragraphs.restore(line))
-        probe = probes.pop(line, None)
-        if probe is not None:
-            lines.extend(finding_lines(probe.get("findings") or []))
     questions = open_questions(report, session)
     if questions:
         lines.append("")

@@ -14,6 +14,7 @@ from typing import Optional
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.report import Report
 from debug_stuck.core.request import DiagnoseRequest
+from debug_stuck.pipeline.quick import quick_cause
 
 
 def diagnose(request: DiagnoseRequest, knowledge: Optional[Knowledge] = None) -> Report:
@@ -43,4 +44,23 @@ def diagnose(request: DiagnoseRequest, knowledge: Optional[Knowledge] = None) ->
     return report
 
 
-__all__ = ["DiagnoseRequest", "Report", "diagnose"]
+def report_without_diagnosis(pid: int, failure: str) -> Report:
+    """When the diagnosis itself failed: the failure, the job's process table (evidence of what
+    there was) and the way back (the resume plan), which matters most then."""
+    from debug_stuck.recovery.plan import add_resume
+
+    report = Report()
+    report.errors.append(failure)
+    try:
+        from debug_stuck.probes.collectors.procs import job_processes, read_states
+
+        procs = job_processes([pid])
+        read_states(procs)
+        report.processes = [p.to_dict() for p in procs]
+    except Exception as exc:
+        report.errors.append(f"could not read the processes: {exc}")
+    add_resume(report, pid)
+    return report
+
+
+__all__ = ["DiagnoseRequest", "Report", "diagnose", "quick_cause", "report_without_diagnosis"]

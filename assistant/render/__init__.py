@@ -26,6 +26,27 @@ def render(report, fmt: str) -> str:
     return render_text(report)
 
 
+def verdict_names(report, diagnosis) -> bool:
+    """Whether the verdict's sentences name this cause's title."""
+    from debug_stuck.core.verdict import names_the_cause
+
+    return names_the_cause(report.verdict, diagnosis, report.diagnoses)
+
+
+def verdict_tells(report, diagnosis) -> bool:
+    """Whether the verdict's sentences include this cause's summary."""
+    from debug_stuck.core.verdict import tells_the_summary
+
+    return tells_the_summary(report.verdict, diagnosis, report.diagnoses)
+
+
+def verdict_lead(report, for_session: bool = False) -> str:
+    """The verdict's first sentence, for a screen with room for one."""
+    from debug_stuck.core.verdict import SCRIPTED, SESSION, lead
+
+    return lead(report.verdict, report.diagnoses, SESSION if for_session else SCRIPTED)
+
+
 def verdict_words(report, for_session: bool = False) -> str:
     """The verdict's sentence; for the interactive session, a question that would settle a tie is
     offered in its menu rather than as a `--answer` flag."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from debug_stuck.core.report import Report
 from debug_stuck.render.advice import (
@@ -112,13 +112,23 @@ def session_headline(report: Report) -> str:
     return "; ".join(parts)
 
 
-def render_text(report: Report) -> str:
+def render_text(
+    report: Report,
+    *,
+    headline: Optional[str] = None,
+    probe_details: Optional[Callable[[dict], List[str]]] = None,
+) -> str:
+    """The report as text. `headline` replaces the first line (the session says it in words, not
+    pattern letters and phase ids); `probe_details(probe)` gives lines to print under each probe's."""
     v = report.verdict
     out: List[str] = []
-    head = f"Verdict: {_state_word(v)}"
-    pattern = f"pattern {report.pattern}" if report.pattern else f"no pattern ({report.pattern_reason or 'not named'})"
-    head += f" | {pattern} | phase {v.phase}"
-    out.append(head)
+    if headline is None:
+        head = f"Verdict: {_state_word(v)}"
+        pattern = (
+            f"pattern {report.pattern}" if report.pattern else f"no pattern ({report.pattern_reason or 'not named'})"
+        )
+        headline = f"{head} | {pattern} | phase {v.phase}"
+    out.append(headline)
     out.append(textwrap.fill(v.summary, width=100, break_on_hyphens=False, break_long_words=False))
     if report.culprit:
         out.append(culprit_line(report.culprit))
@@ -213,6 +223,8 @@ def render_text(report: Report) -> str:
             out.append(f"    {r['command']}")
     for probe in report.probes:
         out.append(f"Probe {probe['name']}: {probe['status'].upper()}: {probe['summary']}")
+        if probe_details is not None:
+            out.extend(probe_details(probe))
     for item in report.missing:
         out.append(f"Missing: {item['what']}: {item['why']}")
         out.append(f"  To get it: {item['get_it']}")

@@ -202,11 +202,64 @@ def test_one_entry_for_the_diagnosis():
     assert offenders == []
 
 
+# What only the pipeline composes: the analysis of a live job, the classification, the verdict's
+# sentence, the advice. (Renderers phrase the verdict; applying an edit re-derives it by its rule.)
+COMPOSED = re.compile(
+    r"^debug_stuck\.(live\.(assess|merge|observe|chain|culprit|progress)|core\.(classify|assemble|verdict|facts"
+    r"|logs|calibration|contradictions)|advice(\.(?!edits$)\w+)?)$"
+)
+
+
+def test_front_ends_and_actions_get_the_analysis_only_from_the_pipeline():
+    offenders = []
+    for name, deps in graph().items():
+        if not name.startswith(("debug_stuck.frontends", "debug_stuck.actions")):
+            continue
+        offenders += [f"{name} imports {dep}" for dep in deps if COMPOSED.match(dep)]
+    for path in source_files():
+        name = module_name(path)
+        if name.startswith(("debug_stuck.frontends", "debug_stuck.actions")):
+            text = path.read_text(encoding="utf-8")
+            offenders += [f"{name} calls add_resume" for _ in re.finditer(r"\badd_resume\(", text)]
+    assert offenders == []
+
+
+def test_only_the_verdict_module_writes_the_verdict_s_sentence():
+    """`verdict.summary` is set once, from its parts (core/verdict.py, called by the judge stage);
+    no other module writes or edits it, and none tests what it starts with."""
+    writes = re.compile(r"verdict\.summary\s*\+?=(?!=)|verdict\.summary\.(startswith|endswith|replace|split)\(")
+    offenders = []
+    for path in source_files():
+        name = module_name(path)
+        if name in ("debug_stuck.core.verdict", "debug_stuck.pipeline.judge"):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if (
+                "verdict.summary" in line and writes.search(line) and "redact_text(" not in line
+            ):  # redaction: every exit
+                offenders.append(f"{name}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_one_module_reads_the_knowledge_base():
+    """Only debug_stuck.kb reads the skills folder; everything else asks it."""
+    offenders = []
+    for path in source_files():
+        name = module_name(path)
+        if name in ("debug_stuck.kb", "debug_stuck.core.tables"):
+            continue  # core.tables checks the tables kb hands it, reading nothing
+        text = path.read_text(encoding="utf-8")
+        for number, line in enumerate(text.splitlines(), 1):
+            if re.search(r"skills_dir\(\)\s*/|/ ?\"skills\"|_data/skills", line) and "import" not in line:
+                offenders.append(f"{name}:{number}: {line.strip()}")
+    assert offenders == []
+
+
 def test_core_is_pure():
     """core gets logs, stacks and probe results as data: it imports nothing that reads, writes or
     runs (no probes, no other layer, no os/subprocess/socket/psutil) and opens no file."""
     allowed = re.compile(r"^debug_stuck\.(core(\.|$)|contract$|errors$|redact$|yamlio$)|^debug_stuck$")
-    io_modules = {"os", "subprocess", "socket", "psutil", "shutil", "tempfile", "pathlib.Path.read_text"}
+    io_modules = {"os", "subprocess", "socket", "psutil", "shutil", "tempfile", "io", "glob", "mmap", "fcntl"}
     offenders = []
     for path in source_files():
         name = module_name(path)
@@ -220,7 +273,11 @@ def test_core_is_pure():
                 offenders.append(f"{path.relative_to(REPO)}:{line}: imports {target}")
         text = path.read_text(encoding="utf-8")
         for number, source_line in enumerate(text.splitlines(), 1):
-            if re.search(r"(?<![\w.])open\(|\.read_text\(|\.read_bytes\(|\.write_text\(", source_line):
+            if re.search(
+                r"(?<![\w.])open\(|\.(read_text|read_bytes|write_text|write_bytes|open|exists|is_file|is_dir"
+                r"|stat|glob|rglob|iterdir|resolve|mkdir|unlink)\(",
+                source_line,
+            ):
                 offenders.append(f"{path.relative_to(REPO)}:{number}: {source_line.strip()}")
     assert offenders == []
 

@@ -121,3 +121,18 @@ def test_bad_host_lists_are_one_clear_error(knowledge):
             diagnose_with_options(knowledge, "--hosts", hosts)
     assert ssh.parse_host("[::1]:2222") == ("::1", 2222)
     assert ssh.parse_host("me@node-7") == ("me@node-7", None)
+
+
+@pytest.mark.skipif(__import__("shutil").which("ssh") is None, reason="needs the ssh client")
+def test_an_example_means_the_same_with_many_nodes(knowledge):
+    """--example with --hosts: the example's answers and logs weigh in as on one node (read on
+    this machine), beside the node that could not be reached."""
+    refused = f"127.0.0.1:{free_port()}"
+    alone = diagnose_with_options(knowledge, "--example", "nanochat-collective")
+    report = diagnose_with_options(knowledge, "--hosts", refused, "--example", "nanochat-collective")
+    assert refused in " ".join(report.errors) and "Connection refused" in " ".join(report.errors)
+    assert [e["path"] for e in report.logs] == [e["path"] for e in alone.logs] and report.logs
+    assert {k: v for k, v in report.answers.items() if v["source"] == "user"} == {
+        k: v for k, v in alone.answers.items() if v["source"] == "user"
+    }
+    assert report.diagnoses and report.diagnoses[0].cause == alone.diagnoses[0].cause == "collective"

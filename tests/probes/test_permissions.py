@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import end_process_tree
 from debug_stuck.hook import hook_dir, process_start_ticks
 from debug_stuck.probes.collectors.hook_dump import find_marker, parse_dump, read_heartbeat
 
@@ -43,29 +43,27 @@ needs_root = pytest.mark.skipif(
 
 
 @pytest.fixture
-def spawn_job(request):
+def spawn_job(request, session_job):
+    """A hung job (as nobody, or as root), started by session_job: its whole tree is ended at the
+    end; the hook's files it left are removed."""
     started = []
 
     def start(argv, as_nobody: bool):
         prefix = AS_NOBODY if as_nobody else []
-        proc = subprocess.Popen(
-            [*prefix, *argv], cwd="/tmp", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        proc = session_job([*prefix, *argv], cwd="/tmp", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         started.append(proc)
         line = proc.stdout.readline()  # "ready" once it hangs (setpriv execs: the PID is the job's)
         assert line.strip() == "ready", line
         return proc
 
-    def cleanup():
+    def end_and_clean():
+        folder = Path(hook_dir(NOBODY, env={}))
         for proc in started:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=10)
-            folder = Path(hook_dir(NOBODY, env={}))
+            end_process_tree(proc)  # before its files go (session_job ends it again, harmlessly)
             for suffix in (".json", ".stacks", ".heartbeat"):
                 (folder / f"{proc.pid}{suffix}").unlink(missing_ok=True)
 
-    request.addfinalizer(cleanup)
+    request.addfinalizer(end_and_clean)
     return start
 
 

@@ -19,7 +19,6 @@ from debug_stuck.actions.watch.clock import (
 )
 from debug_stuck.actions.watch.job import Job
 from debug_stuck.actions.watch.journaling import Journaling
-from debug_stuck.actions.watch.phases import quick_cause
 from debug_stuck.actions.watch.settings import (
     DIAGNOSIS_SECONDS,
     EXIT_STALLED,
@@ -29,6 +28,7 @@ from debug_stuck.actions.watch.settings import (
 from debug_stuck.actions.watch.stall_view import StallView
 from debug_stuck.bounded import call_with_timeout
 from debug_stuck.errors import BadInput
+from debug_stuck.pipeline import quick_cause
 from debug_stuck.redact import redact_argv
 
 

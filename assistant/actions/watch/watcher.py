@@ -1,6 +1,6 @@
 """The watchdog: run (or attach to) a training job, notice within seconds when it stops moving, act.
 
-Progress is the step counter in the job's log (debug_stuck.probes.collectors.logtail.parse_progress on every new line).
+Progress is the step counter in the job's log (debug_stuck.core.logtext.parse_progress on every new line).
 Everything else the watcher can see cheaply is *activity*: the log growing without a new step, the
 process tree using CPU or doing I/O, the main thread's Python stack changing between two samples,
 the job's GPUs being busy. Activity alone never proves a training job is healthy (a spinning NCCL

@@ -18,7 +18,6 @@ from debug_stuck.frontends.commands.common import (
     window_seconds,
 )
 
-MAX_NODE_TIMEOUT = 3600.0
 MIN_LOG_BYTES = 1024
 MAX_LOG_BYTES = 64 * 1024 * 1024  # the tail is held in memory and decoded whole
 

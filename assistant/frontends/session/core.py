@@ -4,7 +4,7 @@
 2. triage: the tree's questions, each pre-filled from live evidence with the reason in one sentence;
 3. the live evidence itself (the preliminary report, and a history of GPU readings);
 4. probes, run in a child process so that a cancel really stops them;
-5. the diagnosis, by `debug_stuck.live.diagnose.run_diagnosis`, the same as `debug-stuck diagnose`;
+5. the diagnosis, by `debug_stuck.pipeline.diagnose`, the same as `debug-stuck diagnose`;
 6. the report saved as Markdown and JSON, the fix commands copied, the job stopped or resumed.
 
 No UI is imported here. Front ends call the slow methods (`discover`, `collect_evidence`,
@@ -365,7 +365,7 @@ class Session:
         return dict(self.triage.answers)
 
     def diagnose(self, progress: Optional[Say] = None, live: bool = True) -> Report:
-        """The final report: `run_diagnosis` with the user's answers, the live job (unless
+        """The final report: `debug_stuck.pipeline.diagnose` with the user's answers, the live job (unless
         live=False, e.g. after it exited) and the probes that ran. Raises NotInspectable."""
         from debug_stuck.pipeline import DiagnoseRequest, diagnose
 
@@ -385,6 +385,7 @@ class Session:
             probe_results=done,
         )
         report = diagnose(request, self.knowledge)
+        # a probe that did not complete (cancelled, timed out) is shown with what it found, not weighed
         ran = {p.get("name") for p in report.probes}
         for name, outcome in self.probe_results.items():
             if name not in ran and outcome.result is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Optional
 
 from rich.text import Text
@@ -24,7 +23,7 @@ from textual.widgets.option_list import Option
 from debug_stuck.frontends.tui.screens.dialogs import WIDE_COLUMNS
 from debug_stuck.frontends.tui.screens.probe import ProbeScreen
 from debug_stuck.frontends.tui.widgets import EvidencePane
-from debug_stuck.render import verdict_words
+from debug_stuck.render import verdict_lead, verdict_names, verdict_tells, verdict_words
 from debug_stuck.render.advice import (
     check_heading,
     edit_heading,
@@ -36,12 +35,6 @@ from debug_stuck.render.advice import (
 from debug_stuck.render.text import chain_lines, session_headline
 
 SHORT_ROWS = 32
-
-
-def first_sentence(text: str) -> str:
-    """Up to the first full stop that ends a sentence ("Most likely: X (90%)."), or the text."""
-    found = re.search(r"\.(\s|$)", text)
-    return text[: found.start() + 1] if found else text
 
 
 class DiagnosisScreen(Screen):
@@ -139,8 +132,10 @@ class DiagnosisScreen(Screen):
         head.append(
             session_headline(report), style="bold red" if v.hung else "bold green" if v.hung is False else "bold"
         )
-        words = verdict_words(report, for_session=True)
-        head.append("\n" + (first_sentence(words) if self.has_class("-short") else words))
+        short = self.has_class("-short")
+        head.append(
+            "\n" + (verdict_lead(report, for_session=True) if short else verdict_words(report, for_session=True))
+        )
         self.query_one("#verdict", Static).update(head)
         causes = self.query_one("#causes", OptionList)
         options = []
@@ -182,10 +177,10 @@ class DiagnosisScreen(Screen):
             return
         self.cause = cause
         ev = Text()
-        if d.title not in (report.verdict.summary or ""):  # the verdict above names the top cause
+        if not verdict_names(report, d):  # the verdict above names the top cause
             ev.append(f"{d.title}\n", style="bold")
         ev.append(f"confidence {d.confidence:.0%}   playbook {d.playbook}\n\n")
-        if d.summary and d.summary not in (report.verdict.summary or ""):  # not twice on one screen
+        if d.summary and not verdict_tells(report, d):  # not twice on one screen
             ev.append(d.summary + "\n\n", style="italic")
         if self.has_class("-short") and d is report.diagnoses[0]:
             ev.append(verdict_words(report, for_session=True) + "\n\n")
