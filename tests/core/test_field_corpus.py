@@ -36,7 +36,7 @@ EXAM_PROJECTS = set(SPLIT["exam_projects"])
 # The 62 cases of the corpus before issue 25 (tuned on since issue 13) hold their level; the whole
 # tuning set may not fall below what it measured when the split was fixed plus the work since.
 ORIGINAL_TOP1, ORIGINAL_TOP3 = 0.85, 0.95
-TUNING_TOP1, TUNING_TOP3 = 0.70, 0.82
+TUNING_TOP1, TUNING_TOP3 = 0.76, 0.86  # measured 80% / 90% on 116 cases; room for new cases that miss
 CONFIDENT = 0.5
 MIN_CASES = 151  # raise this as cases are added, never lower it
 MIN_PROJECTS = 60
