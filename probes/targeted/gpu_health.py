@@ -500,8 +500,10 @@ def probe(
     kern_log: Optional[str] = None,
     samples: int = 2,
     kernel_judge: Optional[Callable[[str, str, Optional[float]], Tuple[bool, str]]] = None,
+    job_pids: Sequence[int] = (),
 ) -> ProbeResult:
-    """Collect within `timeout` s and judge. The keywords replace the hardware seams in tests."""
+    """Collect within `timeout` s and judge. The keywords replace the hardware seams in tests. With
+    a job (`kernel_judge`, or `job_pids` to build one from), its kernel lines alone count."""
     started = time.monotonic()
     deadline = started + max(timeout, 1.0)
     gpus = collect_gpus(timeout=min(8.0, 0.45 * timeout), samples=samples, interval=0.5, backend=backend)
@@ -509,6 +511,10 @@ def probe(
         has_driver = driver_present()
     if gpus.vendor is None and not has_driver:
         return check(gpus, None)  # nothing to read: no device, no driver
+    if kernel_judge is None and job_pids:  # a job named, no judge handed in (the session's probes)
+        from debug_stuck.probes.collectors.kernel_scope import judge_for_pids
+
+        kernel_judge = judge_for_pids(job_pids, gpus)
     left = deadline - time.monotonic()
     kwargs = {"kern_log": kern_log} if kern_log else {}
     kernel_log = read_kernel_log(max_lines=5000, timeout=max(0.5, min(4.0, left * 0.5)), runner=runner, **kwargs)
@@ -525,4 +531,4 @@ def probe(
 
 def run(ctx: ProbeContext) -> ProbeResult:
     ctx.progress("reading the GPUs and the kernel log")
-    return probe(ctx.timeout, kernel_judge=ctx.kernel_judge)
+    return probe(ctx.timeout, kernel_judge=ctx.kernel_judge, job_pids=ctx.pids)

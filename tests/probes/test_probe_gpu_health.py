@@ -432,3 +432,25 @@ def test_in_a_diagnosis_only_the_job_s_own_kernel_lines_count():
     # the machine as a whole (`debug-stuck probe gpu-health` with no job): every line counts
     whole = gh.check(gpus, log)
     assert len([f for f in whole.findings if f.cause == "gpu-hardware"]) == 3
+
+
+def test_given_a_job_s_pids_the_probe_judges_the_kernel_lines_itself(session_job):
+    """The session runs probes in a child with the job's PIDs and no judge: the probe builds one
+    from them (their processes, start, cgroups, GPUs), so a stray Xid is context there too."""
+    import subprocess
+    import sys
+    import time
+
+    job = session_job([sys.executable, "-c", "import time; time.sleep(120)"], stdout=subprocess.DEVNULL)
+    time.sleep(0.2)
+    later = time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(time.time() + 5))
+    ours = f"[{later}] NVRM: Xid (PCI:0000:3b:00): 79, pid={job.pid}, GPU has fallen off the bus."
+    other = f"[{later}] NVRM: Xid (PCI:0000:af:00): 48, pid=4194301, name=python, DBE (double bit error)"
+    backend = nvml("nvml-a100-busy.json", d1={"pci_bus_id": "00000000:3B:00.0"})
+    result = gh.probe(10, backend=backend, runner=dmesg(f"{ours}\n{other}\n"), has_driver=True, samples=1,
+                      job_pids=[job.pid])  # fmt: skip
+    blamed = [f.message for f in result.findings if f.cause == "gpu-hardware"]
+    assert len(blamed) == 1 and blamed[0].startswith("NVRM Xid 79 on PCI:0000:3b:00"), blamed
+    assert [c["line"] for c in result.data["kernel_context"]] == [other]
+    # the recorded A100s list no compute process: which GPUs the job uses is not known here
+    assert result.data["kernel_context"][0]["why"] == "a GPU of this machine; which GPUs the job uses is not known"
