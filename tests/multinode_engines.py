@@ -456,14 +456,26 @@ class Blackhole:
         self.sock.close()
 
 
+@contextlib.contextmanager
+def running(engine, what: str):
+    """The engine started for a module's tests and stopped however they end; the tests are skipped,
+    with the reason, where it cannot run."""
+    try:
+        engine.start()
+    except EngineUnavailable as exc:
+        engine.stop()
+        pytest.skip(f"no test {what} on this machine: {exc}")
+    except BaseException:
+        engine.stop()
+        raise
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
     """A real sshd on loopback for the module's tests (skipped, with the reason, where it cannot run)."""
-    server = LoopbackSshd(tmp_path_factory.mktemp("sshd"))
-    try:
-        server.start()
-    except EngineUnavailable as exc:
-        server.stop()
-        pytest.skip(f"no test sshd on this machine: {exc}")
-    yield server
-    server.stop()
+    with running(LoopbackSshd(tmp_path_factory.mktemp("sshd")), "sshd") as server:
+        yield server

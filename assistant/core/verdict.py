@@ -102,9 +102,9 @@ def names_the_cause(verdict, diagnosis, diagnoses: List) -> bool:
 
 def tells_the_summary(verdict, diagnosis, diagnoses: List) -> bool:
     """Whether the verdict's sentences include this cause's own summary (the classification said alone)."""
-    if not names_the_cause(verdict, diagnosis, diagnoses):
+    if not names_the_cause(verdict, diagnosis, diagnoses) or not diagnosis.summary:
         return False
-    return (verdict.finding or {}).get("kind") not in ("mismatch", "chain", "flight-recorder", "culprit")
+    return diagnosis.summary in sentences(verdict, diagnoses)
 
 
 SURE = 0.5  # a cause below this probability is a best guess, said as one

@@ -13,6 +13,7 @@ from debug_stuck.probes.collectors.kernel_scope import (  # noqa: F401 (the judg
     judge_lines,
     line_time,
     normalize_busid,
+    scope_of_processes,
 )
 
 MAX_CONTEXT_NOTES = 5
@@ -21,15 +22,7 @@ MAX_CONTEXT_NOTES = 5
 def scope_of(snap) -> JobScope:
     """The job's marks, from a snapshot: its PIDs and cgroups, when it started, the GPUs its
     processes hold memory on, the NFS servers mounted where it runs."""
-    procs = snap.processes
-    starts = [p.create_time for p in procs if p.create_time]
-    return JobScope(
-        pids={p.pid for p in procs},
-        started_at=min(starts) if starts else None,
-        cgroups={p.cgroup for p in procs if getattr(p, "cgroup", None)},
-        gpu_busids=gpu_busids_of(snap.gpus, {p.pid for p in procs}),
-        nfs_servers=set(getattr(snap, "nfs_servers", None) or []),
-    )
+    return scope_of_processes(snap.processes, snap.gpus, getattr(snap, "nfs_servers", None) or [])
 
 
 def kernel_verdicts(snap) -> List[KernelVerdict]:

@@ -79,7 +79,8 @@ def _fit_to_this_machine(ctx, request: DiagnoseRequest, out: Gathered) -> None:
     kernel lines that belong to them. With many nodes, the PIDs given are other machines' (or found
     on each node): only this machine's own processes of the job are passed, none when it is not one
     of the nodes."""
-    from debug_stuck.live.kernel_scope import judge_line, scope_of
+    from debug_stuck.live.kernel_scope import scope_of
+    from debug_stuck.probes.collectors.kernel_scope import judge_with
 
     snap = out.snapshot
     if snap is None and request.many_nodes and out.nodes is not None:
@@ -93,13 +94,7 @@ def _fit_to_this_machine(ctx, request: DiagnoseRequest, out: Gathered) -> None:
             )
     if snap is None:
         return
-    scope = scope_of(snap)
-
-    def belongs(kind: str, line: str, boot_time):
-        verdict = judge_line(line, kind, scope, boot_time, time.time())
-        return verdict.belongs, verdict.why
-
-    ctx.kernel_judge = belongs
+    ctx.kernel_judge = judge_with(scope_of(snap))
 
 
 def _read_tail(path: str, read_path: Optional[str], max_bytes: Optional[int]) -> LogTail:

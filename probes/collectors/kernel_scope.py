@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional, Set, Tuple
+from typing import Callable, List, Optional, Set, Tuple
 
 # Before the job's first process existed, a little slack for the coarse clocks of `dmesg -T`.
 START_SLACK = 2.0
@@ -206,26 +206,40 @@ def gpu_busids_of(gpus, pids) -> Set[str]:
     return {normalize_busid(d.busid) for d in gpus.devices if d.index in used and d.busid}
 
 
-def judge_for_pids(pids, gpus=None):
-    """A judge of kernel lines, (kind, line, boot time) -> (belongs, why not), for the job the given
-    PIDs belong to: their processes (read bounded), when they started, their cgroups, their GPUs."""
-    from debug_stuck.probes.collectors.procs import InspectError, job_processes
+# (kind, line, boot time) -> (belongs to the job, why not)
+KernelJudge = Callable[[str, str, Optional[float]], Tuple[bool, str]]
 
-    try:
-        procs = job_processes(list(pids))
-    except InspectError:
-        procs = []
-    all_pids = {p.pid for p in procs} | set(pids)
+
+def scope_of_processes(procs, gpus=None, nfs_servers=(), also=()) -> JobScope:
+    """The job's marks from its processes (ProcInfo): their PIDs (and `also`), when the oldest
+    started, their cgroups, the GPUs they hold memory on, the NFS servers mounted where they run."""
+    pids = {p.pid for p in procs} | set(also)
     starts = [p.create_time for p in procs if p.create_time]
-    scope = JobScope(
-        pids=all_pids,
+    return JobScope(
+        pids=pids,
         started_at=min(starts) if starts else None,
         cgroups={p.cgroup for p in procs if getattr(p, "cgroup", None)},
-        gpu_busids=gpu_busids_of(gpus, all_pids),
+        gpu_busids=gpu_busids_of(gpus, pids),
+        nfs_servers=set(nfs_servers or []),
     )
+
+
+def judge_with(scope: JobScope) -> KernelJudge:
+    """A judge of kernel lines, (kind, line, boot time) -> (belongs, why not), for this job."""
 
     def belongs(kind: str, line: str, boot_time: Optional[float]) -> Tuple[bool, str]:
         verdict = judge_line(line, kind, scope, boot_time, time.time())
         return verdict.belongs, verdict.why
 
     return belongs
+
+
+def judge_for_pids(pids, gpus=None) -> KernelJudge:
+    """The judge for the job the given PIDs belong to (their processes read bounded)."""
+    from debug_stuck.probes.collectors.procs import InspectError, job_processes
+
+    try:
+        procs = job_processes(list(pids))
+    except InspectError:
+        procs = []
+    return judge_with(scope_of_processes(procs, gpus, also=pids))

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional
 
 from debug_stuck.errors import NotInspectable
+from debug_stuck.probes.collectors.kernel_scope import KernelJudge
 
 STATUSES = ("ok", "warn", "fail", "skipped", "timeout")
 # Where the kernel says it killed a process for memory: the check every SIGKILL points at.
@@ -98,7 +99,7 @@ class ProbeContext:
     progress: Callable[[str], None] = lambda message: None
     # Whether a kernel log line belongs to the job being diagnosed: (kind, line, boot time) ->
     # (belongs, why not). None when there is no job (a probe of the machine as a whole).
-    kernel_judge: Optional[Callable[[str, str, Optional[float]], Tuple[bool, str]]] = None
+    kernel_judge: Optional[KernelJudge] = None
 
 
 def worst_status(findings: List[Finding]) -> str:

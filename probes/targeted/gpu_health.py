@@ -14,7 +14,7 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout, run_command
 from debug_stuck.kb import load_table
@@ -23,6 +23,7 @@ from debug_stuck.probes.collectors.gpu.collect import collect_gpus
 from debug_stuck.probes.collectors.gpu.model import GpuDevice, GpuSnapshot
 from debug_stuck.probes.collectors.gpu.parse import parse_json_text
 from debug_stuck.probes.collectors.kernel import KernelLog, Runner, interesting_tagged, read_kernel_log
+from debug_stuck.probes.collectors.kernel_scope import KernelJudge
 from debug_stuck.probes.targeted.base import Finding, ProbeContext, ProbeResult, worst_status
 
 NAME = "gpu-health"
@@ -410,7 +411,7 @@ def check(
     *,
     amd_ras: Optional[Dict[int, dict]] = None,
     extra_errors: Sequence[str] = (),
-    kernel_judge: Optional[Callable[[str, str, Optional[float]], Tuple[bool, str]]] = None,
+    kernel_judge: Optional[KernelJudge] = None,
 ) -> ProbeResult:
     """Findings from a GPU snapshot and a kernel log (either may come from recordings). With a
     `kernel_judge` (a diagnosis of one job), a kernel line counts only when it belongs to that job (a
@@ -499,7 +500,7 @@ def probe(
     has_driver: Optional[bool] = None,
     kern_log: Optional[str] = None,
     samples: int = 2,
-    kernel_judge: Optional[Callable[[str, str, Optional[float]], Tuple[bool, str]]] = None,
+    kernel_judge: Optional[KernelJudge] = None,
     job_pids: Sequence[int] = (),
 ) -> ProbeResult:
     """Collect within `timeout` s and judge. The keywords replace the hardware seams in tests. With

@@ -17,8 +17,8 @@ import time
 
 import pytest
 from multinode_engines import (
-    EngineUnavailable,
     SlurmCluster,
+    running,
     sshd,  # noqa: F401 (a fixture)
     submit_straggler,
 )
@@ -35,19 +35,12 @@ pytestmark = pytest.mark.timeout(900)
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     pytest.importorskip("torch")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    try:
-        cluster.start()
-    except EngineUnavailable as exc:
-        cluster.stop()
-        pytest.skip(f"no test Slurm on this machine: {exc}")
-    except BaseException:
-        cluster.stop()
-        raise
-    os.environ["SLURM_CONF"] = str(cluster.conf)  # for srun/squeue run by the code under test
-    yield cluster
-    os.environ.pop("SLURM_CONF", None)
-    cluster.stop()
+    with running(SlurmCluster(tmp_path_factory.mktemp("slurm")), "Slurm") as cluster:
+        os.environ["SLURM_CONF"] = str(cluster.conf)  # for srun/squeue run by the code under test
+        try:
+            yield cluster
+        finally:
+            os.environ.pop("SLURM_CONF", None)
 
 
 @pytest.fixture(scope="module")
