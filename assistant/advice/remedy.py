@@ -152,6 +152,8 @@ class _Reader:
             token += "+wait=" + str(entry.get("wait"))
         if waits.get("lockfile") == "yes":
             token += "+lockfile"
+        if waits.get("fd") == "0" and waits.get("op") == "read":
+            token += "+stdin"  # input() has no Python frame of its own: the descriptor says it
         return token
 
 

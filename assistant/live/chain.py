@@ -23,18 +23,28 @@ from debug_stuck.live.jobfacts import DATALOADER_FILE
 from debug_stuck.live.loops import is_library, own_frame_index, own_loop
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.progress import frames_in_gc
+from debug_stuck.probes.collectors.procs import is_library_helper
 from debug_stuck.probes.collectors.stacks import main_thread
 
 MAX_HOPS = 8
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightning/fabric/strategies|c10d")
-DATALOADER_WAIT = re.compile(r"_try_get_data|_get_data|_next_data|multiprocessing/queues\.py|connection\.py")
+# A DataLoader's own wait for a batch (torch/utils/data/dataloader.py), not any multiprocessing wait:
+# torch.multiprocessing.spawn's join also waits in multiprocessing/connection.py.
+DATALOADER_WAIT = re.compile(r"_try_get_data|_get_data|_next_data|torch/utils/data/")
 FUTURE_WAIT = re.compile(r"concurrent/futures/_base\.py|Future\.result|_base\.py")
 POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
 LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
 THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
 POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
+# CPython 3.8+ Lib/multiprocessing/queues.py: Queue._finalize_join joins the thread that
+# Queue._start_thread names 'QueueFeederThread' (target Queue._feed).
+# torch 2.x torch/multiprocessing/spawn.py: ProcessContext.join waits on the children's sentinels
+# (multiprocessing.connection.wait), not in wait4.
+SPAWN_JOIN = re.compile(r"torch/multiprocessing/spawn\.py")
+QUEUE_EXIT_JOIN = re.compile(r"^(_finalize_join|join_thread)$")
+QUEUE_FEEDER = re.compile(r"^_feed$")
 THREAD_SYNC_FILE = re.compile(r"(^|/)(threading|queue)\.py$")
 REPLACEMENT_GAP = 0.1  # seconds between a pool's workers' births that only a replacement shows
 IDLE_QUEUE = re.compile(r"multiprocessing/queues\.py|queue\.py")
@@ -489,6 +499,12 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
             hop.kind, hop.object = "worker", str(worker)
             hop.detail = "waits for a batch from its DataLoader workers"
             return worker, None
+    if SPAWN_JOIN.search(files) and hop.role != "dataloader-worker":
+        kids = [pid for pid in job.children(hop.pid) if not is_library_helper(job.procs[pid].cmdline)]
+        if kids:
+            hop.kind, hop.object = "child", str(kids[0])
+            hop.detail = f"waits for the {len(kids)} processes torch.multiprocessing started to finish"
+            return kids[0], None
     if hop.op == "wait-child":
         child = wait.get("child")
         kids = job.children(hop.pid)
@@ -518,6 +534,12 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
                 hop.kind, hop.object = "thread", str(worker)
                 hop.detail = "waits for a result from a pool worker thread"
                 return hop.pid, worker
+        feeder = _queue_feeder(job, hop.pid, thread)
+        if feeder is not None:
+            hop.kind, hop.object = "thread", str(feeder)
+            hop.detail = "waits, at exit, for its multiprocessing queue's feeder thread to flush what it put"
+            hop.facts["end"] = "queue-flush"
+            return hop.pid, feeder
         if hop.inside and (LOCK_WAIT.match(hop.inside[0]) or THREAD_JOIN.search(inside)):
             others = _lock_waiters(job, hop.pid, hop.tid)
             if len(others) >= 2 or (others and hop.inside[0] == "acquire"):
@@ -622,6 +644,21 @@ def _pool_worker(job: _Job, pid: int, tid: Optional[int]) -> Optional[int]:
         if any(POOL_WORKER.search(f.file) for f in py) and py and not IDLE_QUEUE.search(py[0].file):
             return thread.tid
     return None
+
+
+def _queue_feeder(job: _Job, pid: int, thread) -> Optional[int]:
+    """The feeder thread a process's exit waits for: a multiprocessing.Queue joins it until every
+    item put has gone into the pipe, which only a reader draining the pipe lets happen."""
+    if thread is None or not _in_queue_code(thread, QUEUE_EXIT_JOIN):
+        return None
+    for other in job.threads(pid):
+        if other.tid != thread.tid and _in_queue_code(other, QUEUE_FEEDER):
+            return other.tid
+    return None
+
+
+def _in_queue_code(thread, function: re.Pattern) -> bool:
+    return any(function.match(f.bare_name) and IDLE_QUEUE.search(f.file or "") for f in _python(thread.frames))
 
 
 def _lock_waiters(job: _Job, pid: int, tid: Optional[int]):

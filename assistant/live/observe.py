@@ -12,6 +12,7 @@ from typing import Dict, List, Optional
 from debug_stuck.core.answers import Answer
 from debug_stuck.core.classify import Observations, ObservedLine
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.probes.collectors.procs import is_library_helper
 from debug_stuck.probes.collectors.stacks import main_thread
 
 GPU_IDLE_UTIL = 5.0
@@ -59,6 +60,8 @@ def observe(snap: Snapshot, obs: Observations) -> None:
             why = f"pid {pid}'s debug_stuck.hook heartbeat reached step {beat['step']}"
             obs.offer_answer(Answer("phase", "mid-run", "evidence"), why)
     for info in snap.processes:
+        if is_library_helper(info.cmdline):
+            continue  # listed in the report's processes, never evidence
         series = snap.stacks.get(info.pid)
         obs.add(
             "process",

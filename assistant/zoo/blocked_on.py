@@ -19,6 +19,14 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``stale_lock``: ``filelock.SoftFileLock(<workdir>/model.lock).acquire()`` on an empty lock file that
   a killed earlier run left behind (an empty marker: filelock never breaks it, as torch's FileBaton
   never does): the thread polls for ever, in time.sleep between tries, and no process has the file open.
+- ``queue_join``: a child (multiprocessing, fork) puts 1 MiB into a ``multiprocessing.Queue`` and
+  returns; the parent ``join()``s it before reading the queue. The child cannot exit until its
+  feeder thread has written the item into the pipe, which only the parent's read would drain
+  (the "joining processes that use queues" pitfall of the multiprocessing docs).
+- ``spawn_barrier``: ``torch.multiprocessing.spawn`` starts 2 processes (spawn context) that meet at
+  a ``multiprocessing.Barrier`` set for 3 parties; the parent waits in ``ProcessContext.join`` (a
+  poll on the children's sentinels, not wait4). multiprocessing's resource tracker runs beside
+  them, idle in a pipe read as it always is.
 - ``prompt``: stdin is a terminal (a pseudo-terminal whose other side nobody types into, as in a
   tmux session left alone) and the job asks "wandb: Enter your choice:" with ``input()``.
 
@@ -212,6 +220,55 @@ def child_stdin() -> None:
     _common.sleep_forever()
 
 
+def _fill_queue(queue) -> None:
+    queue.put(b"x" * (1 << 20))  # far more than a pipe buffer holds
+
+
+def queue_join() -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_fill_queue, args=(queue,), name="preprocess")
+    child.start()
+    main_tid = threading.get_native_id()
+
+    def feeder_stuck() -> bool:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+        except OSError:
+            return False
+        return len(tids) >= 2 and all(_common.sleeping_steadily(child.pid, tid) for tid in tids)
+
+    _common.ready_when(
+        lambda: _in_syscall(main_tid, "wait4") and feeder_stuck(),
+        lambda: dict(scenario=sys.argv[1], peer_pid=child.pid),
+    )
+    child.join()  # before queue.get(): the child waits for its feeder, the feeder for this reader
+    _common.sleep_forever()
+
+
+def _barrier_party(index: int, barrier) -> None:
+    barrier.wait()  # a third party never comes
+
+
+def spawn_barrier() -> None:
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    barrier = context.Barrier(3)
+    started = mp.start_processes(_barrier_party, args=(barrier,), nprocs=2, join=False, start_method="spawn")
+    pids = started.pids()
+
+    def parties_waiting() -> bool:
+        return all(_common.sleeping_steadily(pid) for pid in pids)
+
+    _common.ready_when(parties_waiting, lambda: dict(scenario=sys.argv[1], party_pids=pids))
+    while not started.join():
+        pass
+    _common.sleep_forever()
+
+
 def stale_lock() -> None:
     import filelock  # torch's own dependency
 
@@ -242,6 +299,8 @@ SCENARIOS = {
     "http": http,
     "flock": flock,
     "child_stdin": child_stdin,
+    "queue_join": queue_join,
+    "spawn_barrier": spawn_barrier,
     "stale_lock": stale_lock,
     "prompt": prompt,
 }

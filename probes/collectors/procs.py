@@ -36,6 +36,12 @@ SPAWNED_CHILD = re.compile(r"multiprocessing\.(spawn|forkserver)|from multiproce
 HELPER_CHILD = re.compile(r"multiprocessing\.resource_tracker|multiprocessing\.forkserver import main")
 
 
+def is_library_helper(cmdline) -> bool:
+    """multiprocessing's own helper processes (the resource tracker, the fork server): they sit in a
+    pipe read for their whole life, so what they wait on says nothing about the job."""
+    return bool(HELPER_CHILD.search(" ".join(cmdline or ())))
+
+
 class InspectError(Exception):
     """A target cannot be inspected. kind: gone | permission | timeout | not-a-job; hint: what to
     give instead, where the message alone does not say."""

@@ -143,6 +143,16 @@ def test_py_spy_dataloader_frame_matches_only_the_dataloader_entry(frames):
         ("ncclCommInitRank", None, "nccl-comm-init"),
         ("<rayon_core::latch::LockLatch>::wait_and_reset", None, "tokenizers-rayon-wait"),
         ("lock_PyThread_acquire_lock", "Modules/_threadmodule.c", "cpython-native-lock-acquire"),
+        # other frameworks
+        ("_next_internal", "site-packages/tensorflow/python/data/ops/iterator_ops.py", "tf-data-iterator-next"),
+        ("_call_tf_sessionrun", "tensorflow/python/client/session.py", "tf-session-call-tf-sessionrun"),
+        ("block_until_ready", "site-packages/jax/_src/array.py", "jax-block-until-ready"),
+        ("initialize", "site-packages/jax/_src/distributed.py", "jax-distributed-initialize"),
+        ("rendezvous", "site-packages/torch_xla/core/xla_model.py", "torch-xla-rendezvous"),
+        ("get", "site-packages/ray/_private/worker.py", "ray-get"),
+        ("synchronize", "site-packages/detectron2/utils/comm.py", "detectron2-comm-synchronize"),
+        ("collect_results_cpu", "site-packages/mmengine/dist/dist.py", "mmengine-collect-results"),
+        ("wait_until_finished", "orbax/checkpoint/checkpoint_manager.py", "orbax-manager-wait-until-finished"),
     ],
 )  # fmt: skip
 def test_frames_from_every_dump_format(frames, function, file, expected):
@@ -329,3 +339,92 @@ def test_a_dataset_scan_is_a_pending_cache_write_unless_the_cache_was_read(catal
     assert workers == ["log=dataloader-config entry=ultralytics-dataloader-workers workers=8"]
     hub = [f for _, f in log_facts(catalog, ["Fetching 19 files:   0%|          | 0/19 [00:00<?, ?it/s]"])]
     assert "log-ends-in=hub-download" in hub
+
+
+# Frameworks beyond torch: each line as the library prints it (prefixes included), from the source the
+# catalog entry cites.
+FRAMEWORK_LOGS = {
+    # tensorflow 2.15.0 kernels/data/shuffle_dataset_op.cc: the fill loop logs every 10 s while it waits
+    "dataloader": [
+        "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1886] Created device /job:localhost/replica:0/task:0/"
+        "device:GPU:0 with 38249 MB memory:  -> device: 0, name: NVIDIA A100-SXM4-40GB, pci bus id: 0000:07:00.0, "
+        "compute capability: 8.0",
+        "Epoch 1/30",
+        "I tensorflow/core/kernels/data/shuffle_dataset_op.cc:422] Filling up shuffle buffer (this may take a while): "
+        "1953 of 50000",
+    ],
+    # openxla/xla xla/service/slow_operation_alarm.cc, printed after a separator line of asterisks
+    "compile": [
+        "I0000 00:00:1718000000.000000  4123 service.cc:145] XLA service 0x55d initialized for platform CUDA",
+        "E0611 09:12:44.201339  4123 slow_operation_alarm.cc:65] ",
+        "********************************",
+        "[Compiling module jit_train_step] Very slow compile? If you want to file a bug, run with envvar "
+        "XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.",
+        "********************************",
+    ],
+    # slurm src/srun/libsrun/allocate.c: the allocation is still queued
+    "rendezvous": [
+        "srun: job 4242 queued and waiting for resources",
+    ],
+    # orbax checkpoint/_src/checkpointers/async_checkpointer.py: the train loop blocks on the last save
+    "checkpoint-save": [
+        "I0611 10:00:00.000000 139 checkpoint_manager.py:1200] [process=0][thread=MainThread] Saving checkpoint "
+        "at step 5000",
+        "I0611 10:05:00.000000 139 async_checkpointer.py:400] [process=0][thread=MainThread] Waiting for background "
+        "save thread=async_save.",
+    ],
+    # openxla/xla xla/service/rendezvous.cc: all threads arrived, the leader's callback (NCCL clique set-up) never ended
+    "nccl-init": [
+        "E0611 10:00:00.000000 77 rendezvous.cc:40] [id=3] This thread has been waiting for `acquire clique for "
+        "rank 0; clique=devices=[0,1]; run_id=1` for 20 seconds and may be stuck. All 2 threads joined the "
+        "rendezvous, however the leader has not marked the rendezvous as completed. Leader can be deadlocked inside "
+        "the rendezvous callback.",
+    ],
+}
+
+
+@pytest.mark.parametrize("cause", sorted(FRAMEWORK_LOGS))
+def test_a_framework_log_that_ends_in_its_own_wait_names_the_cause(cli_json, tmp_path, cause):
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(FRAMEWORK_LOGS[cause]) + "\n")
+    diagnoses = cli_json("--log", log)["diagnoses"]
+    assert diagnoses and diagnoses[0]["cause"] == cause, [(d["cause"], d["confidence"]) for d in diagnoses]
+    assert any(e["source"] == "log" for e in diagnoses[0]["evidence"]), diagnoses[0]["evidence"]
+
+
+@pytest.mark.parametrize(
+    "line, fact",
+    [
+        (
+            "2023-05-01 I tensorflow/core/distributed_runtime/master.cc:282] CreateSession still waiting for response "
+            "from worker: /job:worker/replica:0/task:1",
+            "rendezvous-waiting",
+        ),
+        (
+            "INFO:tensorflow:Coordinator stopped with threads still running: QueueRunnerThread-fifo_queue",
+            "thread-stop-timeout",
+        ),
+        ("INFO:tensorflow:Graph was finalized.", "session-create"),
+        ("LAUNCH INFO 2024-01-01 10:00:00,000 Waiting peer start...", "rendezvous-waiting"),
+        (
+            "E0611 coordination_service_agent.cc] Timed out while waiting for async_write_complete barrier.",
+            "checkpoint-barrier-timeout",
+        ),
+        (
+            "[05/01 10:00:00 fvcore.common.checkpoint]: Saving checkpoint to ./output/model_0004999.pth",
+            "checkpoint-save-start",
+        ),
+    ],
+)
+def test_other_frameworks_lines_read_as_their_fact(catalog, line, fact):
+    assert fact in {entry["fact"] for entry, _ in match_log(catalog, line)}
+
+
+def test_the_xla_rendezvous_wordings_are_told_apart(catalog):
+    leader = FRAMEWORK_LOGS["nccl-init"][0]
+    missing = (
+        "[id=3] This thread has been waiting for `all-reduce` for 20 seconds and may be stuck. Expected 8 threads to "
+        "join the rendezvous, but not all of them arrived on time."
+    )
+    assert {e["fact"] for e, _ in match_log(catalog, leader)} == {"rendezvous-leader-stuck"}
+    assert {e["fact"] for e, _ in match_log(catalog, missing)} == {"collective-timeout"}

@@ -158,6 +158,45 @@ def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  
     assert report.verdict.cause == "thread-deadlock", top(report)
     assert_first_fix_is_about(report, "child-stdin", f"Process pid {job.proc.pid} waits for its child {child}")
     assert "stdin=subprocess.DEVNULL" in report.diagnoses[0].fixes[0].commands[0]
+    # Seen from the child alone, the read is of its standard input (fd 0): a prompt, not a log pipe.
+    alone = diagnose(knowledge, child)
+    assert alone.chain[-1]["waits_on"]["fd"] == "0", alone.chain
+    assert_first_fix_is_about(alone, "stdin-prompt", "Answer the prompt")
+    assert "< /dev/null" in alone.diagnoses[0].fixes[0].commands[-1]
+
+
+def test_a_parent_joining_a_child_before_reading_its_queue_is_a_cycle_with_the_drain_fix(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["queue_join"])
+    child = job.info["peer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child, child, job.proc.pid], report.chain
+    assert [hop["waits_on"]["kind"] for hop in report.chain] == ["child", "thread", "pipe", "cycle"]
+    assert report.chain[1]["waits_on"]["end"] == "queue-flush"
+    assert report.chain[2]["thread"]["name"] == "QueueFeederThread"
+    assert_said_everywhere(
+        report,
+        f"Deadlock: process pid {job.proc.pid} waits for its child process {child}",
+        "waits, at exit, for its multiprocessing queue's feeder thread to flush what it put",
+    )
+    assert report.verdict.cause == "thread-deadlock", top(report)
+    title = f"Process pid {job.proc.pid} joins a child before reading"
+    assert_first_fix_is_about(report, "queue-join-before-get", title)
+    assert "queue.get()" in report.diagnoses[0].fixes[0].commands[0]
+
+
+def test_a_spawn_join_leads_to_the_children_and_the_idle_resource_tracker_is_no_evidence(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["spawn_barrier"])
+    parties = job.info["party_pids"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.chain[0]["pid"] == job.proc.pid and report.chain[0]["waits_on"]["kind"] == "child", report.chain
+    assert report.chain[1]["pid"] in parties, report.chain
+    assert "waits for a threading barrier" in report.chain[1]["waits_on"]["detail"]
+    tracker = [p["pid"] for p in report.processes if "resource_tracker" in (p.get("cmdline") or "")]
+    assert tracker, "multiprocessing's resource tracker runs beside spawned children"
+    for diagnosis in report.diagnoses:
+        for evidence in diagnosis.evidence:
+            assert f"pid {tracker[0]} " not in evidence.detail, (diagnosis.cause, evidence.detail)
+    assert report.verdict.cause != "io-stall", top(report)
 
 
 def test_a_stale_lock_file_left_by_a_killed_run_is_named_and_removable(knowledge, zoo):  # noqa: F811
