@@ -10,6 +10,7 @@ cites the library source it comes from). What comes out is the same whatever the
 - ``log=<fact> entry=<id> k=v...``: a message a library prints, with the fields it carries;
 - ``last=<fact>``: the last such event of a log's current run (what the job said before it went
   silent), and ``log-ends-in=<fact>`` for the very last line that is one;
+- ``bar-ends-at=<start|middle|near-end|end>``: where the progress bar the log ends with stopped;
 - ``prior=<fact>``: the last event before the first line that reports a wait already timed out (the
   catalog's ``stall_reports``: a watchdog or store timeout is printed long after the job stopped, so
   the event before it is what the job was doing when it stopped).
@@ -63,12 +64,15 @@ def log_facts(
     """(index of the line, fact line) for each line a library message describes, then the last event
     and the event before the first stall report."""
     out: List[Tuple[int, str]] = []
+    bar: Optional[Tuple[int, dict]] = None
     last: Optional[Tuple[int, str]] = None
     prior: Optional[Tuple[int, str]] = None
     stalled_at: Optional[int] = None
     for index, entry, groups in match_log_lines(catalog, list(lines)):
         fields = " ".join(f"{k}={_word(v)}" for k, v in sorted(groups.items()) if v)
         out.append((index, f"log={entry['fact']} entry={entry['id']}" + (f" {fields}" if fields else "")))
+        if entry["fact"] == "progress-bar":
+            bar = (index, groups)
         if entry["fact"] in stall_reports and stalled_at is None:
             stalled_at = index
         if entry["fact"] not in _NOT_EVENTS:
@@ -77,12 +81,31 @@ def log_facts(
                 prior = (index, entry["fact"])
     if stalled_at is not None and prior is not None:
         out.append((prior[0], f"prior={prior[1]}"))
+    position = _bar_position(bar[1]) if bar is not None and bar[0] >= len(lines) - 3 else None
+    if position is not None:
+        out.append((bar[0], f"bar-ends-at={position}"))
     if last is not None:
         index, fact = last
         out.append((index, f"last={fact}"))
         if index >= len(lines) - 3:  # among the last lines the job printed
             out.append((index, f"log-ends-in={fact}"))
     return out
+
+
+def _bar_position(groups: dict) -> Optional[str]:
+    """Where the progress bar the log ends with stopped: `near-end` when it is within the last tenth
+    of a loop of 20 or more (an epoch whose last batches never came), `end`, `start` or `middle`."""
+    try:
+        n, total = int(groups.get("n") or groups.get("iter")), int(groups.get("total"))
+    except (TypeError, ValueError):
+        return None
+    if total < 20:
+        return None
+    if n >= total:
+        return "end"
+    if n == 0:
+        return "start"
+    return "near-end" if n >= 0.9 * total else "middle"
 
 
 def _word(value) -> str:

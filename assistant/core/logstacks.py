@@ -57,8 +57,9 @@ _GDB_FRAME = re.compile(
 _FRAME_TEXT = re.compile(r"^(?P<func>[\w.<>]+) \((?P<file>[^():]+?)(?::(?P<line>\d+))?\)$")
 _CHAIN = re.compile(r"^[\w.<>]+ \([^()]+\)\s*<-")
 _PROCESS = re.compile(r"^(?:\^C)?Process (?P<name>[\w.-]+):$")
-# IPython before 8: "~/env/lib/x.py in method(self, a)", the line number on the "-> 1611" line below
-_IPY_OLD_FRAME = re.compile(r"^(?P<file>\S+\.py) in (?P<func>[\w.<>]+)\(")
+# IPython before 8: "~/env/lib/x.py in method(self, a)", the line number on the "-> 1611" line below;
+# under Python 2 it names the compiled file ("x.pyc"), read as its source file
+_IPY_OLD_FRAME = re.compile(r"^(?P<file>\S+\.py)c? in (?P<func>[\w.<>]+)\(")
 _IPY_CURRENT = re.compile(r"^\s*-+>\s*(?P<line>\d+)\b")
 _IPY_FRAME = re.compile(r"^\s*File (?P<file>[^\s,]+):(?P<line>\d+), in (?P<func>[\w.<>]+)")
 _EXCEPTION = re.compile(

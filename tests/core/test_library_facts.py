@@ -59,7 +59,7 @@ def test_frame_closed_lists_are_the_code_lists(frames_data):
 
 
 def test_every_frame_entry_is_well_formed(frames):
-    assert 150 <= len(frames) <= 350
+    assert 150 <= len(frames) <= 450
     assert len(set(ids(frames))) == len(frames), "duplicate frame ids"
     for entry in frames:
         where = entry.get("id")
@@ -91,7 +91,7 @@ def test_catalog_closed_fact_list_is_used_and_explained(catalog_data, catalog):
 
 
 def test_every_catalog_entry_is_well_formed(catalog_data, catalog):
-    assert 120 <= len(catalog) <= 300
+    assert 120 <= len(catalog) <= 450
     assert len(set(ids(catalog))) == len(catalog), "duplicate catalog ids"
     for entry in catalog:
         where = entry.get("id")
@@ -428,3 +428,57 @@ def test_the_xla_rendezvous_wordings_are_told_apart(catalog):
     )
     assert {e["fact"] for e, _ in match_log(catalog, leader)} == {"rendezvous-leader-stuck"}
     assert {e["fact"] for e, _ in match_log(catalog, missing)} == {"collective-timeout"}
+
+
+def test_where_the_last_progress_bar_stopped_is_a_fact(catalog):
+    from debug_stuck.core.facts import log_facts
+
+    def ends_at(line):
+        return [f for _, f in log_facts(catalog, ["Starting training", line]) if f.startswith("bar-ends-at=")]
+
+    # tqdm's default meter: '{desc}: {percentage}%|{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}]'
+    assert ends_at("Epoch 3:  97%|█████████▋| 1163/1200 [10:01<00:19,  1.93it/s]") == ["bar-ends-at=near-end"]
+    assert ends_at("Epoch 3:  40%|████      | 480/1200 [04:01<06:02,  1.99it/s]") == ["bar-ends-at=middle"]
+    assert ends_at("Epoch 3: 100%|██████████| 1200/1200 [10:20<00:00,  1.93it/s]") == ["bar-ends-at=end"]
+    assert ends_at("Fetching 13 files:   0%|          | 0/13 [05:54<?, ?it/s]") == []  # too short a loop to tell
+
+
+def test_an_epoch_that_stops_in_its_last_batches_is_an_epoch_end_wait(cli_json, tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text(
+        "[rank0]: Epoch 3:  97%|█████████▋| 1163/1200 [10:01<00:19,  1.93it/s]\n"
+        "[rank1]: Epoch 3:  97%|█████████▋| 1163/1200 [10:01<00:19,  1.93it/s]\n"
+    )
+    report = cli_json("--log", log, "--answer", "phase=mid-run", "--answer", "step=same-step")
+    assert report["answers"]["event"]["value"] == "epoch-end", report["answers"]
+    top = report["diagnoses"][0]
+    assert top["cause"] == "collective", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    assert any("last tenth of its loop" in e["detail"] for e in top["evidence"]), top["evidence"]
+
+
+@pytest.mark.parametrize(
+    "lines, cause",
+    [
+        # ultralytics 8.2.0 utils/checks.py check_amp: rank 0 downloads and runs a small model, no timeout
+        (["Ultralytics YOLOv8.2.0 🚀 Python-3.10.12 torch-2.2.0 CUDA:0 (NVIDIA A100, 81051MiB)",
+          "AMP: running Automatic Mixed Precision (AMP) checks with YOLOv8n..."], "external-service"),
+        # Megatron-LM core_v0.15.0 training.py: print_rank_0 before model construction
+        (["> initialized tensor model parallel with size 2", "time to initialize megatron (seconds): 12.345",
+          "building GPT model ..."], "model-init"),
+        # slurm src/srun: a task killed by SIGKILL, most often the OOM killer
+        (["[rank3]: step 420 loss 2.1", "srun: error: node17: task 3: Killed"], "memory-pressure"),
+    ],
+)  # fmt: skip
+def test_more_framework_logs_name_their_cause(cli_json, tmp_path, lines, cause):
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    diagnoses = cli_json("--log", log)["diagnoses"]
+    assert diagnoses and diagnoses[0]["cause"] == cause, [(d["cause"], d["confidence"]) for d in diagnoses]
+
+
+def test_a_launcher_killing_its_ranks_is_not_a_dataloader_worker_killed(catalog):
+    # deepspeed launcher/launch.py sigkill_handler tears the other ranks down after one failed
+    facts = {
+        e["fact"] for e, _ in match_log(catalog, "[INFO] [launch.py:315:sigkill_handler] Killing subprocess 45098")
+    }
+    assert facts == {"rank-died"}

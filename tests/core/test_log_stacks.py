@@ -72,6 +72,14 @@ def test_an_ipython_traceback(cli, tmp_path):
     assert "compile" in [d["cause"] for d in report["diagnoses"][:1]]
 
 
+def test_a_python_2_ipython_traceback_names_the_compiled_files_source():
+    # IPython 5 on Python 2.7 prints "<file>.pyc in <function>(<args>)", the line on "---> N" below it
+    [(kind, found)] = frames("pytorch-2700")
+    assert kind == "ipython"
+    assert found[0] == "_lazy_new (torch/cuda/__init__.py:269)", found
+    assert found[1] == "_cuda (torch/_utils.py:66)", found
+
+
 def test_tracebacks_faulthandler_pyspy_and_gdb_formats():
     # Format shapes as the tools print them (CPython traceback and faulthandler, py-spy dump, gdb bt),
     # with the per-rank prefixes torchrun adds.
