@@ -92,6 +92,8 @@ FIX_CONTEXT = {
     "platform": ("cuda", "rocm", "cpu"),
     "backend": ("nccl", "gloo"),
     "os": ("linux", "windows", "macos"),
+    # the numerical library the job trains with; torch unless its logs, stacks or imports say otherwise
+    "stack": ("torch", "tensorflow", "jax", "paddle"),
 }
 
 # Every report file the tool writes (session save, stop, watch incidents) is named

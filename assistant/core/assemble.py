@@ -9,6 +9,7 @@ from debug_stuck.contract import CONTRACT_ANSWER_KEYS
 from debug_stuck.core.calibration import TIE
 from debug_stuck.core.classify import Classification
 from debug_stuck.core.knowledge import Knowledge
+from debug_stuck.core.libfacts import match_log_lines
 from debug_stuck.core.logtext import LogTail
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.core.verdict import breaker_words
@@ -49,6 +50,9 @@ def fill_report(report: Report, knowledge: Knowledge, result: Classification, ta
         entry = tail.to_dict()
         if tail.lines:
             entry["last_line"] = tail.lines[-1][:300]
+            libraries = libraries_named(knowledge, tail.lines)
+            if libraries:
+                entry["libraries"] = libraries
         report.logs.append(entry)
         age = tail.seconds_since_modified()
         interval = tail.progress.seconds_per_step or 0.0
@@ -63,6 +67,16 @@ def fill_report(report: Report, knowledge: Knowledge, result: Classification, ta
         for diagnosis in report.diagnoses[:1]:
             diagnosis.evidence.append(Evidence("log", f"{Path(tail.path).name} {silence}", file=tail.path))
         report.verdict.stale_log = silence
+
+
+def libraries_named(knowledge: Knowledge, lines: List[str]) -> List[str]:
+    """The libraries whose own messages (skills/data/log-catalog.yaml) the log's lines are, most first."""
+    counts: dict = {}
+    for _, entry, _ in match_log_lines(knowledge.log_catalog or [], list(lines)):
+        library = str(entry.get("library") or "")
+        if library:
+            counts[library] = counts.get(library, 0) + 1
+    return sorted(counts, key=lambda name: (-counts[name], name))
 
 
 def _state_the_tie(report: Report, knowledge: Knowledge) -> None:

@@ -178,6 +178,9 @@ def parse_playbook(path: Path, text: str, probe_names: Sequence[str]):
         if not fix.blocks:
             problems.append(Problem(name, f"### {fix.title}", "fix has no fenced command block"))
     _apply_fix_rules(name, meta.get("fixes"), fixes, problems)
+    for fix in fixes:
+        if "stack" not in fix.applies and any(TORCH_CODE.search(b.text) for b in fix.blocks):
+            fix.applies["stack"] = ["torch"]  # it calls torch: not a fix for a TensorFlow or JAX job
     edits = _parse_edits(name, meta.get("edits"), problems)
     for where, block in [("## How to confirm", b) for b in checks] + [
         (f"### {f.title}", b) for f in fixes for b in f.blocks
@@ -280,6 +283,10 @@ def _fence_info(info: str) -> CodeBlock:
     label = words[1] if len(words) > 1 else ""
     note = " ".join(words[2:])
     return CodeBlock(language=language, text="", safety=label or "edit", note=note, labelled=bool(label))
+
+
+# A fix's code that imports or calls PyTorch (torch.save, torchrun's module, a DataLoader argument).
+TORCH_CODE = re.compile(r"^\s*(?:import|from)\s+torch\b|\btorch\.\w", re.M)
 
 
 def _apply_fix_rules(name: str, raw, fixes: List[Fix], problems: List[Problem]) -> None:

@@ -280,3 +280,42 @@ def test_a_command_that_would_move_or_remove_the_valid_checkpoint_is_recognised(
     from debug_stuck.advice import endangers
 
     assert endangers(command, VALID, cwd) is touches
+
+
+TF_LOG = (
+    "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1886] Created device /job:localhost/replica:0/task:0/"
+    "device:GPU:0 with 38249 MB memory:  -> device: 0, name: NVIDIA A100-SXM4-40GB, pci bus id: 0000:07:00.0, "
+    "compute capability: 8.0\n"
+    "I tensorflow/core/kernels/data/shuffle_dataset_op.cc:422] Filling up shuffle buffer (this may take a while): "
+    "1953 of 50000\n"
+)
+
+
+def test_a_tensorflow_job_gets_no_fix_that_calls_torch(cli_json, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(TF_LOG, encoding="utf-8")
+    report = cli_json("--log", log)
+    assert report["job"]["context"]["stack"] == "tensorflow", report["job"]
+    top = report["diagnoses"][0]
+    assert top["cause"] == "dataloader"
+    assert top["fixes"][0]["title"].startswith("Time the input pipeline alone"), [f["title"] for f in top["fixes"]]
+    assert not any("torch" in command for fix in top["fixes"] for command in fix["commands"]), top["fixes"]
+    left_out = {f["title"]: f["why"] for f in top["fixes_left_out"]}
+    assert left_out["Make a stuck loader fail instead of hanging"] == "for torch; this job: tensorflow"
+
+
+def test_a_torch_job_gets_no_tensorflow_fix(cli_json, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[rank0]: DataLoader worker (pid 4242) is killed by signal: Killed.\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1134, in '
+        "_try_get_data\n",
+        encoding="utf-8",
+    )
+    report = cli_json("--log", log)
+    assert report["job"]["context"]["stack"] == "torch"
+    top = report["diagnoses"][0]
+    assert top["cause"] == "dataloader"
+    titles = [f["title"] for f in top["fixes"]]
+    assert not any("tf.data" in title for title in titles), titles
+    assert titles[0] == "Make a stuck loader fail instead of hanging", titles
