@@ -12,6 +12,8 @@ from debug_stuck.recovery.commandline import has_option
 FRAMEWORK_NAMES = {"kohya": "sd-scripts (kohya)", "hf-trainer": "the Hugging Face Trainer", "python": "plain Python"}
 
 APPLIES, CONDITIONAL, NOT_HERE = "applies", "conditional", "not-here"
+# What a context key is taken to be when nothing says: the tool's jobs train with torch.
+PRESUMED = {"stack": "torch"}
 
 
 def judge(applies: Dict[str, List[str]], flag: Optional[str], context: Dict[str, str], argv: List[str]):
@@ -20,6 +22,10 @@ def judge(applies: Dict[str, List[str]], flag: Optional[str], context: Dict[str,
     for key, wanted in applies.items():
         have = context.get(key)
         names = " or ".join(FRAMEWORK_NAMES.get(v, v) for v in wanted)
+        if have is None and key in PRESUMED:
+            if PRESUMED[key] not in wanted:
+                return NOT_HERE, f"for {names}; this job's library is not known ({PRESUMED[key]} presumed)"
+            continue
         if have is None:
             conditions.append(f"if you use {names}" if key in ("framework", "launcher") else f"on {names}")
         elif have not in wanted:

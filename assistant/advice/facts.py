@@ -118,44 +118,50 @@ def gather_facts(report) -> JobFacts:
     if facts.running:
         facts.context["os"] = {"win32": "windows", "darwin": "macos"}.get(sys.platform, "linux")
     facts.source_files = _user_files(processes, by_pid)
-    facts.context["stack"] = _stack(report, processes, job)
+    stack = _stack(report, processes, job)
+    if stack:
+        facts.context["stack"] = stack
     return facts
 
 
 # Which numerical library a library name, a frame's file or an import belongs to. Libraries that run
-# under several (NCCL, CPython, the Hub, Slurm, Ray, Horovod, XLA) decide nothing.
+# under several (NCCL, CPython, the Hub, Transformers and Keras 3, Slurm, Ray, Horovod, XLA) decide nothing.
 STACK_OF_LIBRARY = {
     **dict.fromkeys(
-        ("torch", "lightning", "pytorch-lightning", "transformers", "accelerate", "deepspeed", "megatron-lm", "nemo",
-         "torchtitan", "torch_xla", "ultralytics", "detectron2", "fvcore", "mmengine", "mmcv", "fairseq"),
+        ("torch", "lightning", "pytorch-lightning", "accelerate", "deepspeed", "megatron-lm", "nemo", "torchtitan",
+         "torch_xla", "ultralytics", "detectron2", "fvcore", "mmengine", "mmcv", "fairseq"),
         "torch",
     ),
-    **dict.fromkeys(("tensorflow", "keras"), "tensorflow"),
+    "tensorflow": "tensorflow",
     **dict.fromkeys(("jax", "flax", "orbax-checkpoint"), "jax"),
     "paddle": "paddle",
 }  # fmt: skip
-STACK_FILE = re.compile(r"(?:^|/)(torch|tensorflow|keras|jax|flax|orbax|paddle)/")
-STACK_IMPORT = re.compile(r"^\s*(?:import|from)\s+(torch|tensorflow|keras|jax|flax|paddle)\b", re.M)
-STACK_OF_NAME = {"torch": "torch", "tensorflow": "tensorflow", "keras": "tensorflow", "jax": "jax", "flax": "jax",
-                 "orbax": "jax", "paddle": "paddle"}  # fmt: skip
+# A library frame's file, as py-spy shortens it (torch/utils/...) or in a site-packages path.
+STACK_FILE = re.compile(r"(?:^|(?:site|dist)-packages/)(torch|tensorflow|jax|flax|orbax|paddle)/")
+STACK_IMPORT = re.compile(r"^\s*(?:import|from)\s+(torch|tensorflow|jax|flax|paddle)\b", re.M)
+STACK_OF_NAME = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "flax": "jax", "orbax": "jax",
+                 "paddle": "paddle"}  # fmt: skip
+# Several seen without torch: a JAX or Paddle job often feeds itself with tf.data.
+STACK_PREFERENCE = ("torch", "jax", "paddle", "tensorflow")
 
 
-def _stack(report, processes, job: Optional[TrainingJob]) -> str:
-    """torch, unless the job's stacks, imports or log messages show only another library (a fix that
-    calls torch does not apply to a TensorFlow job)."""
+def _stack(report, processes, job: Optional[TrainingJob]) -> Optional[str]:
+    """The library the job trains with, from its stacks, its script's imports and the libraries whose
+    messages its logs hold; None when none of them says (a fix that calls torch is then presumed to
+    apply)."""
     seen = set()
     for p in processes:
         for thread in p.get("threads") or []:
             for frame in thread.get("frames") or []:
-                found = STACK_FILE.search(str(frame.get("file") or ""))
-                if found:
-                    seen.add(STACK_OF_NAME[found.group(1)])
+                for where in (frame.get("file"), frame.get("path")):
+                    found = STACK_FILE.search(str(where or "").replace("\\", "/"))
+                    if found:
+                        seen.add(STACK_OF_NAME[found.group(1)])
     if job is not None and job.source:
         seen.update(STACK_OF_NAME[name] for name in STACK_IMPORT.findall(job.source))
     for log in report.logs or []:
         seen.update(STACK_OF_LIBRARY[name] for name in log.get("libraries") or () if name in STACK_OF_LIBRARY)
-    others = sorted(seen - {"torch"})
-    return others[0] if len(others) == 1 and "torch" not in seen else "torch"
+    return next((name for name in STACK_PREFERENCE if name in seen), None)
 
 
 def _focus_pid(report, processes) -> Optional[int]:

@@ -152,8 +152,8 @@ class _Reader:
             token += "+wait=" + str(entry.get("wait"))
         if waits.get("lockfile") == "yes":
             token += "+lockfile"
-        if waits.get("fd") == "0" and waits.get("op") == "read":
-            token += "+stdin"  # input() has no Python frame of its own: the descriptor says it
+        if waits.get("stdin") == "parent" or (waits.get("fd") == "0" and waits.get("end") == "no-writer"):
+            token += "+stdin"  # input() has no frame of its own; a data feed (zcat | python) is not a prompt
         return token
 
 

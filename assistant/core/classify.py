@@ -170,7 +170,9 @@ def derive_answers(knowledge: Knowledge, obs: Observations, matches: List[Signal
     """Offer answers found in the evidence; the user's own answers still win later."""
     tree = knowledge.tree
     for match in matches:
-        source = "log" if match.observed_source == "log" else "evidence"
+        # a fact read from a log line answers with the log's precedence, not as live evidence
+        from_log = match.observed_source == "log" or match.where.origin == "log"
+        source = "log" if from_log else "evidence"
         for key, value in match.signal.implies.items():
             question = tree.questions.get(key)
             if question and (value in question.values or question.kind == "integer"):

@@ -92,9 +92,19 @@ def log_facts(
     return out
 
 
+# A bar over something other than a training epoch: evaluation, caching, loading, downloading, mapping.
+NOT_AN_EPOCH = re.compile(
+    r"(?i)\b(val\w*|eval\w*|test\w*|predict\w*|sanity|cach\w*|load\w*|download\w*|fetch\w*|map|generat\w*)\b"
+)
+
+
 def _bar_position(groups: dict) -> Optional[str]:
     """Where the progress bar the log ends with stopped: `near-end` when it is within the last tenth
     of a loop of 20 or more (an epoch whose last batches never came), `end`, `start` or `middle`."""
+    if "iter" in groups and not groups.get("epoch"):
+        return None  # an iteration-based loop counts the whole run, not an epoch
+    if NOT_AN_EPOCH.search(str(groups.get("desc") or "")):
+        return None
     try:
         n, total = int(groups.get("n") or groups.get("iter")), int(groups.get("total"))
     except (TypeError, ValueError):

@@ -23,16 +23,16 @@ from debug_stuck.live.jobfacts import DATALOADER_FILE
 from debug_stuck.live.loops import is_library, own_frame_index, own_loop
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.progress import frames_in_gc
-from debug_stuck.probes.collectors.procs import is_library_helper
+from debug_stuck.probes.collectors.procs import SPAWNED_CHILD
 from debug_stuck.probes.collectors.stacks import main_thread
 
 MAX_HOPS = 8
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightning/fabric/strategies|c10d")
-# A DataLoader's own wait for a batch (torch/utils/data/dataloader.py), not any multiprocessing wait:
-# torch.multiprocessing.spawn's join also waits in multiprocessing/connection.py.
-DATALOADER_WAIT = re.compile(r"_try_get_data|_get_data|_next_data|torch/utils/data/")
+# A trainer's wait for a batch (the DataLoader's own functions, or a multiprocessing queue its workers
+# fill), not any multiprocessing wait: torch.multiprocessing.spawn's join waits in connection.py.
+DATALOADER_WAIT = re.compile(r"_try_get_data|_get_data|_next_data|torch/utils/data/|multiprocessing/queues\.py")
 FUTURE_WAIT = re.compile(r"concurrent/futures/_base\.py|Future\.result|_base\.py")
 POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
 LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
@@ -131,7 +131,7 @@ class Hop:
         for key in ("op",):
             if getattr(self, key):
                 out["waits_on"][key] = getattr(self, key)
-        for key in ("end", "fd", "state", "master", "gc", "loop", "via", "lockfile"):
+        for key in ("end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin"):
             if self.facts.get(key):
                 out["waits_on"][key] = self.facts[key]
         if self.parties:
@@ -471,6 +471,10 @@ def _context(job: _Job, hop: Hop, wait: dict) -> None:
     elif wait.get("wchan"):
         hop.evidence.append(f"/proc/{hop.pid}/task/{hop.tid}/wchan: {wait['wchan']}")
     obj = wait.get("object") or {}
+    if wait.get("fd") == 0 and wait.get("op") == "read" and obj.get("kind") in ("fifo", "pipe") and info is not None:
+        writers = {p["pid"] for p in wait.get("peers") or [] if p.get("mode") in ("w", "rw") and p["pid"] != hop.pid}
+        if writers == {info.ppid}:
+            hop.facts["stdin"] = "parent"  # its standard input, which only its parent can write: a prompt
     if obj.get("kind") in ("fifo", "pipe") and hop.facts.get("end") in ("no-writer", "no-reader"):
         scanned = "some processes could not be read" if obj.get("holders_incomplete") else "every process's fds"
         hop.evidence.append(f"no other holder of {obj.get('path') or hop.object} found ({scanned} scanned)")
@@ -492,6 +496,12 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
     inside = " ".join(hop.inside)
     thread = job.thread(hop.pid, hop.tid)
     files = " ".join(f.file for f in _python(thread.frames)) if thread is not None else ""
+    spawned = _spawn_join(job, hop, thread)
+    if spawned:
+        hop.facts.pop("end", None)
+        hop.kind, hop.object = "child", str(spawned[0])
+        hop.detail = f"waits for the {len(spawned)} processes torch.multiprocessing started to finish"
+        return spawned[0], None
     # A trainer waiting for a batch: its worker that is not idle in the queue.
     if DATALOADER_WAIT.search(inside + " " + files) and hop.role != "dataloader-worker":
         worker = _busy_worker(job, hop.pid)
@@ -499,12 +509,6 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
             hop.kind, hop.object = "worker", str(worker)
             hop.detail = "waits for a batch from its DataLoader workers"
             return worker, None
-    if SPAWN_JOIN.search(files) and hop.role != "dataloader-worker":
-        kids = [pid for pid in job.children(hop.pid) if not is_library_helper(job.procs[pid].cmdline)]
-        if kids:
-            hop.kind, hop.object = "child", str(kids[0])
-            hop.detail = f"waits for the {len(kids)} processes torch.multiprocessing started to finish"
-            return kids[0], None
     if hop.op == "wait-child":
         child = wait.get("child")
         kids = job.children(hop.pid)
@@ -646,6 +650,22 @@ def _pool_worker(job: _Job, pid: int, tid: Optional[int]) -> Optional[int]:
     return None
 
 
+def _spawn_join(job: _Job, hop: Hop, thread) -> List[int]:
+    """The children a parent waits for in torch.multiprocessing's ProcessContext.join, the ones not
+    idle first (a spawned child has the parent's command line or multiprocessing's spawn main)."""
+    if thread is None or not any(
+        f.bare_name == "join" and SPAWN_JOIN.search(f.file or "") for f in _python(thread.frames)
+    ):
+        return []
+    mine = job.procs[hop.pid].cmdline if hop.pid in job.procs else None
+    kids = [
+        pid
+        for pid in job.children(hop.pid)
+        if job.procs[pid].cmdline == mine or SPAWNED_CHILD.search(" ".join(job.procs[pid].cmdline or ()))
+    ]
+    return sorted(kids, key=lambda pid: _idle(job, pid))
+
+
 def _queue_feeder(job: _Job, pid: int, thread) -> Optional[int]:
     """The feeder thread a process's exit waits for: a multiprocessing.Queue joins it until every
     item put has gone into the pipe, which only a reader draining the pipe lets happen."""
@@ -764,6 +784,8 @@ def _relation(before: Hop, hop: Hop) -> str:
         return ", the other end of that connection,"
     if before.kind == "child":
         return f", the child of pid {before.pid},"
+    if before.kind == "thread" and before.facts.get("end") == "queue-flush":
+        return ", its queue's feeder thread,"
     if before.kind == "thread":
         return ", the pool's worker thread,"
     return ""

@@ -27,6 +27,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   a ``multiprocessing.Barrier`` set for 3 parties; the parent waits in ``ProcessContext.join`` (a
   poll on the children's sentinels, not wait4). multiprocessing's resource tracker runs beside
   them, idle in a pipe read as it always is.
+- ``stdin_feed``: standard input is a pipe fed by a producer child (as ``zcat data | python prep.py``
+  makes it) that stalls without writing; the main thread reads fd 0. A data feed, not a prompt.
 - ``prompt``: stdin is a terminal (a pseudo-terminal whose other side nobody types into, as in a
   tmux session left alone) and the job asks "wandb: Enter your choice:" with ``input()``.
 
@@ -269,6 +271,21 @@ def spawn_barrier() -> None:
     _common.sleep_forever()
 
 
+def stdin_feed() -> None:
+    read_end, write_end = os.pipe()
+    producer = subprocess.Popen(
+        [sys.executable, "-I", "-c", "import time\nwhile True: time.sleep(3600)"],
+        stdout=write_end,
+        stdin=subprocess.DEVNULL,
+    )
+    os.close(write_end)
+    os.dup2(read_end, 0)
+    os.close(read_end)
+    ready_in("recv", peer_pid=producer.pid)
+    sys.stdin.buffer.read(1 << 16)  # the next chunk of data never comes
+    _common.sleep_forever()
+
+
 def stale_lock() -> None:
     import filelock  # torch's own dependency
 
@@ -301,6 +318,7 @@ SCENARIOS = {
     "child_stdin": child_stdin,
     "queue_join": queue_join,
     "spawn_barrier": spawn_barrier,
+    "stdin_feed": stdin_feed,
     "stale_lock": stale_lock,
     "prompt": prompt,
 }

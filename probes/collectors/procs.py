@@ -33,7 +33,10 @@ LAUNCHER = re.compile(
 )
 COMPILE_WORKER = re.compile(r"torch/_inductor/compile_worker|_inductor\.compile_worker|compile_worker/__main__")
 SPAWNED_CHILD = re.compile(r"multiprocessing\.(spawn|forkserver)|from multiprocessing\.spawn import")
-HELPER_CHILD = re.compile(r"multiprocessing\.resource_tracker|multiprocessing\.forkserver import main")
+# multiprocessing's helpers, also as the `multiprocess` fork (HF datasets) and joblib's loky backend ships them
+HELPER_CHILD = re.compile(
+    r"multiprocess(?:ing)?\.(?:resource_tracker|forkserver import main)|loky\.backend\.resource_tracker"
+)
 
 
 def is_library_helper(cmdline) -> bool:

@@ -319,3 +319,29 @@ def test_a_torch_job_gets_no_tensorflow_fix(cli_json, tmp_path):
     titles = [f["title"] for f in top["fixes"]]
     assert not any("tf.data" in title for title in titles), titles
     assert titles[0] == "Make a stuck loader fail instead of hanging", titles
+
+
+def test_a_jax_job_fed_by_tf_data_is_a_jax_job(cli_json, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(
+        "I0611 10:00:00.000000 1 distributed.py:90] Connecting to JAX distributed service on 10.0.0.1:1234\n"
+        + TF_LOG.splitlines()[-1]
+        + "\n",
+        encoding="utf-8",
+    )
+    report = cli_json("--log", log)
+    assert report["job"]["context"]["stack"] == "jax", report["job"]
+    titles = [f["title"] for d in report["diagnoses"] for f in d["fixes"]]
+    assert "Time the input pipeline alone, and shrink its shuffle buffer (tf.data)" in titles
+
+
+def test_with_nothing_to_tell_the_library_torch_is_presumed_and_said_so(cli_json, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("epoch 3 step 1200 loss 0.53\n", encoding="utf-8")
+    report = cli_json("--log", log, "--answer", "phase=mid-run", "--answer", "gpu=idle", "--answer", "cpu=idle")
+    assert "stack" not in report["job"]["context"], report["job"]
+    dataloader = next(d for d in report["diagnoses"] if d["cause"] == "dataloader")
+    assert dataloader["fixes"][0]["title"] == "Make a stuck loader fail instead of hanging"
+    left_out = {f["title"]: f["why"] for f in dataloader["fixes_left_out"]}
+    why = left_out["Time the input pipeline alone, and shrink its shuffle buffer (tf.data)"]
+    assert why == "for tensorflow or jax; this job's library is not known (torch presumed)"

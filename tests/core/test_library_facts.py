@@ -441,6 +441,16 @@ def test_where_the_last_progress_bar_stopped_is_a_fact(catalog):
     assert ends_at("Epoch 3:  40%|████      | 480/1200 [04:01<06:02,  1.99it/s]") == ["bar-ends-at=middle"]
     assert ends_at("Epoch 3: 100%|██████████| 1200/1200 [10:20<00:00,  1.93it/s]") == ["bar-ends-at=end"]
     assert ends_at("Fetching 13 files:   0%|          | 0/13 [05:54<?, ?it/s]") == []  # too short a loop to tell
+    # a bar over something else than a training epoch says nothing about the epoch's end
+    assert ends_at("Validation DataLoader 0:  96%|█████████▌| 96/100 [00:20<00:00,  4.71it/s]") == []
+    assert ends_at("Caching images (12.1GB RAM):  95%|█████████▌| 950/1000 [01:02<00:03, 15.2it/s]") == []
+    # mmengine: an epoch-based loop counts the epoch, an iteration-based one the whole run
+    epoch_based = "mmengine - INFO - Epoch(train)  [3][1150/1173]  lr: 1.0e-02  eta: 0:01:00  time: 0.5  data_time: 0.1"
+    iteration_based = (
+        "mmengine - INFO - Iter(train) [ 95000/100000]  lr: 1.0e-02  eta: 1:00:00  time: 0.5  data_time: 0.1"
+    )
+    assert ends_at(epoch_based) == ["bar-ends-at=near-end"]
+    assert ends_at(iteration_based) == []
 
 
 def test_an_epoch_that_stops_in_its_last_batches_is_an_epoch_end_wait(cli_json, tmp_path):

@@ -199,6 +199,22 @@ def test_a_spawn_join_leads_to_the_children_and_the_idle_resource_tracker_is_no_
     assert report.verdict.cause != "io-stall", top(report)
 
 
+def test_a_stalled_data_feed_on_stdin_is_not_a_prompt(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["stdin_feed"])
+    producer = job.info["peer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    first = report.chain[0]["waits_on"]
+    assert first["kind"] == "pipe" and first["fd"] == "0" and "stdin" not in first, report.chain
+    assert [hop["pid"] for hop in report.chain][:2] == [job.proc.pid, producer], report.chain
+    if not report.job:
+        from debug_stuck.advice import advise
+
+        advise(report)
+    fix = report.diagnoses[0].fixes[0]
+    assert not (fix.basis or "").startswith("stdin-prompt"), (fix.title, fix.basis)
+    assert "/dev/null" not in " ".join(fix.commands), fix.commands
+
+
 def test_a_stale_lock_file_left_by_a_killed_run_is_named_and_removable(knowledge, zoo):  # noqa: F811
     pytest.importorskip("filelock")
     job = zoo("blocked_on", args=["stale_lock"])
