@@ -285,8 +285,11 @@ def _fence_info(info: str) -> CodeBlock:
     return CodeBlock(language=language, text="", safety=label or "edit", note=note, labelled=bool(label))
 
 
-# A fix's code that imports or calls PyTorch (torch.save, torchrun's module, a DataLoader argument).
-TORCH_CODE = re.compile(r"^\s*(?:import|from)\s+torch\b|\btorch\.\w", re.M)
+# A fix's code that imports or calls PyTorch (torch.save, torchrun's module, a DataLoader argument),
+# or sets PyTorch's own environment (TORCHINDUCTOR_*, TORCH_NCCL_*, PYTORCH_CUDA_ALLOC_CONF).
+TORCH_CODE = re.compile(
+    r"^\s*(?:import|from)\s+torch\b|\btorch\.\w|\btorchrun\b|\b(?:TORCH|TORCHINDUCTOR|TORCHELASTIC|PYTORCH)_[A-Z]", re.M
+)
 
 
 def _apply_fix_rules(name: str, raw, fixes: List[Fix], problems: List[Problem]) -> None:

@@ -345,3 +345,23 @@ def test_with_nothing_to_tell_the_library_torch_is_presumed_and_said_so(cli_json
     left_out = {f["title"]: f["why"] for f in dataloader["fixes_left_out"]}
     why = left_out["Time the input pipeline alone, and shrink its shuffle buffer (tf.data)"]
     assert why == "for tensorflow or jax; this job's library is not known (torch presumed)"
+
+
+def test_a_jax_compile_gets_the_xla_fix_not_torch_compiles(cli_json, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(
+        "I0611 10:00:00.000000 1 distributed.py:90] Connecting to JAX distributed service on 10.0.0.1:1234\n"
+        "E0611 10:09:44.201339 4123 slow_operation_alarm.cc:65]\n"
+        "********************************\n"
+        "[Compiling module jit_train_step] Very slow compile? If you want to file a bug, run with envvar "
+        "XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.\n"
+        "********************************\n",
+        encoding="utf-8",
+    )
+    report = cli_json("--log", log)
+    assert report["job"]["context"]["stack"] == "jax"
+    top = report["diagnoses"][0]
+    assert top["cause"] == "compile", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    assert top["fixes"][0]["title"].startswith("Cache JAX's compiled programs"), [f["title"] for f in top["fixes"]]
+    left_out = {f["title"] for f in top["fixes_left_out"]}
+    assert "Compile in-process (no worker pool)" in left_out  # TORCHINDUCTOR_* is PyTorch's own setting
