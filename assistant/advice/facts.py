@@ -124,44 +124,33 @@ def gather_facts(report) -> JobFacts:
     return facts
 
 
-# Which numerical library a library name, a frame's file or an import belongs to. Libraries that run
-# under several (NCCL, CPython, the Hub, Transformers and Keras 3, Slurm, Ray, Horovod, XLA) decide nothing.
-STACK_OF_LIBRARY = {
-    **dict.fromkeys(
-        ("torch", "lightning", "pytorch-lightning", "accelerate", "deepspeed", "megatron-lm", "nemo", "torchtitan",
-         "torch_xla", "ultralytics", "detectron2", "fvcore", "mmengine", "mmcv", "fairseq"),
-        "torch",
-    ),
-    "tensorflow": "tensorflow",
-    **dict.fromkeys(("jax", "flax", "orbax-checkpoint"), "jax"),
-    "paddle": "paddle",
-}  # fmt: skip
-# A library frame's file, as py-spy shortens it (torch/utils/...) or in a site-packages path.
-STACK_FILE = re.compile(r"(?:^|(?:site|dist)-packages/)(torch|tensorflow|jax|flax|orbax|paddle)/")
-STACK_IMPORT = re.compile(r"^\s*(?:import|from)\s+(torch|tensorflow|jax|flax|paddle)\b", re.M)
-STACK_OF_NAME = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax", "flax": "jax", "orbax": "jax",
-                 "paddle": "paddle"}  # fmt: skip
-# Several seen without torch: a JAX or Paddle job often feeds itself with tf.data.
-STACK_PREFERENCE = ("torch", "jax", "paddle", "tensorflow")
-
-
 def _stack(report, processes, job: Optional[TrainingJob]) -> Optional[str]:
-    """The library the job trains with, from its stacks, its script's imports and the libraries whose
-    messages its logs hold; None when none of them says (a fix that calls torch is then presumed to
-    apply)."""
+    """The library the job trains with, from its library frames, its script's imports and the
+    libraries whose messages its logs hold (skills/data/log-catalog.yaml `stacks`); None when none
+    of them says (a fix that calls torch is then presumed to apply)."""
+    from debug_stuck.kb import load_table
+
+    stacks = load_table("log-catalog.yaml").get("stacks") or {}
+    of_package = {package: stack for stack, spec in stacks.items() for package in spec.get("packages") or ()}
+    of_library = {library: stack for stack, spec in stacks.items() for library in spec.get("libraries") or ()}
+    if not of_package:
+        return None
+    names = "|".join(map(re.escape, of_package))
+    in_file = re.compile(rf"(?:^|(?:site|dist)-packages/)({names})/")  # py-spy's short path, or site-packages
+    imported = re.compile(rf"^\s*(?:import|from)\s+({names})\b", re.M)
     seen = set()
     for p in processes:
         for thread in p.get("threads") or []:
             for frame in thread.get("frames") or []:
                 for where in (frame.get("file"), frame.get("path")):
-                    found = STACK_FILE.search(str(where or "").replace("\\", "/"))
+                    found = in_file.search(str(where or "").replace("\\", "/"))
                     if found:
-                        seen.add(STACK_OF_NAME[found.group(1)])
+                        seen.add(of_package[found.group(1)])
     if job is not None and job.source:
-        seen.update(STACK_OF_NAME[name] for name in STACK_IMPORT.findall(job.source))
+        seen.update(of_package[name] for name in imported.findall(job.source))
     for log in report.logs or []:
-        seen.update(STACK_OF_LIBRARY[name] for name in log.get("libraries") or () if name in STACK_OF_LIBRARY)
-    return next((name for name in STACK_PREFERENCE if name in seen), None)
+        seen.update(of_library[name] for name in log.get("libraries") or () if name in of_library)
+    return next((stack for stack in stacks if stack in seen), None)
 
 
 def _focus_pid(report, processes) -> Optional[int]:

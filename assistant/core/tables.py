@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, List, Tuple
 
-from debug_stuck.contract import CAUSE_IDS
+from debug_stuck.contract import CAUSE_IDS, FIX_CONTEXT
 
 SEVERITIES = ("info", "warn", "fail")
 ENV_CONDITIONS = ("unset", "set", "on", "off", "above-cores", "no-interface", "unset-or-zero", "one-of")
@@ -162,6 +162,14 @@ def _check_log_catalog(data: dict, file: str) -> List[TableProblem]:
     entries = data.get("entries")
     if not isinstance(entries, list) or not entries:
         return problems + [(file, "entries", "required, a list of library messages")]
+    libraries = {entry.get("library") for entry in entries if isinstance(entry, dict)}
+    for stack, spec in (data.get("stacks") or {}).items():
+        if stack not in FIX_CONTEXT["stack"]:
+            problems.append((file, f"stacks.{stack}", f"one of: {', '.join(FIX_CONTEXT['stack'])}"))
+        elif not isinstance(spec, dict) or any(name not in libraries for name in spec.get("libraries") or ()):
+            problems.append((file, f"stacks.{stack}.libraries", "libraries named by the catalog's entries"))
+        elif not all(isinstance(p, str) and re.fullmatch(r"\w+", p) for p in spec.get("packages") or ()):
+            problems.append((file, f"stacks.{stack}.packages", "Python package names"))
     for number, entry in enumerate(entries):
         where = f"entries[{number}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):

@@ -122,6 +122,8 @@ def test_diagnose_refuses_a_broken_knowledge_base(kb_copy, monkeypatch, cli):
         ("log-catalog.yaml", ("stall_reports: [", "stall_reports: [not-a-fact, "), "stall_reports"),
         ("log-catalog.yaml", ("  tokens: [Building extension module]\n", "  tokens: Building: [\n"), "malformed YAML"),
         ("frames.yaml", ("- id: ", "- name: "), "frames[0]"),
+        ("log-catalog.yaml", ("    libraries: [jax, flax", "    libraries: [jaxx, flax"), "stacks.jax.libraries"),
+        ("log-catalog.yaml", ("  paddle:\n    libraries", "  mxnet:\n    libraries"), "stacks.mxnet"),
     ],
 )
 def test_a_broken_library_table_is_reported_not_ignored(kb_copy, table, broken, field):
