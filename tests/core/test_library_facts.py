@@ -440,6 +440,13 @@ def test_where_the_last_progress_bar_stopped_is_a_fact(catalog):
     assert ends_at("Epoch 3:  97%|█████████▋| 1163/1200 [10:01<00:19,  1.93it/s]") == ["bar-ends-at=near-end"]
     assert ends_at("Epoch 3:  40%|████      | 480/1200 [04:01<06:02,  1.99it/s]") == ["bar-ends-at=middle"]
     assert ends_at("Epoch 3: 100%|██████████| 1200/1200 [10:20<00:00,  1.93it/s]") == ["bar-ends-at=end"]
+    # ultralytics 8.3+ draws its own bar: '{desc}: {percent}% {bar} {n}/{total} {rate} {elapsed}<{remaining}'
+    assert ends_at("  3/100  7.1G  1.2  0.9  1.1  64  640: 96% ━━━━━━━━━━━╸ 220/229 5.1it/s 43.2s<1.8s") == [
+        "bar-ends-at=near-end"
+    ]
+    assert ends_at("  3/100  7.1G  1.2  0.9  1.1  64  640: 100% ━━━━━━━━━━━━ 229/229 5.1it/s 45.0s") == [
+        "bar-ends-at=end"
+    ]
     assert ends_at("Fetching 13 files:   0%|          | 0/13 [05:54<?, ?it/s]") == []  # too short a loop to tell
     # a bar over something else than a training epoch says nothing about the epoch's end
     assert ends_at("Validation DataLoader 0:  96%|█████████▌| 96/100 [00:20<00:00,  4.71it/s]") == []
