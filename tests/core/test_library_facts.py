@@ -493,9 +493,17 @@ def test_more_framework_logs_name_their_cause(cli_json, tmp_path, lines, cause):
     assert diagnoses and diagnoses[0]["cause"] == cause, [(d["cause"], d["confidence"]) for d in diagnoses]
 
 
-def test_a_launcher_killing_its_ranks_is_not_a_dataloader_worker_killed(catalog):
-    # deepspeed launcher/launch.py sigkill_handler tears the other ranks down after one failed
-    facts = {
-        e["fact"] for e, _ in match_log(catalog, "[INFO] [launch.py:315:sigkill_handler] Killing subprocess 45098")
-    }
-    assert facts == {"rank-died"}
+@pytest.mark.parametrize(
+    "line",
+    [
+        # deepspeed launcher/launch.py sigkill_handler tears the other ranks down after one failed
+        "[INFO] [launch.py:315:sigkill_handler] Killing subprocess 45098",
+        # torch elastic multiprocessing/api.py: the agent terminates the ranks left after one failed
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4242 closing signal SIGTERM",
+        # Open MPI's mpirun after a rank returned non-zero
+        "Primary job  terminated normally, but 1 process returned",
+    ],
+)
+def test_a_launcher_ending_its_ranks_is_not_a_dataloader_worker_dying(catalog, line):
+    facts = {e["fact"] for e, _ in match_log(catalog, line)}
+    assert facts == {"rank-died"}, facts
