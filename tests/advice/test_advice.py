@@ -291,10 +291,19 @@ TF_LOG = (
 )
 
 
-def test_a_tensorflow_job_gets_no_fix_that_calls_torch(cli_json, tmp_path):
+JAX_CONNECT = "I0611 10:00:00.000000 1 distributed.py:90] Connecting to JAX distributed service on 10.0.0.1:1234"
+
+
+def diagnose_log(cli_json, tmp_path, *lines, answers=()):
+    """The scripted mode's JSON report for a log of these lines (and these triage answers)."""
     log = tmp_path / "train.log"
-    log.write_text(TF_LOG, encoding="utf-8")
-    report = cli_json("--log", log)
+    log.write_text("".join(line if line.endswith("\n") else line + "\n" for line in lines), encoding="utf-8")
+    flags = [flag for answer in answers for flag in ("--answer", answer)]
+    return cli_json("--log", log, *flags)
+
+
+def test_a_tensorflow_job_gets_no_fix_that_calls_torch(cli_json, tmp_path):
+    report = diagnose_log(cli_json, tmp_path, TF_LOG)
     assert report["job"]["context"]["stack"] == "tensorflow", report["job"]
     top = report["diagnoses"][0]
     assert top["cause"] == "dataloader"
@@ -305,14 +314,12 @@ def test_a_tensorflow_job_gets_no_fix_that_calls_torch(cli_json, tmp_path):
 
 
 def test_a_torch_job_gets_no_tensorflow_fix(cli_json, tmp_path):
-    log = tmp_path / "train.log"
-    log.write_text(
-        "[rank0]: DataLoader worker (pid 4242) is killed by signal: Killed.\n"
-        '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1134, in '
-        "_try_get_data\n",
-        encoding="utf-8",
+    report = diagnose_log(
+        cli_json,
+        tmp_path,
+        "[rank0]: DataLoader worker (pid 4242) is killed by signal: Killed.",
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1134, in _try_get_data',
     )
-    report = cli_json("--log", log)
     assert report["job"]["context"]["stack"] == "torch"
     top = report["diagnoses"][0]
     assert top["cause"] == "dataloader"
@@ -322,23 +329,15 @@ def test_a_torch_job_gets_no_tensorflow_fix(cli_json, tmp_path):
 
 
 def test_a_jax_job_fed_by_tf_data_is_a_jax_job(cli_json, tmp_path):
-    log = tmp_path / "train.log"
-    log.write_text(
-        "I0611 10:00:00.000000 1 distributed.py:90] Connecting to JAX distributed service on 10.0.0.1:1234\n"
-        + TF_LOG.splitlines()[-1]
-        + "\n",
-        encoding="utf-8",
-    )
-    report = cli_json("--log", log)
+    report = diagnose_log(cli_json, tmp_path, JAX_CONNECT, TF_LOG.splitlines()[-1])
     assert report["job"]["context"]["stack"] == "jax", report["job"]
     titles = [f["title"] for d in report["diagnoses"] for f in d["fixes"]]
     assert "Time the input pipeline alone, and shrink its shuffle buffer (tf.data)" in titles
 
 
 def test_with_nothing_to_tell_the_library_torch_is_presumed_and_said_so(cli_json, tmp_path):
-    log = tmp_path / "train.log"
-    log.write_text("epoch 3 step 1200 loss 0.53\n", encoding="utf-8")
-    report = cli_json("--log", log, "--answer", "phase=mid-run", "--answer", "gpu=idle", "--answer", "cpu=idle")
+    answers = ("phase=mid-run", "gpu=idle", "cpu=idle")
+    report = diagnose_log(cli_json, tmp_path, "epoch 3 step 1200 loss 0.53", answers=answers)
     assert "stack" not in report["job"]["context"], report["job"]
     dataloader = next(d for d in report["diagnoses"] if d["cause"] == "dataloader")
     assert dataloader["fixes"][0]["title"] == "Make a stuck loader fail instead of hanging"
@@ -348,17 +347,16 @@ def test_with_nothing_to_tell_the_library_torch_is_presumed_and_said_so(cli_json
 
 
 def test_a_jax_compile_gets_the_xla_fix_not_torch_compiles(cli_json, tmp_path):
-    log = tmp_path / "train.log"
-    log.write_text(
-        "I0611 10:00:00.000000 1 distributed.py:90] Connecting to JAX distributed service on 10.0.0.1:1234\n"
-        "E0611 10:09:44.201339 4123 slow_operation_alarm.cc:65]\n"
-        "********************************\n"
+    report = diagnose_log(
+        cli_json,
+        tmp_path,
+        JAX_CONNECT,
+        "E0611 10:09:44.201339 4123 slow_operation_alarm.cc:65]",
+        "********************************",
         "[Compiling module jit_train_step] Very slow compile? If you want to file a bug, run with envvar "
-        "XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.\n"
-        "********************************\n",
-        encoding="utf-8",
+        "XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.",
+        "********************************",
     )
-    report = cli_json("--log", log)
     assert report["job"]["context"]["stack"] == "jax"
     top = report["diagnoses"][0]
     assert top["cause"] == "compile", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
