@@ -92,7 +92,8 @@ FIX_CONTEXT = {
     "platform": ("cuda", "rocm", "cpu"),
     "backend": ("nccl", "gloo"),
     "os": ("linux", "windows", "macos"),
-    # the numerical library the job trains with; torch unless its logs, stacks or imports say otherwise
+    # the numerical library the job trains with, from its stacks, imports or logs; absent (torch
+    # presumed, advice.applies.PRESUMED) when none of them says
     "stack": ("torch", "tensorflow", "jax", "paddle"),
 }
 

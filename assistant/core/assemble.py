@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 from debug_stuck.contract import CONTRACT_ANSWER_KEYS
 from debug_stuck.core.calibration import TIE
-from debug_stuck.core.classify import Classification
+from debug_stuck.core.classify import Classification, Observations
 from debug_stuck.core.knowledge import Knowledge
-from debug_stuck.core.libfacts import match_log_lines
 from debug_stuck.core.logtext import LogTail
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.core.verdict import breaker_words
+
+LOG_ENTRY = re.compile(r"^log=\S+ entry=(\S+)")  # a fact line debug_stuck.core.facts made of a log line
 
 # A log silent for this long, and for this many step intervals, counts as a hang.
 STALE_FLOOR_SECONDS = 300.0
 STALE_STEP_MULTIPLE = 20.0
 
 
-def fill_report(report: Report, knowledge: Knowledge, result: Classification, tails: List[LogTail]) -> None:
+def fill_report(
+    report: Report, knowledge: Knowledge, result: Classification, tails: List[LogTail], obs: Observations
+) -> None:
     # Derived answers off the walked path (e.g. a start-up hint in a mid-run log) would only confuse.
     relevant = set(CONTRACT_ANSWER_KEYS) | {s.key for s in result.walk.steps}
     report.answers = {k: a.to_dict() for k, a in result.answers.items() if a.source == "user" or k in relevant}
@@ -44,15 +48,15 @@ def fill_report(report: Report, knowledge: Knowledge, result: Classification, ta
     ]
     _state_the_tie(report, knowledge)
     stale = []
+    libraries = libraries_by_log(knowledge, obs)
     for tail in tails:
         if tail.error:
             continue
         entry = tail.to_dict()
         if tail.lines:
             entry["last_line"] = tail.lines[-1][:300]
-            libraries = libraries_named(knowledge, tail.lines)
-            if libraries:
-                entry["libraries"] = libraries
+            if libraries.get(tail.path):
+                entry["libraries"] = libraries[tail.path]
         report.logs.append(entry)
         age = tail.seconds_since_modified()
         interval = tail.progress.seconds_per_step or 0.0
@@ -69,14 +73,18 @@ def fill_report(report: Report, knowledge: Knowledge, result: Classification, ta
         report.verdict.stale_log = silence
 
 
-def libraries_named(knowledge: Knowledge, lines: List[str]) -> List[str]:
-    """The libraries whose own messages (skills/data/log-catalog.yaml) the log's lines are, most first."""
-    counts: dict = {}
-    for _, entry, _ in match_log_lines(knowledge.log_catalog or [], list(lines)):
-        library = str(entry.get("library") or "")
+def libraries_by_log(knowledge: Knowledge, obs: Observations) -> Dict[str, List[str]]:
+    """For each log, the libraries whose own messages (skills/data/log-catalog.yaml) its lines are,
+    most first: read from the `log=<fact> entry=<id>` facts the catalog already made of its lines."""
+    library_of = {entry["id"]: str(entry.get("library") or "") for entry in knowledge.log_catalog or []}
+    counts: Dict[str, Dict[str, int]] = {}
+    for line in obs.lines.get("fact", ()):
+        found = LOG_ENTRY.match(line.text) if line.origin == "log" and line.file else None
+        library = library_of.get(found.group(1)) if found else None
         if library:
-            counts[library] = counts.get(library, 0) + 1
-    return sorted(counts, key=lambda name: (-counts[name], name))
+            per_log = counts.setdefault(line.file, {})
+            per_log[library] = per_log.get(library, 0) + 1
+    return {path: sorted(seen, key=lambda name: (-seen[name], name)) for path, seen in counts.items()}
 
 
 def _state_the_tie(report: Report, knowledge: Knowledge) -> None:

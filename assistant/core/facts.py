@@ -29,6 +29,8 @@ from debug_stuck.core.libfacts import match_frame, match_log_lines
 _FRAME = re.compile(r"^(?P<function>.+?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 # Log facts that say what the job was doing (an event), as opposed to context that stays true.
 _NOT_EVENTS = {"progress-bar", "launch", "dataloader-config", "hang-risk"}
+# How many of a log's last lines count as what the job printed last (log-ends-in, bar-ends-at).
+LAST_LINES = 3
 
 
 def parse_frame(text: str) -> Tuple[str, Optional[str]]:
@@ -81,13 +83,13 @@ def log_facts(
                 prior = (index, entry["fact"])
     if stalled_at is not None and prior is not None:
         out.append((prior[0], f"prior={prior[1]}"))
-    position = _bar_position(bar[1]) if bar is not None and bar[0] >= len(lines) - 3 else None
+    position = _bar_position(bar[1]) if bar is not None and bar[0] >= len(lines) - LAST_LINES else None
     if position is not None:
         out.append((bar[0], f"bar-ends-at={position}"))
     if last is not None:
         index, fact = last
         out.append((index, f"last={fact}"))
-        if index >= len(lines) - 3:  # among the last lines the job printed
+        if index >= len(lines) - LAST_LINES:
             out.append((index, f"log-ends-in={fact}"))
     return out
 

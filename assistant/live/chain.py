@@ -38,11 +38,11 @@ POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
 LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
 THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
 POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
-# CPython 3.8+ Lib/multiprocessing/queues.py: Queue._finalize_join joins the thread that
-# Queue._start_thread names 'QueueFeederThread' (target Queue._feed).
 # torch 2.x torch/multiprocessing/spawn.py: ProcessContext.join waits on the children's sentinels
 # (multiprocessing.connection.wait), not in wait4.
 SPAWN_JOIN = re.compile(r"torch/multiprocessing/spawn\.py")
+# CPython 3.8+ Lib/multiprocessing/queues.py: Queue._finalize_join joins the thread that
+# Queue._start_thread names 'QueueFeederThread' (target Queue._feed).
 QUEUE_EXIT_JOIN = re.compile(r"^(_finalize_join|join_thread)$")
 QUEUE_FEEDER = re.compile(r"^_feed$")
 THREAD_SYNC_FILE = re.compile(r"(^|/)(threading|queue)\.py$")

@@ -60,7 +60,7 @@ def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) ->
     # what the job is made of, seen live, rules candidates out (none from logs alone)
     facts = job_facts([item.node.snapshot for item in per_node]) if per_node else None
     ruled_out = drop_contradicted(knowledge, result, facts)
-    fill_report(report, knowledge, result, tails)
+    fill_report(report, knowledge, result, tails, obs)
     report.suggested_answers = {
         key: {"value": answer.value, "source": answer.source, "why": obs.derived_why.get(key, "")}
         for key, answer in obs.derived.items()
