@@ -9,7 +9,13 @@ time:
   nccl_fr     a one-rank NCCL process group with its Flight Recorder on: a few collectives
               complete, then an all_reduce is queued behind minutes of GPU work and the host
               waits in torch.cuda.synchronize(); the job writes its own Flight Recorder dump
-              (pickle and JSON) where TORCH_FR_DUMP_TEMP_FILE points, as NCCL does at a timeout.
+              (pickle and JSON) where TORCH_FR_DUMP_TEMP_FILE points, as NCCL does at a timeout;
+  healthy_gpu a real training loop on the GPU (AdamW, bf16 autocast) that logs a step line about
+              twice a second: the host waits in loss.item() most of the time, and the job is healthy;
+  quiet_gpu   the same loop logging nothing after its first line: GPU busy, log silent, stacks moving;
+              healthy too (the user's "GPU 100%, no log" job that is in fact training);
+  jax_init    process 0 of a two-process jax.distributed job, in jax.distributed.initialize(), whose
+              process 1 never starts (JAX on its CPU platform: the wait is the coordination service's).
 For each it saves under OUT/<name>/: report.json (`debug-stuck diagnose --pid P --format json`),
 nvml.json (the tool's own GPU collector), nvml-raw.json (the raw NVML values, in the shape
 tests/fixtures/gpu replays), py-spy.txt and py-spy-native.txt (`py-spy dump`), pystack.txt
@@ -18,7 +24,8 @@ OUT/summary.json. Every step is
 bounded; the whole run ends within 8 minutes; every process it started is killed by process group
 and PID at the end, Ctrl-C included. Elsewhere it prints "no NVIDIA GPU here: ..." and exits 0.
 
-Usage: python bench/gpu_check.py OUT_DIR [--seconds N]   (N: the whole run's bound, default 480)
+Usage: python bench/gpu_check.py OUT_DIR [--seconds N] [--only NAME,...]
+       (N: the whole run's bound, default 540; NAME: the jobs to run, default all)
 Exit: 0 all recorded, or no GPU here; 1 a step failed (see summary.json); 2 bad usage.
 """
 
@@ -32,13 +39,14 @@ import tempfile
 import time
 from pathlib import Path
 
-TOTAL_SECONDS = 8 * 60
+TOTAL_SECONDS = 9 * 60
 CLEANUP_RESERVE = 30.0  # kept back for stopping the jobs
 READY_SECONDS = 120.0  # CUDA init, calibration and queueing the kernels
 DIAGNOSE_SECONDS = 150.0
 TOOL_SECONDS = 60.0
 QUEUED_GPU_SECONDS = 420.0  # longer than this run: the host is still waiting when it is killed
-SCENARIOS = ("cuda_sync", "dataloader", "nccl_fr")
+SCENARIOS = ("healthy_gpu", "quiet_gpu", "jax_init", "cuda_sync", "dataloader", "nccl_fr")
+HEALTHY = ("healthy_gpu", "quiet_gpu")  # the negative controls: never to be called hung
 FR_PREFIX = "nccl_trace_rank_"
 
 
@@ -125,6 +133,49 @@ def child_nccl_fr() -> None:
     _ready({"fr_dump": f"{prefix}0"})
     work.wait()
     torch.cuda.synchronize()  # the hang: the host waits for the queued kernels and the all_reduce
+
+
+def _train_forever(log_every: int) -> None:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4096, 8192), nn.GELU(), nn.Linear(8192, 4096)).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(4096, 4096, device="cuda")
+    print("training started", flush=True)
+    step = 0
+    while True:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).float().pow(2).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        step += 1
+        if step % log_every == 0:
+            print(f"step {step} loss {loss.item():.5f}", flush=True)  # .item(): the host waits for the GPU
+        if step == 50:
+            torch.cuda.synchronize()
+            _ready({"steps": step, "log_every": log_every})
+
+
+def child_healthy_gpu() -> None:
+    _train_forever(log_every=50)
+
+
+def child_quiet_gpu() -> None:
+    _train_forever(log_every=10**9)
+
+
+def child_jax_init() -> None:
+    import jax
+
+    port = int(os.environ["JAX_INIT_PORT"])
+    _ready({"port": port, "jax": jax.__version__})
+    # the hang: process 1 never connects, and initialize waits for every process to register
+    jax.distributed.initialize(
+        coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=0, initialization_timeout=900
+    )
 
 
 # --- the check ----------------------------------------------------------------------------------
@@ -218,6 +269,20 @@ def run_tool(argv: list, seconds: float, out: Path) -> dict:
     }
 
 
+def verdict_of(report: Path) -> dict:
+    """The report's verdict in brief (hung, cause, confidence, culprit), or why it could not be read."""
+    try:
+        data = json.loads(report.read_text())
+        verdict = data["verdict"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return {"error": f"no verdict: {exc}"}
+    brief = {k: verdict.get(k) for k in ("hung", "state", "cause", "confidence")}
+    brief["top3"] = [(d.get("cause"), d.get("confidence")) for d in (data.get("diagnoses") or [])[:3]]
+    brief["culprit"] = data.get("culprit")
+    brief["summary"] = str(verdict.get("summary", ""))[:300]
+    return brief
+
+
 def record(name: str, root: Path, out: Path, budget: Budget, jobs: list) -> dict:
     from debug_stuck.probes.collectors.gpu.collect import collect_gpus
     from debug_stuck.zoo import spawn
@@ -233,6 +298,8 @@ def record(name: str, root: Path, out: Path, budget: Budget, jobs: list) -> dict
         fr_dir = Path(tempfile.mkdtemp(prefix="fr-", dir=root))
         env = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": str(fr_dir / FR_PREFIX)}
         env["TORCH_NCCL_TRACE_BUFFER_SIZE"] = "2000"  # the name before torch 2.5
+    elif name == "jax_init":
+        env = {"JAX_PLATFORMS": "cpu", "JAX_INIT_PORT": str(spawn.free_port())}
     try:
         job = spawn.start(
             f"gpu-{name}", root, ready_timeout=wait, argv=argv, env=env, wait_ready=True, on_spawn=jobs.append
@@ -242,6 +309,8 @@ def record(name: str, root: Path, out: Path, budget: Budget, jobs: list) -> dict
         return {"error": f"the job did not reach its hang: {str(exc).splitlines()[0]}"}
     pid = job.proc.pid
     steps = {"pid": pid, "ready": job.info}
+    if name == "jax_init":
+        time.sleep(min(5.0, budget.left(5.0)))  # READY comes just before the call: let it reach its wait
     nvml = collect_gpus(timeout=max(1.0, budget.left(15)), samples=3, interval=0.5)
     (folder / "nvml.json").write_text(json.dumps(nvml.to_dict(), indent=1))
     steps["nvml"] = [d.fact_line() for d in nvml.devices]
@@ -262,6 +331,7 @@ def record(name: str, root: Path, out: Path, budget: Budget, jobs: list) -> dict
         steps["ncclras"] = ras or "not on the PATH"
         if ras:
             steps["ncclras-v"] = run_tool([ras, "-v", "-t", "10"], budget.left(20), folder / "ncclras.txt")
+    steps["verdict"] = verdict_of(folder / "report.json")
     job.stop()
     shutil.copyfile(job.log, folder / "log.txt")
     if env.get("TORCH_FR_DUMP_TEMP_FILE"):
@@ -282,17 +352,31 @@ def main(argv: list) -> int:
             os._exit(1)  # at once: NCCL's teardown after a failure can hang, and the check waits on exit
         return 0
     total = float(TOTAL_SECONDS)
-    if len(argv) == 4 and argv[2] == "--seconds":
-        try:
-            total = float(argv[3])
-        except ValueError:
-            total = -1.0
-        argv = argv[:2]
-        if not 60 <= total <= TOTAL_SECONDS:
-            print(f"--seconds takes a number from 60 to {TOTAL_SECONDS}", file=sys.stderr)
+    chosen = list(SCENARIOS)
+    usage = "usage: python bench/gpu_check.py OUT_DIR [--seconds N] [--only NAME,...] (a folder for the recordings)"
+    rest = argv[2:]
+    while rest:
+        if len(rest) < 2 or rest[0] not in ("--seconds", "--only"):
+            print(usage, file=sys.stderr)
             return 2
+        flag, value, rest = rest[0], rest[1], rest[2:]
+        if flag == "--seconds":
+            try:
+                total = float(value)
+            except ValueError:
+                total = -1.0
+            if not 60 <= total <= TOTAL_SECONDS:
+                print(f"--seconds takes a number from 60 to {TOTAL_SECONDS}", file=sys.stderr)
+                return 2
+        else:
+            chosen = [name for name in value.split(",") if name]
+            unknown = [name for name in chosen if name not in SCENARIOS]
+            if unknown or not chosen:
+                print(f"--only takes names from {', '.join(SCENARIOS)}; not {', '.join(unknown)}", file=sys.stderr)
+                return 2
+    argv = argv[:2]
     if len(argv) != 2 or argv[1].startswith("-"):
-        print("usage: python bench/gpu_check.py OUT_DIR [--seconds N] (a folder for the recordings)", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     reason = no_gpu_reason()
     if reason:
@@ -310,7 +394,7 @@ def main(argv: list) -> int:
         summary["torch"] = torch.__version__
         summary["cuda"] = torch.version.cuda
         summary["gpu"] = torch.cuda.get_device_name(0)
-        for name in SCENARIOS:
+        for name in chosen:
             summary[name] = record(name, root, out, budget, jobs)
     finally:
         for job in jobs:
@@ -320,9 +404,11 @@ def main(argv: list) -> int:
                 summary.setdefault("leftovers", []).append(str(exc))
         shutil.rmtree(root, ignore_errors=True)
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    failed = [n for n in SCENARIOS if "error" in summary.get(n, {}) or summary.get(n, {}).get("skipped")]
-    failed += [n for n in SCENARIOS if summary.get(n, {}).get("diagnose", {}).get("returncode") not in (0, None)]
-    print(f"recorded under {out}: {', '.join(SCENARIOS)}" + (f"; problems: {', '.join(failed)}" if failed else ""))
+    failed = [n for n in chosen if "error" in summary.get(n, {}) or summary.get(n, {}).get("skipped")]
+    failed += [n for n in chosen if summary.get(n, {}).get("diagnose", {}).get("returncode") not in (0, None)]
+    for name in chosen:
+        print(f"{name}: {json.dumps(summary.get(name, {}).get('verdict'))}")
+    print(f"recorded under {out}: {', '.join(chosen)}" + (f"; problems: {', '.join(failed)}" if failed else ""))
     return 1 if failed or summary.get("leftovers") else 0
 
 

@@ -138,19 +138,25 @@ def _stack(report, processes, job: Optional[TrainingJob]) -> Optional[str]:
     names = "|".join(map(re.escape, of_package))
     in_file = re.compile(rf"(?:^|(?:site|dist)-packages/)({names})/")  # py-spy's short path, or site-packages
     imported = re.compile(rf"^\s*(?:import|from)\s+({names})\b", re.M)
-    seen = set()
+    # The code the job runs now tells first, then what its script imports (a script may import two
+    # stacks, one of them only in a branch), then the libraries its log's messages come from.
+    running, imports, logged = set(), set(), set()
     for p in processes:
         for thread in p.get("threads") or []:
             for frame in thread.get("frames") or []:
                 for where in (frame.get("file"), frame.get("path")):
                     found = in_file.search(str(where or "").replace("\\", "/"))
                     if found:
-                        seen.add(of_package[found.group(1)])
+                        running.add(of_package[found.group(1)])
     if job is not None and job.source:
-        seen.update(of_package[name] for name in imported.findall(job.source))
+        imports.update(of_package[name] for name in imported.findall(job.source))
     for log in report.logs or []:
-        seen.update(of_library[name] for name in log.get("libraries") or () if name in of_library)
-    return next((stack for stack in stacks if stack in seen), None)
+        logged.update(of_library[name] for name in log.get("libraries") or () if name in of_library)
+    for seen in (running, imports, logged):
+        found = next((stack for stack in stacks if stack in seen), None)
+        if found:
+            return found
+    return None
 
 
 def _focus_pid(report, processes) -> Optional[int]:

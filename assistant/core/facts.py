@@ -165,6 +165,7 @@ def add_facts(knowledge, obs) -> None:
                 obs.add("fact", ObservedLine(wait, **where))
             for fact in job:
                 obs.add("fact", ObservedLine(f"job={fact}", **where))
+        _drop_single_process_census(obs)
     catalog = knowledge.log_catalog
     if catalog:
         by_file: Dict[Optional[str], list] = {}
@@ -174,3 +175,16 @@ def add_facts(knowledge, obs) -> None:
             for index, text in log_facts(catalog, [line.text for line in lines], knowledge.stall_reports):
                 source = lines[index]
                 obs.add("fact", ObservedLine(text, file=file, line=source.line, origin="log", quote=source.text))
+
+
+def _drop_single_process_census(obs) -> None:
+    """A frame of a distributed library (jax.distributed, Horovod, tf.distribute, torch.distributed)
+    is a sign of a distributed job that a log's words may lack: the census of those words then no
+    longer says "one process"."""
+    from debug_stuck.core.logs import SINGLE_PROCESS_CENSUS
+
+    if not any(line.text == "job=distributed" for line in obs.lines.get("fact", ())):
+        return
+    logs = obs.lines.get("log")
+    if logs:
+        obs.lines["log"] = [line for line in logs if not line.text.startswith(SINGLE_PROCESS_CENSUS)]

@@ -118,6 +118,9 @@ def _observe_rank_progress(tree: Tree, path: str, lines: List[str], obs: Observa
     obs.add("log", ObservedLine(text, file=path))
 
 
+SINGLE_PROCESS_CENSUS = "log census: no sign of a distributed job"
+
+
 def _observe_single_process(tree: Tree, path: str, lines: List[str], obs: Observations) -> None:
     """A log of a few lines or more with no rank, NCCL, launcher or process-group line at all is
     most likely a single-process job: a `log census:` line lets the distributed causes weigh that."""
@@ -127,7 +130,7 @@ def _observe_single_process(tree: Tree, path: str, lines: List[str], obs: Observ
     if any(tree.distributed_lines.search(line) for line in text):
         return
     name = Path(path).name
-    message = f"log census: no sign of a distributed job in {len(text)} lines of {name}"
+    message = f"{SINGLE_PROCESS_CENSUS} in {len(text)} lines of {name}"
     obs.add("log", ObservedLine(message, file=path))
 
 

@@ -47,7 +47,9 @@ _TB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<
 _FH_START = FH_START
 _FH_FRAME = FH_FRAME
 _PYSPY_START = re.compile(r'^Thread (?P<ident>0x[0-9A-Fa-f]+|\d+) \((?P<state>[\w+]+)\)(?:: "(?P<name>[^"]*)")?')
-_PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[^\s()][^()]*?) \((?P<file>[^():]+)(?::(?P<line>\d+))?\)\s*$")
+# py-spy --native names C++ frames in full, parentheses and all ("f<...>(void (*)(T&), ...)::{lambda(...)#1}::
+# __invoke (lib.so)"): the location is the last "(file[:line])" of the line.
+_PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[^\s()].*?) \((?P<file>[^():]+)(?::(?P<line>\d+))?\)\s*$")
 # "#2  0x7f.. in ns::Class::method(std::chrono::duration<...>) () from /lib/x.so": the name may hold
 # its own parameter list; the last "(...)" is the arguments.
 _GDB_FRAME = re.compile(

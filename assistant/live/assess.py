@@ -102,7 +102,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     for chain in chains:
         for hop in chain.hops:
             obs.add("chain", ObservedLine(hop.fact_line(), subject=hop.who, pid=hop.pid))
-    return LiveAnalysis(groups, culprit, mismatch, chains, progress, waiting, job_facts([snap]))
+    return LiveAnalysis(groups, culprit, mismatch, chains, progress, waiting, job_facts([snap], knowledge.frames))
 
 
 def _offer_stack_event(knowledge: Knowledge, snap: Snapshot, groups: List[StackGroup], obs: Observations) -> None:

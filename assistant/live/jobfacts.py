@@ -5,7 +5,9 @@ is one process only when it is one process everywhere."""
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Set
+from typing import Iterable, List, Sequence, Set
+
+from debug_stuck.core.libfacts import frame_matches
 
 DATALOADER_FILE = re.compile(r"torch/utils/data/")
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/")
@@ -19,18 +21,37 @@ def _frames(snap) -> Iterable:
             yield from (f for f in thread.frames if not f.native)
 
 
-def job_facts(snapshots: List) -> Set[str]:
+def table_facts(frames, frames_table: Sequence[dict]) -> Set[str]:
+    """The job facts (skills/data/frames.yaml `facts`) that these frames prove: a frame of
+    jax.distributed, Horovod or tf.distribute proves a distributed job as torch.distributed's do."""
+    found: Set[str] = set()
+    seen: Set[tuple] = set()
+    for frame in frames:
+        key = (frame.function, frame.file)
+        if key in seen:
+            continue
+        seen.add(key)
+        for entry in frame_matches(frames_table, frame.function, frame.file)[:1]:
+            found.update(entry.get("facts") or ())
+    return found
+
+
+def job_facts(snapshots: List, frames_table: Sequence[dict] = ()) -> Set[str]:
     facts: Set[str] = set()
     processes = [p for snap in snapshots for p in snap.processes]
     frames = [f for snap in snapshots for f in _frames(snap)]
+    proven = table_facts(frames, frames_table) if frames_table else set()
     if any(p.role == "dataloader-worker" for p in processes):
         facts.add("worker-process")
-    if any(DATALOADER_FILE.search(f.file or "") or f.bare_name == DATASET_PROTOCOL for f in frames):
+    if "dataloader" in proven or any(
+        DATALOADER_FILE.search(f.file or "") or f.bare_name == DATASET_PROTOCOL for f in frames
+    ):
         facts.add("dataloader-frame")
     ranks = [p for p in processes if p.role == "rank"]
     distributed = (
         len(ranks) > 1
         or any((p.world_size or 0) > 1 for p in processes)
+        or "distributed" in proven
         or any(DISTRIBUTED_FILE.search(f.file or "") for f in frames)
     )
     if distributed:

@@ -34,6 +34,13 @@ GC_MOSTLY = 0.5  # in the garbage collector in at least this share of the sample
 BUSY_CPU = 50.0  # percent of a CPU: the process computes
 RUN_QUEUE_OVERSUBSCRIBED = 2.0  # CPU wanted vs CPU got: waiting for a CPU most of the time
 STOPPED_STATES = ("T", "t")  # stopped by a signal, or by a debugger
+# A GPU of the job that computes: busy in every sample and drawing a good share of its power limit.
+# A kernel that spins or sleeps keeps utilization at 100% at a low draw (a hung NCCL all_reduce at
+# 0.18 of a V100's limit; torch.cuda._sleep at 0.11-0.18 of an H100's and H200's), a GPU doing math
+# more (0.6-0.7 on busy A100s; an H100 training: 0.34-0.37 in its first steps, 0.93 after):
+# tests/fixtures/gpu and gpu/h100/summary.json.
+GPU_COMPUTING_UTIL = 90.0
+GPU_COMPUTING_POWER = 0.3
 
 GC_FRAME = re.compile(
     r"^(gc_collect\w*|collect(_with_callback|_generations)?|_PyGC_\w+|gc\.collect"
@@ -70,6 +77,25 @@ def thread_motion(series, tid: int) -> Optional[str]:
     if len({t.signature(lines=False) for t in stacks}) == 1:
         return "looping"
     return "moving"
+
+
+def computing_gpus(snap: Snapshot) -> list:
+    """The job's GPUs that compute through the window (GPU_COMPUTING_*). Only devices that the
+    driver's process table links to the job's PIDs count: another job's busy GPU on the same node
+    says nothing about this one."""
+    gpus = snap.gpus
+    if gpus is None or not gpus.devices:
+        return []
+    job = {p.pid for p in snap.processes}
+    used = {gp.gpu_index for gp in gpus.processes if gp.pid in job}
+    out = []
+    for device in gpus.devices:
+        util = device.util_min if device.util_min is not None else device.util
+        power = device.power_ratio()
+        if device.index in used and util is not None and power is not None:
+            if util >= GPU_COMPUTING_UTIL and power >= GPU_COMPUTING_POWER:
+                out.append(device)
+    return out
 
 
 def _running(info) -> bool:
@@ -186,6 +212,11 @@ def judge_progress(snap: Snapshot, waiting_pids: Sequence[int] = (), tails: Sequ
         reasons.append(f"{info.label()} main thread moved between samples")
     for info in writers:
         reasons.append(f"{info.label()} wrote {info.io_write_bytes >> 20} MiB during the window")
+    for device in computing_gpus(snap):
+        reasons.append(
+            f"GPU {device.index} computes for the job: {device.util_min or device.util:.0f}% busy at "
+            f"{device.power_w:.0f} W of {device.power_limit_w:.0f} W"
+        )
     if reasons and stuck_logs and not grew and not phase:
         lg = stuck_logs[0]
         reasons = []  # the stack moves, but the job's own log has been silent far beyond its rhythm

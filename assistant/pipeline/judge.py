@@ -58,7 +58,7 @@ def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) ->
     add_facts(knowledge, obs)
     result = classify(knowledge, request.answers, obs)
     # what the job is made of, seen live, rules candidates out (none from logs alone)
-    facts = job_facts([item.node.snapshot for item in per_node]) if per_node else None
+    facts = job_facts([item.node.snapshot for item in per_node], knowledge.frames) if per_node else None
     ruled_out = drop_contradicted(knowledge, result, facts)
     fill_report(report, knowledge, result, tails, obs)
     report.suggested_answers = {

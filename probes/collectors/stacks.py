@@ -307,6 +307,12 @@ def _cap_threads(threads: list, notes: list) -> list:
     return threads
 
 
+# py-spy --native on Python 3.11+ gives the interpreter's entry shims where C code calls back into
+# Python as frames named by a bare address, with no file ("0x7ffe889a0d00 (?)", is_shim_entry): they
+# name nothing, and their addresses differ from one dump to the next, so they are left out.
+_UNNAMED_FRAME = re.compile(r"0x[0-9a-fA-F]+")
+
+
 def _parse_pyspy_json(text: str) -> list:
     data = json.loads(text)
     if not isinstance(data, list):
@@ -315,6 +321,8 @@ def _parse_pyspy_json(text: str) -> list:
     for item in data:
         frames = []
         for raw in item.get("frames") or []:
+            if raw.get("filename") in (None, "?") and _UNNAMED_FRAME.fullmatch(str(raw.get("name") or "")):
+                continue
             # py-spy names the shared object in "module" only for native frames.
             native = raw.get("module") is not None
             line = raw.get("line")

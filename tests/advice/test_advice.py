@@ -363,3 +363,23 @@ def test_a_jax_compile_gets_the_xla_fix_not_torch_compiles(cli_json, tmp_path):
     assert top["fixes"][0]["title"].startswith("Cache JAX's compiled programs"), [f["title"] for f in top["fixes"]]
     left_out = {f["title"] for f in top["fixes_left_out"]}
     assert "Compile in-process (no worker pool)" in left_out  # TORCHINDUCTOR_* is PyTorch's own setting
+
+
+def test_the_library_the_job_runs_tells_its_stack_before_what_its_script_imports(tmp_path):
+    # a script that imports torch and jax, caught in jax.distributed (as bench/gpu_check.py's jax_init job
+    # on an H100: tests/fixtures/gpu/h100/jax_init-py-spy.txt): the running frames are jax's
+    from types import SimpleNamespace
+
+    from debug_stuck.advice.facts import _stack
+    from debug_stuck.recovery.job import TrainingJob
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nimport jax\n", encoding="utf-8")
+    job = TrainingJob(["python", str(script)], str(tmp_path), {})
+    frame = {"function": "State.initialize", "file": "jax/_src/distributed.py", "line": 218}
+    running = [{"pid": 852, "threads": [{"tid": 852, "frames": [frame]}]}]
+    report = SimpleNamespace(logs=[])
+    assert _stack(report, running, job) == "jax"
+    assert _stack(report, [{"pid": 852, "threads": []}], job) == "torch"  # no frames: the imports, in table order
+    logged = SimpleNamespace(logs=[{"libraries": ["tensorflow"]}])
+    assert _stack(logged, [{"pid": 852, "threads": []}], None) == "tensorflow"

@@ -48,3 +48,24 @@ def test_skills_check_names_a_condition_on_an_unknown_fact(tmp_path):
     path.write_text(path.read_text().replace("excluded_when: [single-process]", "excluded_when: [one-gpu]", 1))
     _, problems = check_knowledge(folder)
     assert any(p.file == "network.md" and p.field == "excluded_when" and "job facts" in p.message for p in problems)
+
+
+def test_a_frame_of_any_distributed_library_makes_the_job_distributed(knowledge):
+    # one process, no WORLD_SIZE, no torch.distributed frame: jax.distributed's frame (frames.yaml
+    # `facts: [distributed]`) still says peers exist, as in bench/gpu_check.py's jax_init job on an H100
+    from debug_stuck.live.collect import Snapshot
+    from debug_stuck.live.jobfacts import job_facts
+    from debug_stuck.probes.collectors.procs import ProcInfo
+    from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
+
+    def one_process(frame: Frame) -> Snapshot:
+        thread = ThreadStack(tid=852, name="MainThread", state="idle", frames=[frame])
+        series = StackSeries(pid=852, dumps=[StackDump(pid=852, threads=[thread], tool="py-spy", seconds=0.1)])
+        process = ProcInfo(pid=852, ppid=1, name="python3", cmdline=["python3", "train.py"], role="rank")
+        return Snapshot(host="h", taken_at=0.0, window=1.0, processes=[process], stacks={852: series})
+
+    jax_init = one_process(Frame("State.initialize", "jax/_src/distributed.py", 218))
+    assert "distributed" in job_facts([jax_init], knowledge.frames)
+    assert job_facts([jax_init]) == {"single-process"}  # without the table, only torch's files tell
+    plain = one_process(Frame("train_step", "train.py", 40))
+    assert job_facts([plain], knowledge.frames) == {"single-process"}

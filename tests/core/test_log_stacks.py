@@ -206,3 +206,41 @@ def test_a_real_gpu_jobs_dump_pasted_alone_names_its_cause(cli, dump, cause):
     report = json.loads(out)
     assert report["diagnoses"][0]["cause"] == cause, [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
     assert any(e["source"] == "stack" for e in report["diagnoses"][0]["evidence"])
+
+
+# --- dumps of a jax.distributed process waiting for a peer that never comes (bench/gpu_check.py) ---
+
+H100 = Path(__file__).parents[1] / "fixtures" / "gpu" / "h100"
+PROBE_FIXTURES = Path(__file__).parents[1] / "fixtures" / "probes"
+
+
+def test_a_native_frame_named_with_parentheses_keeps_the_python_frames_under_it():
+    # py-spy --native prints nanobind's C++ frames in full, argument lists and lambdas included
+    threads = extract_stacks((H100 / "jax_init-py-spy-native.txt").read_text(encoding="utf-8").splitlines())
+    found = [f.text() for f in threads[0].frames]
+    assert "initialize (jax/_src/distributed.py:218)" in found
+    assert found.index("xla::CoordinationServiceAgent::Connect (jaxlib/libjax_common.so)") < found.index(
+        "initialize (jax/_src/distributed.py:218)"
+    )
+    assert found[-2:] == ["<module> (gpu_check.py:442)", "0x7f9ecd02a1ca (libc.so.6)"]
+
+
+@pytest.mark.parametrize(
+    "dump",
+    [
+        H100 / "jax_init-py-spy.txt",  # Python 3.12, jax 0.11.2
+        H100 / "jax_init-py-spy-native.txt",
+        H100 / "jax_init-pystack.txt",
+        PROBE_FIXTURES / "py-spy-native-jax-distributed-init.txt",  # Python 3.11, jax 0.10.2, with py-spy's shims
+    ],
+    ids=lambda path: path.name,
+)
+def test_a_jax_process_waiting_in_distributed_initialize_is_at_the_rendezvous(cli, dump):
+    # one process in the dump, and no word of ranks in it: the jax.distributed frame is the sign of
+    # a distributed job (frames.yaml facts), so the single-process census does not hold
+    code, out, err = cli("diagnose", "--log", str(dump), "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    top = report["diagnoses"][0]
+    assert top["cause"] == "rendezvous", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    assert any("jax-distributed-initialize" in e["detail"] for e in top["evidence"]), top["evidence"]

@@ -227,3 +227,26 @@ def test_reports_of_real_hung_gpu_jobs_match_the_schema(scenario, cause):
     if scenario == "nccl_fr":  # found from the job's TORCH_FR_DUMP_TEMP_FILE, read through /proc/P/root
         assert report["flight_recorder"]["seq"] == 5 and report["flight_recorder"]["collective"] == "nccl:all_reduce"
         assert all(s.startswith("/proc/") for s in report["flight_recorder"]["sources"])
+
+
+@pytest.mark.parametrize("scenario", ["healthy_gpu", "quiet_gpu"])
+def test_reports_of_real_healthy_gpu_training_say_progressing(scenario):
+    # `diagnose --pid P --format json` of bench/gpu_check.py's training loops on an H100
+    # (tests/fixtures/gpu/README.md): one logs every 50 steps, the other nothing after its first line
+    report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / f"{scenario}-report.json").read_text())
+    validate(report)
+    assert report["verdict"]["hung"] is False and report["verdict"]["state"] == "progressing"
+    assert report["verdict"]["cause"] is None and report["culprit"] is None
+    if scenario == "quiet_gpu":  # its log is silent: the GPU's own work tells
+        assert "GPU 0 computes for the job: 100% busy at 656 W of 700 W" in report["verdict"]["summary"]
+
+
+def test_report_of_a_live_jax_process_at_the_rendezvous():
+    # process 0 of two in jax.distributed.initialize(), process 1 never started (H100 machine, JAX on CPU)
+    report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / "jax_init-report.json").read_text())
+    validate(report)
+    assert report["verdict"]["hung"] is True and report["verdict"]["cause"] == "rendezvous"
+    assert report["job"]["context"]["stack"] == "jax"  # its frames are jax's; its script imports torch too
+    top = report["diagnoses"][0]
+    assert all("jax" in (fix.get("applies") or {}).get("stack", ["jax"]) for fix in top["fixes"])
+    assert "for torch; this job: jax" in [left["why"] for left in top["fixes_left_out"]]

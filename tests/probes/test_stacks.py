@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import shutil
@@ -361,3 +362,24 @@ def test_sampling_many_processes_costs_about_one(spawn):
     assert all(len(one[pid].dumps) == 2 for pid in pids[:1])
     assert all(len(many[pid].dumps) == 2 and many[pid].error is None for pid in pids)
     assert t_many < 2 * t_one
+
+
+def test_py_spy_entry_shims_named_by_an_address_are_left_out():
+    # `py-spy dump --json --native` of a jax.distributed process (Python 3.11, jax 0.10.2, py-spy 0.4.3):
+    # between nanobind's C++ frames and State.initialize py-spy gives two interpreter entry shims,
+    # "0x2" and "0x7ffe889a0d00" with no file. Their addresses change from one dump to the next,
+    # which read as a thread that moved: a process waiting for its peer was called progressing.
+    from debug_stuck.probes.collectors.stacks import _parse_pyspy_json
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "probes" / "py-spy-native-jax-distributed-init.json"
+    text = fixture.read_text(encoding="utf-8")
+    assert [f["name"] for f in json.loads(text)[0]["frames"] if f["filename"] == "?"] == ["0x2", "0x7ffe889a0d00"]
+    (thread,) = _parse_pyspy_json(text)
+    names = [frame.function for frame in thread.frames]
+    assert not [name for name in names if name.startswith("0x")], names
+    assert names.index("xla::CoordinationServiceAgent::Connect") < names.index("State.initialize")
+    python = [frame.text() for frame in thread.frames if not frame.native]
+    assert python[:2] == ["initialize (jax/_src/distributed.py:173)", "initialize (jax/_src/distributed.py:332)"]
+    # the same dump with other shim addresses has the same signature
+    other = text.replace("0x7ffe889a0d00", "0x7ffc00000040")
+    assert _parse_pyspy_json(other)[0].signature(lines=True) == thread.signature(lines=True)
