@@ -29,10 +29,11 @@ from debug_stuck.yamlio import load_yaml
 # The job facts a playbook may name, and what each means (debug_stuck.live.jobfacts computes them).
 JOB_FACTS = {
     "single-process": "the job is one process, with no sign of other ranks (no WORLD_SIZE above 1, no "
-    "torch.distributed frame)",
-    "distributed": "the job runs several ranks (torch.distributed frames, or WORLD_SIZE above 1)",
+    "frame of a distributed library)",
+    "distributed": "the job runs several ranks (a distributed library's frames, or WORLD_SIZE above 1)",
     "worker-process": "a process of the job is a worker forked or spawned by a trainer",
     "dataloader-frame": "a stack shows torch's DataLoader or a Dataset's __getitem__",
+    "no-gpu": "the machine has no GPU driver at all (no libnvidia-ml, no amd-smi or rocm-smi): nothing runs on a GPU",
 }
 KEYS = ("requires_any", "excluded_when")
 _FRONTMATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.S)

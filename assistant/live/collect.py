@@ -22,6 +22,7 @@ from debug_stuck.probes.collectors.procs import (
     job_key,
     job_processes,
     nfs_servers,
+    program_of,
     read_states,
     sample_window,
     shm_usage,
@@ -270,6 +271,44 @@ def _refine_roles(snap: Snapshot) -> None:
         own = (info.rank, info.local_rank)
         if own != (None, None) and own != (parent.rank, parent.local_rank):
             info.role = "rank"
+    _ranks_of_a_launcher_script(snap)
+
+
+def _ranks_of_a_launcher_script(snap: Snapshot) -> None:
+    """A Python child left as "other" whose frames are a distributed library's (frames.yaml `facts:
+    [distributed]`: jax.distributed, torch.distributed, Horovod...) is a rank: a job's own launcher
+    script starts its ranks with subprocess, under no name that torchrun's or mpirun's would match.
+    Its parent, a Python process with no such frame, is then their launcher, not a rank."""
+    from debug_stuck.errors import KnowledgeError
+    from debug_stuck.kb import load_table
+    from debug_stuck.live.jobfacts import table_facts
+
+    try:
+        table = load_table("frames.yaml").get("frames") or []
+    except KnowledgeError:
+        return  # a broken table is reported by the diagnosis itself
+
+    def distributed(pid: int) -> bool:
+        series = snap.stacks.get(pid)
+        dump = series.latest() if series is not None else None
+        frames = [f for t in (dump.threads if dump is not None else []) for f in t.frames if not f.native]
+        return "distributed" in table_facts(frames, table)
+
+    promoted = [info for info in snap.processes if info.role == "other" and info.python and distributed(info.pid)]
+    # ... and so is a sibling that runs the same program, caught outside the library (the rank the
+    # others wait for is often the one that never reached the collective)
+    programs = {(info.ppid, program_of(info.cmdline)) for info in promoted}
+    promoted += [
+        info
+        for info in snap.processes
+        if info.role == "other" and info not in promoted and (info.ppid, program_of(info.cmdline)) in programs
+    ]
+    for info in promoted:
+        info.role = "rank"
+    for info in promoted:
+        parent = snap.process(info.ppid)
+        if parent is not None and parent.role == "rank" and parent not in promoted and not distributed(parent.pid):
+            parent.role = "launcher"
 
 
 def _resolve_waits(snap: Snapshot) -> None:

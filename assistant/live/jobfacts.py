@@ -58,4 +58,7 @@ def job_facts(snapshots: List, frames_table: Sequence[dict] = ()) -> Set[str]:
         facts.add("distributed")
     elif len(processes) == 1:
         facts.add("single-process")
+    gpus = [snap.gpus for snap in snapshots]
+    if gpus and all(g is not None and g.vendor is None and not g.available for g in gpus):
+        facts.add("no-gpu")  # no vendor library answered at all (a driver that failed still names its vendor)
     return facts

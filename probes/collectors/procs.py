@@ -450,8 +450,8 @@ def job_processes(pids: List[int]) -> List[ProcInfo]:
         wanted.append(pid)
         parent = _bounded(lambda pid=pid: psutil.Process(pid).parent(), f"finding the parent of {pid}")
         if parent is not None:
-            cmd = " ".join(_bounded(parent.cmdline, f"reading the parent of {pid}", []) or [])
-            if LAUNCHER.search(cmd):
+            cmdline = _bounded(parent.cmdline, f"reading the parent of {pid}", []) or []
+            if LAUNCHER.search(" ".join(cmdline)) or _launches_copies(parent, cmdline, pid):
                 wanted.append(parent.pid)
     seen: Dict[int, ProcInfo] = {}
     queue = list(dict.fromkeys(wanted))
@@ -469,6 +469,26 @@ def job_processes(pids: List[int]) -> List[ProcInfo]:
         queue.extend(c for c in info.children if c not in seen)
     assign_roles(seen)
     return _order(seen.values())
+
+
+def program_of(cmdline: List[str]) -> tuple:
+    """The interpreter and what it runs (`python train.py`, `python -m pkg`), without the arguments."""
+    return tuple(cmdline[:3] if len(cmdline) > 1 and cmdline[1] == "-m" else cmdline[:2])
+
+
+def _launches_copies(parent, parent_cmdline: List[str], pid: int) -> bool:
+    """A Python parent that started two or more copies of pid's program, each with arguments of its
+    own, is a launcher script (a job's own stand-in for torchrun): its ranks are one job. A shell is
+    not taken so: from one shell a user may start two unrelated runs of the same script."""
+    if "python" not in " ".join(parent_cmdline[:1]).lower():
+        return False
+    children = _bounded(parent.children, f"listing the children of {parent.pid}", []) or []
+    lines = [_bounded(child.cmdline, f"reading pid {child.pid}", []) or [] for child in children]
+    mine = next((line for child, line in zip(children, lines) if child.pid == pid), None)
+    if not mine or mine == parent_cmdline:
+        return False  # a forked worker has its trainer's command line
+    copies = [line for line in lines if line and program_of(line) == program_of(mine) and line != parent_cmdline]
+    return len(copies) >= 2
 
 
 def find_training_processes() -> List[int]:

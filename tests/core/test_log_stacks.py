@@ -211,7 +211,7 @@ def test_a_real_gpu_jobs_dump_pasted_alone_names_its_cause(cli, dump, cause):
 # --- dumps of a jax.distributed process waiting for a peer that never comes (bench/gpu_check.py) ---
 
 H100 = Path(__file__).parents[1] / "fixtures" / "gpu" / "h100"
-PROBE_FIXTURES = Path(__file__).parents[1] / "fixtures" / "probes"
+JAX_FIXTURES = Path(__file__).parents[1] / "fixtures" / "jax"
 
 
 def test_a_native_frame_named_with_parentheses_keeps_the_python_frames_under_it():
@@ -231,7 +231,7 @@ def test_a_native_frame_named_with_parentheses_keeps_the_python_frames_under_it(
         H100 / "jax_init-py-spy.txt",  # Python 3.12, jax 0.11.2
         H100 / "jax_init-py-spy-native.txt",
         H100 / "jax_init-pystack.txt",
-        PROBE_FIXTURES / "py-spy-native-jax-distributed-init.txt",  # Python 3.11, jax 0.10.2, with py-spy's shims
+        JAX_FIXTURES / "distributed-init-py-spy-native.txt",  # Python 3.11, jax 0.10.2, with py-spy's shims
     ],
     ids=lambda path: path.name,
 )
@@ -244,3 +244,14 @@ def test_a_jax_process_waiting_in_distributed_initialize_is_at_the_rendezvous(cl
     top = report["diagnoses"][0]
     assert top["cause"] == "rendezvous", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
     assert any("jax-distributed-initialize" in e["detail"] for e in top["evidence"]), top["evidence"]
+
+
+@pytest.mark.parametrize("dump", ["multihost-sync-py-spy.txt", "multihost-sync-py-spy-native.txt"])
+def test_a_jax_process_in_sync_global_devices_waits_in_a_collective(cli, dump):
+    # two processes' dumps: process 0 in multihost_utils.sync_global_devices, process 1 in its own loop
+    code, out, err = cli("diagnose", "--log", str(JAX_FIXTURES / dump), "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    top = report["diagnoses"][0]
+    assert top["cause"] == "collective", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    assert any("waits in a collective" in e["detail"] for e in top["evidence"]), top["evidence"]

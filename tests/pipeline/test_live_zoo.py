@@ -357,3 +357,21 @@ def test_demo_list_and_bad_scenario(cli):
     assert code == 0 and "straggler" in out and "deadlock" in out and "default:" in out
     code, _, err = cli("demo", "nope")
     assert code == 2 and "no demo scenario 'nope'" in err
+
+
+@pytest.mark.timeout(240)
+def test_a_launcher_scripts_ranks_are_found_from_their_stacks_and_the_absent_one_is_the_culprit(knowledge, zoo):  # noqa: F811
+    # no torchrun and no RANK in any environment: the ranks are python children of a python script
+    needs_torch()
+    job = zoo("script_launcher")
+    ready = job.info
+    report = diagnose(knowledge, ready["rank0_pid"])
+    roles = {p["pid"]: p["role"] for p in report.processes}
+    assert roles == {ready["launcher_pid"]: "launcher", ready["rank0_pid"]: "rank", ready["rank1_pid"]: "rank"}
+    assert report.culprit is not None and report.culprit["pid"] == ready["rank1_pid"], report.stack_groups
+    assert (
+        "is elsewhere: sleep_forever" in report.culprit["reason"]
+        and "<- evaluate <- rank_main" in report.culprit["reason"]
+    )
+    assert report.verdict.cause == "collective", causes(report)
+    assert report.verdict.hung is True

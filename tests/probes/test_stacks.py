@@ -371,7 +371,7 @@ def test_py_spy_entry_shims_named_by_an_address_are_left_out():
     # which read as a thread that moved: a process waiting for its peer was called progressing.
     from debug_stuck.probes.collectors.stacks import _parse_pyspy_json
 
-    fixture = Path(__file__).parents[1] / "fixtures" / "probes" / "py-spy-native-jax-distributed-init.json"
+    fixture = Path(__file__).parents[1] / "fixtures" / "jax" / "distributed-init-py-spy-native.json"
     text = fixture.read_text(encoding="utf-8")
     assert [f["name"] for f in json.loads(text)[0]["frames"] if f["filename"] == "?"] == ["0x2", "0x7ffe889a0d00"]
     (thread,) = _parse_pyspy_json(text)
