@@ -1,6 +1,6 @@
-"""Which long phase a main thread is in: a checkpoint save, a validation pass or sample generation,
-recognised on its stack with the patterns of skills/data/phases.yaml (watch's allowance, the
-report's phase).
+"""Which long phase a main thread is in: a checkpoint save, a validation pass, sample generation or
+a compilation, recognised on its stack with the patterns of skills/data/phases.yaml and the frame
+table (watch's allowance, the report's phase).
 
 A phase is named only from a frame that means it: a save (the checkpoint-save playbook's stack
 signals, a function named as a save), an evaluation loop (its own function, its framework's or
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Optional, Tuple
 
+from debug_stuck.core.libfacts import match_frame
 from debug_stuck.kb import load_table
 
 _NEVER = re.compile(r"(?!)")
@@ -61,7 +62,7 @@ def _in_validation(frames, i: int, p: dict) -> bool:
 
 
 def phase_of(frames, knowledge=None) -> Optional[Tuple[str, str]]:
-    """("checkpoint" | "validation" | "sampling", the frame that says so) for a main thread's frames
+    """("checkpoint" | "validation" | "sampling" | "compile", the frame that says so) for a main thread's frames
     (innermost first), or None.
 
     Checkpoint saves are recognised by the checkpoint-save playbook's stack signals (torch.save,
@@ -86,4 +87,17 @@ def phase_of(frames, knowledge=None) -> Optional[Tuple[str, str]]:
             return "validation", frame.text()
         if p["sampling_function"].match(frame.bare_name):
             return "sampling", frame.text()
+    return _compiling(frames, knowledge)
+
+
+def _compiling(frames, knowledge) -> Optional[Tuple[str, str]]:
+    """("compile", the frame) when a frame of the stack is one the frame table says compiles
+    (skills/data/frames.yaml `wait: compile`: Dynamo converting a frame, Inductor generating or
+    building code, Triton compiling, XLA compiling). A compiled model's forward pass runs through
+    eval_frame.py, which no such entry names: only compiling itself counts."""
+    table = getattr(knowledge, "frames", None) or []
+    for frame in frames if table else ():
+        entry = match_frame(table, frame.function, frame.file)
+        if entry is not None and entry.get("wait") == "compile":
+            return "compile", frame.text()
     return None

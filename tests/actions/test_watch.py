@@ -136,6 +136,9 @@ def _frames(*specs):
         (_frames(("checkpoint", "torch/utils/checkpoint.py"), ("forward", "model.py")), None),
         (_frames(("all_reduce", "torch/distributed/distributed_c10d.py"), ("train_step", "train.py")), None),
         (_frames(("fetch", "retrieval.py"), ("main", "train.py")), None),
+        # compiling: a frame the frame table says compiles; a compiled model's forward pass is not
+        (_frames(("node_repr", "torch/fx/graph.py"), ("_compile", "torch/_dynamo/convert_frame.py")), "compile"),
+        (_frames(("_fn", "torch/_dynamo/eval_frame.py"), ("train_step", "train.py")), None),
     ],
 )
 def test_phase_of_recognises_checkpoint_and_validation_frames(knowledge, frames, phase):

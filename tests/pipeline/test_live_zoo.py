@@ -375,3 +375,14 @@ def test_a_launcher_scripts_ranks_are_found_from_their_stacks_and_the_absent_one
     )
     assert report.verdict.cause == "collective", causes(report)
     assert report.verdict.hung is True
+
+
+@pytest.mark.timeout(240)
+def test_a_first_step_still_compiling_is_progressing_in_a_compile_pass(knowledge, zoo):  # noqa: F811
+    # the log stops at "compiling the first step" and the GPU would be idle: torch.compile at work
+    needs_torch()
+    job = zoo("compile_busy", ready_timeout=120)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False and report.verdict.state == "progressing", report.verdict.summary
+    assert report.verdict.summary.endswith("in a compile pass."), report.verdict.summary
+    assert report.diagnoses[0].cause == "compile", causes(report)
