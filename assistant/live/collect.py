@@ -140,10 +140,27 @@ def resolve_targets(pids: List[int], auto: bool) -> Tuple[List[ProcInfo], List[s
                 if note:
                     notes.append(note)
             pids = _with_siblings(list(dict.fromkeys(climbed)), notes)
+            _note_launcher_scripts(pids, notes)
         return job_processes(pids), notes
     except InspectError as exc:
         hint = PTRACE_HINT if exc.kind == "permission" else "check the PID with ps; give a running process"
         raise NotInspectable(exc.message, exc.hint or hint) from None
+
+
+def _note_launcher_scripts(pids: List[int], notes: List[str]) -> None:
+    """A rank started by a launcher script of the job's own: its siblings are not read unless the
+    user says they are one job (a sweep starts its independent trials the same way)."""
+    from debug_stuck.probes.collectors.procs import launcher_script_of
+
+    for pid in pids:
+        found = launcher_script_of(pid)
+        if found is None or found[0] in pids:
+            continue
+        parent, cmdline, copies = found
+        notes.append(
+            f"pid {pid} is one of {copies} copies of one program that pid {parent} ({cmdline[:120]}) started: "
+            f"if they are the ranks of one job, diagnose it whole with --pid {parent}"
+        )
 
 
 def _with_siblings(pids: List[int], notes: List[str]) -> List[int]:

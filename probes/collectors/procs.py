@@ -451,7 +451,7 @@ def job_processes(pids: List[int]) -> List[ProcInfo]:
         parent = _bounded(lambda pid=pid: psutil.Process(pid).parent(), f"finding the parent of {pid}")
         if parent is not None:
             cmdline = _bounded(parent.cmdline, f"reading the parent of {pid}", []) or []
-            if LAUNCHER.search(" ".join(cmdline)) or _launches_copies(parent, cmdline, pid):
+            if LAUNCHER.search(" ".join(cmdline)):
                 wanted.append(parent.pid)
     seen: Dict[int, ProcInfo] = {}
     queue = list(dict.fromkeys(wanted))
@@ -476,19 +476,31 @@ def program_of(cmdline: List[str]) -> tuple:
     return tuple(cmdline[:3] if len(cmdline) > 1 and cmdline[1] == "-m" else cmdline[:2])
 
 
-def _launches_copies(parent, parent_cmdline: List[str], pid: int) -> bool:
-    """A Python parent that started two or more copies of pid's program, each with arguments of its
-    own, is a launcher script (a job's own stand-in for torchrun): its ranks are one job. A shell is
-    not taken so: from one shell a user may start two unrelated runs of the same script."""
+def launcher_script_of(pid: int) -> Optional[Tuple[int, str, int]]:
+    """(parent pid, its command line, how many copies) when pid's parent is a Python process that
+    started two or more copies of pid's program, each with arguments of its own: a launcher script
+    of the job's own, or a sweep that runs independent trials. Which one, only the user knows, so
+    the siblings are not taken on their own (see resolve_targets' note)."""
+    parent = _bounded(lambda: psutil.Process(pid).parent(), f"finding the parent of {pid}")
+    if parent is None:
+        return None
+    cmdline = _bounded(parent.cmdline, f"reading the parent of {pid}", []) or []
+    copies = _launches_copies(parent, cmdline, pid)
+    return (parent.pid, " ".join(cmdline), copies) if copies >= 2 else None
+
+
+def _launches_copies(parent, parent_cmdline: List[str], pid: int) -> int:
+    """How many of a Python parent's children run pid's program with arguments other than the
+    parent's own (a forked worker has its trainer's command line); 0 for a shell, from which a user
+    may start unrelated runs of one script."""
     if "python" not in " ".join(parent_cmdline[:1]).lower():
-        return False
+        return 0
     children = _bounded(parent.children, f"listing the children of {parent.pid}", []) or []
     lines = [_bounded(child.cmdline, f"reading pid {child.pid}", []) or [] for child in children]
     mine = next((line for child, line in zip(children, lines) if child.pid == pid), None)
     if not mine or mine == parent_cmdline:
-        return False  # a forked worker has its trainer's command line
-    copies = [line for line in lines if line and program_of(line) == program_of(mine) and line != parent_cmdline]
-    return len(copies) >= 2
+        return 0
+    return len([line for line in lines if line and program_of(line) == program_of(mine) and line != parent_cmdline])
 
 
 def find_training_processes() -> List[int]:

@@ -365,7 +365,7 @@ def test_a_launcher_scripts_ranks_are_found_from_their_stacks_and_the_absent_one
     needs_torch()
     job = zoo("script_launcher")
     ready = job.info
-    report = diagnose(knowledge, ready["rank0_pid"])
+    report = diagnose(knowledge, ready["launcher_pid"])
     roles = {p["pid"]: p["role"] for p in report.processes}
     assert roles == {ready["launcher_pid"]: "launcher", ready["rank0_pid"]: "rank", ready["rank1_pid"]: "rank"}
     assert report.culprit is not None and report.culprit["pid"] == ready["rank1_pid"], report.stack_groups
@@ -375,6 +375,12 @@ def test_a_launcher_scripts_ranks_are_found_from_their_stacks_and_the_absent_one
     )
     assert report.verdict.cause == "collective", causes(report)
     assert report.verdict.hung is True
+    # a rank's PID alone: its siblings could be a sweep's independent trials, so they are not taken
+    # on a guess; the report says how to take them
+    alone = diagnose(knowledge, ready["rank0_pid"])
+    assert [p["pid"] for p in alone.processes] == [ready["rank0_pid"]]
+    hint = f"diagnose it whole with --pid {ready['launcher_pid']}"
+    assert any(note.startswith(f"pid {ready['rank0_pid']} is one of 2 copies") and hint in note for note in alone.notes)
 
 
 @pytest.mark.timeout(240)
