@@ -55,19 +55,17 @@ def test_a_host_that_loops_beside_its_gpu_computing_is_progressing(spinning_host
 
 
 @pytest.mark.timeout(120)
-def test_a_gpu_busy_at_a_low_draw_is_no_sign_of_work(spinning_host, tmp_path):
-    # 100% busy at 126 W of 700: a kernel that sleeps or spins, as a hung collective's does
+@pytest.mark.parametrize(
+    "fixture, tied",
+    [
+        ("nvml-h100-cuda-sync.json", True),  # 100% busy at 126 W of 700: a kernel that sleeps or spins
+        ("nvml-h100-quiet-gpu.json", False),  # computing, but for another job: the table names PID 612
+    ],
+    ids=["low-draw", "another-job"],
+)
+def test_a_busy_gpu_that_is_not_this_jobs_work_is_no_sign_of_progress(spinning_host, tmp_path, fixture, tied):
     snap, pid = spinning_host
-    snap.gpus = recorded_gpus("nvml-h100-cuda-sync.json", tmp_path, pid)
-    progress = judge_progress(snap)
-    assert progress.hung is not False, progress
-    assert not any("computes for the job" in r for r in progress.reasons)
-
-
-@pytest.mark.timeout(120)
-def test_another_jobs_busy_gpu_says_nothing_about_this_one(spinning_host, tmp_path):
-    snap, _ = spinning_host
-    snap.gpus = recorded_gpus("nvml-h100-quiet-gpu.json", tmp_path, None)
+    snap.gpus = recorded_gpus(fixture, tmp_path, pid if tied else None)
     progress = judge_progress(snap)
     assert progress.hung is not False, progress
     assert not any("computes for the job" in r for r in progress.reasons)
