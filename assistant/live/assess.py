@@ -15,6 +15,7 @@ from debug_stuck.core.calibration import assign_probabilities
 from debug_stuck.core.classify import CAUSE_THRESHOLD, Observations, ObservedLine, classify, noisy_or
 from debug_stuck.core.contradictions import contradicted
 from debug_stuck.core.knowledge import Knowledge
+from debug_stuck.core.libfacts import match_frame
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.live.chain import Chain, build_chains, chain_sentence
 from debug_stuck.live.collect import Snapshot
@@ -80,6 +81,17 @@ def stack_phase(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]
     return found[0] if found else None
 
 
+def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
+    """What pid's main thread waits on, as the frame table's innermost wait on its stack names it."""
+    series = snap.stacks.get(pid)
+    thread = main_thread(series.latest(), pid) if series is not None else None
+    for frame in thread.frames if thread is not None else ():
+        entry = match_frame(knowledge.frames, frame.function, frame.file)
+        if entry is not None and entry.get("wait") != "busy":
+            return entry.get("wait")
+    return None
+
+
 def stack_phase_frame(snap: Snapshot, knowledge: Knowledge, pid: int):
     """(phase, the frame that shows it) for the main thread of pid, or None."""
     series = snap.stacks.get(pid)
@@ -94,7 +106,13 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     mismatch = find_mismatch(knowledge, groups, phase_at) if culprit is None else None
     waiting = [pid for g in groups if waits_in_collective(knowledge, g) for pid in g.pids]
     _offer_stack_event(knowledge, snap, groups, obs)
-    progress = judge_progress(snap, waiting, tails, phases=lambda pid: stack_phase(snap, knowledge, pid))
+    progress = judge_progress(
+        snap,
+        waiting,
+        tails,
+        phases=lambda pid: stack_phase(snap, knowledge, pid),
+        device_waits=lambda pid: main_thread_wait(snap, knowledge, pid) == "cuda-sync",
+    )
     if culprit is None and (mismatch is None or mismatch.odd is None) and progress.hung and progress.stuck_on:
         culprit = stuck_rank(knowledge, groups, progress.stuck_on[0], progress.reasons[0])
         mismatch = None if culprit is not None else mismatch

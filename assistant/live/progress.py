@@ -98,6 +98,15 @@ def computing_gpus(snap: Snapshot) -> list:
     return out
 
 
+def _device_work_on_the_cpu(snap: Snapshot, ranks, device_waits) -> list:
+    """Ranks whose main thread sleeps waiting for device computations while the process computes,
+    on a machine with no GPU: the device is the CPU backend's threads (JAX or XLA on CPU). With a
+    GPU the GPU's own reading tells instead: a hung NCCL keeps its proxy thread busy on the CPU."""
+    if device_waits is None or snap.gpus is None or snap.gpus.available or snap.gpus.vendor is not None:
+        return []
+    return [p for p in ranks if p.state == "S" and (p.cpu_percent or 0.0) >= BUSY_CPU and device_waits(p.pid)]
+
+
 def _running(info) -> bool:
     """On a CPU, or wanting one, most of the window: computing, even if every sample shows one line."""
     cpu = max([v for v in (info.cpu_percent, info.cpu_demand) if v is not None], default=0.0)
@@ -165,9 +174,12 @@ def rhythms(snap: Snapshot, tails: Sequence = ()) -> List[LogRhythm]:
     return out
 
 
-def judge_progress(snap: Snapshot, waiting_pids: Sequence[int] = (), tails: Sequence = (), phases=None) -> Progress:
+def judge_progress(
+    snap: Snapshot, waiting_pids: Sequence[int] = (), tails: Sequence = (), phases=None, device_waits=None
+) -> Progress:
     """`waiting_pids`: ranks found waiting in a collective; `phases(pid) -> phase or None` tells a
-    validation or checkpoint pass seen on a main thread."""
+    validation or checkpoint pass seen on a main thread; `device_waits(pid) -> bool` whether its main
+    thread waits for its device's computations (the frame table's `cuda-sync` waits)."""
     logs = rhythms(snap, tails)
     grew = [lg.path for lg in snap.logs if lg.grew]
     grown = next((lg for lg in snap.logs if lg.grew), None)
@@ -212,6 +224,11 @@ def judge_progress(snap: Snapshot, waiting_pids: Sequence[int] = (), tails: Sequ
         reasons.append(f"{info.label()} main thread moved between samples")
     for info in writers:
         reasons.append(f"{info.label()} wrote {info.io_write_bytes >> 20} MiB during the window")
+    for info in _device_work_on_the_cpu(snap, ranks, device_waits):
+        reasons.append(
+            f"{info.label()} waits for its device's work, which runs on the CPU in its other threads "
+            f"({info.cpu_percent:.0f}% CPU)"
+        )
     for device in computing_gpus(snap):
         reasons.append(
             f"GPU {device.index} computes for the job: {device.util_min or device.util:.0f}% busy at "

@@ -69,3 +69,49 @@ def test_a_busy_gpu_that_is_not_this_jobs_work_is_no_sign_of_progress(spinning_h
     progress = judge_progress(snap)
     assert progress.hung is not False, progress
     assert not any("computes for the job" in r for r in progress.reasons)
+
+
+# --- no GPU: a JAX host waiting for its CPU backend's threads (tests/fixtures/jax/README.md) ------------
+
+JAX_FIXTURES = Path(__file__).parents[1] / "fixtures" / "jax"
+
+
+def recorded_jax_wait(cpu_percent: float, state: str, gpus):
+    """The recorded main-thread stack of a JAX job in block_until_ready (py-spy --native --json), with
+    the process readings of that run (state S, 156.5% CPU: XLA's CPU threads at work)."""
+    from debug_stuck.live.collect import Snapshot
+    from debug_stuck.probes.collectors.procs import ProcInfo
+    from debug_stuck.probes.collectors.stacks import StackDump, StackSeries, _parse_pyspy_json
+
+    threads = _parse_pyspy_json((JAX_FIXTURES / "block-until-ready-cpu-py-spy-native.json").read_text())
+    pid = threads[0].tid
+    dumps = [StackDump(pid=pid, threads=threads, tool="py-spy", seconds=0.1) for _ in range(2)]
+    info = ProcInfo(pid=pid, ppid=1, name="python", cmdline=["python", "bur.py"], role="rank", state=state)
+    info.cpu_percent = cpu_percent
+    return Snapshot(
+        host="h", taken_at=0.0, window=1.0, processes=[info], stacks={pid: StackSeries(pid, dumps)}, gpus=gpus
+    )
+
+
+@pytest.mark.parametrize(
+    "cpu_percent, state, gpu, progressing",
+    [
+        (156.5, "S", "none", True),  # as recorded: the CPU backend computes while the host waits
+        (0.5, "S", "none", False),  # nothing computes: the wait is the whole story
+        (156.5, "S", "nvidia", False),  # with a GPU the GPU's own reading tells (a hung NCCL's proxy burns CPU)
+    ],
+)
+def test_a_jax_host_waiting_for_its_cpu_backend_that_computes_is_progressing(
+    knowledge, cpu_percent, state, gpu, progressing
+):
+    from debug_stuck.live.assess import main_thread_wait
+    from debug_stuck.probes.collectors.gpu.model import GpuSnapshot
+
+    gpus = GpuSnapshot(vendor=None, available=False) if gpu == "none" else GpuSnapshot(vendor="nvidia", available=True)
+    snap = recorded_jax_wait(cpu_percent, state, gpus)
+    (pid,) = snap.stacks
+    assert main_thread_wait(snap, knowledge, pid) == "cuda-sync"  # jax::PyArray::BlockUntilReady, native
+    progress = judge_progress(snap, device_waits=lambda p: main_thread_wait(snap, knowledge, p) == "cuda-sync")
+    assert (progress.hung is False) is progressing, progress
+    said = any("waits for its device's work, which runs on the CPU" in r for r in progress.reasons)
+    assert said is progressing
