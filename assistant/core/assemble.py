@@ -14,6 +14,7 @@ from debug_stuck.core.logtext import LogTail
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.core.verdict import breaker_words
 
+STACK_WAIT_LIBRARY = re.compile(r"^wait=\S+ entry=\S+ lib=(\S+)")
 LOG_ENTRY = re.compile(r"^log=\S+ entry=(\S+)")  # a fact line debug_stuck.core.facts made of a log line
 
 # A log silent for this long, and for this many step intervals, counts as a hang.
@@ -75,12 +76,20 @@ def fill_report(
 
 def libraries_by_log(knowledge: Knowledge, obs: Observations) -> Dict[str, List[str]]:
     """For each log, the libraries whose own messages (skills/data/log-catalog.yaml) its lines are,
-    most first: read from the `log=<fact> entry=<id>` facts the catalog already made of its lines."""
+    and whose frames (skills/data/frames.yaml) the stack dumps pasted in it wait in, most first:
+    read from the `log=<fact> entry=<id>` and `wait=<kind> entry=<id> lib=<library>` facts already
+    made of them."""
     library_of = {entry["id"]: str(entry.get("library") or "") for entry in knowledge.log_catalog or []}
     counts: Dict[str, Dict[str, int]] = {}
     for line in obs.lines.get("fact", ()):
-        found = LOG_ENTRY.match(line.text) if line.origin == "log" and line.file else None
-        library = library_of.get(found.group(1)) if found else None
+        if not line.file:
+            continue
+        if line.origin == "stack":
+            waits = STACK_WAIT_LIBRARY.match(line.text)
+            library = waits.group(1) if waits else None
+        else:
+            found = LOG_ENTRY.match(line.text) if line.origin == "log" else None
+            library = library_of.get(found.group(1)) if found else None
         if library:
             per_log = counts.setdefault(line.file, {})
             per_log[library] = per_log.get(library, 0) + 1

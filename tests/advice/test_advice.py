@@ -383,3 +383,19 @@ def test_the_library_the_job_runs_tells_its_stack_before_what_its_script_imports
     assert _stack(report, [{"pid": 852, "threads": []}], job) == "torch"  # no frames: the imports, in table order
     logged = SimpleNamespace(logs=[{"libraries": ["tensorflow"]}])
     assert _stack(logged, [{"pid": 852, "threads": []}], None) == "tensorflow"
+
+
+def test_a_pasted_jax_dump_gets_the_jax_rendezvous_fix(cli_json):
+    # py-spy of process 0 in jax.distributed.initialize() on an H100 (tests/fixtures/gpu/h100): the
+    # frames are jax's, so MASTER_PORT (torch's) is not its fix, the coordinator is
+    from pathlib import Path
+
+    dump = Path(__file__).parents[1] / "fixtures" / "gpu" / "h100" / "jax_init-py-spy.txt"
+    report = cli_json("--log", dump)
+    assert report["logs"][0]["libraries"] == ["jax"]
+    assert report["job"]["context"]["stack"] == "jax"
+    top = report["diagnoses"][0]
+    assert top["cause"] == "rendezvous"
+    titles = [f["title"] for f in top["fixes"]]
+    assert "Give every JAX process the same coordinator, and fail fast" in titles, titles
+    assert {f["title"]: f["why"] for f in top["fixes_left_out"]}["Use a free port"] == "for torch; this job: jax"
