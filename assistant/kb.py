@@ -144,11 +144,25 @@ def check_knowledge(folder: Optional[Path] = None):
     catalog = list(catalog_table.get("entries") or [])
     knowledge = Knowledge(playbooks=playbooks, tree=tree, folder=folder, probes=probes)
     knowledge.frames, knowledge.log_catalog = frames, catalog
+    _fixes_follow_their_framework(playbooks, catalog_table.get("stacks") or {})
     knowledge.stall_reports = tuple(catalog_table.get("stall_reports") or ())
     knowledge.job_conditions = job_conditions
     maps = _optional_table(folder, "calibration.yaml").get("maps") or {}
     knowledge.calibration = {kind: [(float(x), float(p)) for x, p in points] for kind, points in maps.items()}
     return knowledge, problems
+
+
+def _fixes_follow_their_framework(playbooks, stacks: dict) -> None:
+    """A fix for frameworks or launchers that exist on one stack only (the Hugging Face Trainer,
+    accelerate, torchrun: torch) is for that stack's jobs (a JAX job's report leaves it out)."""
+    for playbook in playbooks.values():
+        for fix in playbook.fixes:
+            named = list(fix.applies.get("framework") or ()) + list(fix.applies.get("launcher") or ())
+            if "stack" in fix.applies or not named:
+                continue
+            owners = [stack for stack, spec in stacks.items() if set(named) <= set(spec.get("frameworks") or ())]
+            if len(owners) == 1:
+                fix.applies["stack"] = owners
 
 
 def _optional_table(folder: Path, name: str) -> dict:

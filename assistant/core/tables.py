@@ -170,6 +170,8 @@ def _check_log_catalog(data: dict, file: str) -> List[TableProblem]:
             problems.append((file, f"stacks.{stack}.libraries", "libraries named by the catalog's entries"))
         elif not all(isinstance(p, str) and re.fullmatch(r"\w+", p) for p in spec.get("packages") or ()):
             problems.append((file, f"stacks.{stack}.packages", "Python package names"))
+        elif any(f not in FIX_CONTEXT["framework"] + FIX_CONTEXT["launcher"] for f in spec.get("frameworks") or ()):
+            problems.append((file, f"stacks.{stack}.frameworks", "fix contexts: framework or launcher values"))
     for number, entry in enumerate(entries):
         where = f"entries[{number}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):

@@ -399,3 +399,21 @@ def test_a_pasted_jax_dump_gets_the_jax_rendezvous_fix(cli_json):
     titles = [f["title"] for f in top["fixes"]]
     assert "Give every JAX process the same coordinator, and fail fast" in titles, titles
     assert {f["title"]: f["why"] for f in top["fixes_left_out"]}["Use a free port"] == "for torch; this job: jax"
+
+
+def test_a_jax_collective_gets_jaxs_fix_and_none_of_the_torch_frameworks(cli_json):
+    # process 0 in multihost_utils.sync_global_devices, process 1 elsewhere (tests/fixtures/jax): the
+    # HF Trainer's, accelerate's and kohya's timeouts are torch frameworks' (the stacks table's
+    # `frameworks`), so they are left out with the reason
+    from pathlib import Path
+
+    dump = Path(__file__).parents[1] / "fixtures" / "jax" / "multihost-sync-py-spy.txt"
+    top = cli_json("--log", dump)["diagnoses"][0]
+    assert top["cause"] == "collective"
+    assert top["fixes"][0]["title"] == "Make every JAX process run the same computations, in the same order"
+    left_out = {f["title"]: f["why"] for f in top["fixes_left_out"]}
+    for title in (
+        "Set the process-group timeout through accelerate",
+        "Set the process-group timeout through the HF Trainer",
+    ):
+        assert left_out[title] == "for torch; this job: jax", left_out
