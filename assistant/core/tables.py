@@ -188,6 +188,10 @@ def _check_log_catalog(data: dict, file: str) -> List[TableProblem]:
     return problems
 
 
+# Every frame entry says what it waits on, for whom, proves what, and where that is read in the library.
+FRAME_KEYS = ("library", "function", "wait", "object", "released_by", "facts", "source")
+
+
 def _check_frames(data: dict, file: str) -> List[TableProblem]:
     frames = data.get("frames")
     if not isinstance(frames, list) or not frames:
@@ -201,6 +205,11 @@ def _check_frames(data: dict, file: str) -> List[TableProblem]:
         _regex(file, f"{where}.function", entry.get("function"), problems)
         if not isinstance(entry.get("wait"), str):
             problems.append((file, f"{where}.wait", "required, a wait kind"))
+        missing = [key for key in FRAME_KEYS if key not in entry]
+        if missing:
+            problems.append((file, f"{where}.{missing[0]}", f"required: {', '.join(FRAME_KEYS)}"))
+        elif not isinstance(entry["facts"], list):
+            problems.append((file, f"{where}.facts", "a list of job facts ([] for none)"))
     return problems
 
 

@@ -69,3 +69,15 @@ def test_a_frame_of_any_distributed_library_makes_the_job_distributed(knowledge)
     assert job_facts([jax_init]) == {"single-process"}  # without the table, only torch's files tell
     plain = one_process(Frame("train_step", "train.py", 40))
     assert job_facts([plain], knowledge.frames) == {"single-process"}
+
+
+def test_skills_check_names_a_frame_entry_without_its_facts(tmp_path):
+    folder = tmp_path / "skills"
+    shutil.copytree(skills_dir(), folder)
+    path = folder / "data" / "frames.yaml"
+    text = path.read_text()
+    entry = text.index("- id: jaxlib-block-until-ready-native")
+    facts = text.index("  facts: []\n", entry)
+    path.write_text(text[:facts] + text[facts + len("  facts: []\n") :])
+    _, problems = check_knowledge(folder)
+    assert any(p.field == "frames.jaxlib-block-until-ready-native.facts" for p in problems), problems
