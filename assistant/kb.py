@@ -146,6 +146,7 @@ def check_knowledge(folder: Optional[Path] = None):
     knowledge.frames, knowledge.log_catalog = frames, catalog
     _fixes_follow_their_framework(playbooks, catalog_table.get("stacks") or {})
     knowledge.stall_reports = tuple(catalog_table.get("stall_reports") or ())
+    knowledge.distributed_log_facts = tuple(catalog_table.get("distributed_facts") or ())
     knowledge.job_conditions = job_conditions
     maps = _optional_table(folder, "calibration.yaml").get("maps") or {}
     knowledge.calibration = {kind: [(float(x), float(p)) for x, p in points] for kind, points in maps.items()}

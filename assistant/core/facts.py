@@ -4,8 +4,9 @@ Every stack (a live one, or a dump pasted in a log) and every log line is read a
 frame-semantics table and the log catalog (skills/data/frames.yaml, log-catalog.yaml; each entry
 cites the library source it comes from). What comes out is the same whatever the case:
 
-- ``wait=<kind> entry=<id> lib=<library> thread=<main|other>``: the innermost frame of a thread that
-  means a wait (a queue, a lock, a collective, a socket...), or ``busy`` when it computes;
+- ``wait=<kind> entry=<id> lib=<library> thread=<main|other> [facts=...] [via=<id>]``: the innermost
+  frame of a thread that means a wait (a queue, a lock, a collective, a socket...); ``via`` names the
+  first library frame below it that runs the caller's code (a tf.data generator, a py_func);
 - ``job=<fact>``: what the frames prove about the job (it uses a DataLoader, torch.distributed...);
 - ``log=<fact> entry=<id> k=v...``: a message a library prints, with the fields it carries;
 - ``last=<fact>``: the last such event of a log's current run (what the job said before it went
@@ -43,6 +44,7 @@ def parse_frame(text: str) -> Tuple[str, Optional[str]]:
 def thread_facts(frames_table: Sequence[dict], frames: Iterable[str], main: bool) -> Tuple[Optional[str], List[str]]:
     """(the wait fact of one thread, the job facts its frames prove); frames innermost first."""
     wait_line = None
+    via = None
     job: List[str] = []
     for text in frames:
         function, file = parse_frame(text)
@@ -55,8 +57,12 @@ def thread_facts(frames_table: Sequence[dict], frames: Iterable[str], main: bool
         if wait_line is None and entry.get("wait") != "busy":
             who = "main" if main else "other"
             wait_line = f"wait={entry['wait']} entry={entry['id']} lib={entry.get('library', '?')} thread={who}"
+        elif wait_line is not None and via is None and entry.get("wait") == "busy":
+            via = entry["id"]
     if wait_line is not None and job:
         wait_line += " facts=" + ",".join(job)  # what the thread's frames prove, for rules that need both
+    if wait_line is not None and via is not None:
+        wait_line += f" via={via}"  # the library code that called the code that waits (a generator it runs)
     return wait_line, job
 
 
@@ -188,3 +194,15 @@ def _drop_single_process_census(obs) -> None:
     logs = obs.lines.get("log")
     if logs:
         obs.lines["log"] = [line for line in logs if not line.text.startswith(SINGLE_PROCESS_CENSUS)]
+
+
+def logged_facts(obs, wanted: Iterable[str]) -> List[str]:
+    """The log facts among `wanted` that the observed logs print (`log=<fact>` lines), once each."""
+    names = set(wanted)
+    found: List[str] = []
+    for line in obs.lines.get("fact", ()):
+        if line.text.startswith("log="):
+            fact = line.text[4:].split(" ", 1)[0]
+            if fact in names and fact not in found:
+                found.append(fact)
+    return found

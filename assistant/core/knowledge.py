@@ -409,6 +409,7 @@ class Knowledge:
     frames: List[dict] = field(default_factory=list)  # skills/data/frames.yaml: what a frame means as a wait
     log_catalog: List[dict] = field(default_factory=list)  # skills/data/log-catalog.yaml: library messages
     stall_reports: Tuple[str, ...] = ()  # the catalog's facts that report a wait already timed out
+    distributed_log_facts: Tuple[str, ...] = ()  # the catalog's facts only a job of several processes prints
     # skills/data/calibration.yaml: per kind (evidence, answers), the points of score -> probability
     calibration: Dict[str, List[tuple]] = field(default_factory=dict)
 

@@ -36,7 +36,9 @@ def table_facts(frames, frames_table: Sequence[dict]) -> Set[str]:
     return found
 
 
-def job_facts(snapshots: List, frames_table: Sequence[dict] = ()) -> Set[str]:
+def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Iterable[str] = ()) -> Set[str]:
+    """`logged`: the log facts (log-catalog.yaml `distributed_facts`) that the job's own logs print:
+    one of them is a sign of other ranks as good as their frames."""
     facts: Set[str] = set()
     processes = [p for snap in snapshots for p in snap.processes]
     frames = [f for snap in snapshots for f in _frames(snap)]
@@ -52,6 +54,7 @@ def job_facts(snapshots: List, frames_table: Sequence[dict] = ()) -> Set[str]:
         len(ranks) > 1
         or any((p.world_size or 0) > 1 for p in processes)
         or "distributed" in proven
+        or any(True for _ in logged)
         or any(DISTRIBUTED_FILE.search(f.file or "") for f in frames)
     )
     if distributed:

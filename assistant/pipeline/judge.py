@@ -11,7 +11,7 @@ from typing import List
 from debug_stuck.core.assemble import fill_report
 from debug_stuck.core.classify import Observations, ObservedLine, classify
 from debug_stuck.core.contradictions import drop_contradicted
-from debug_stuck.core.facts import add_facts
+from debug_stuck.core.facts import add_facts, logged_facts
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.logs import observe_tail
 from debug_stuck.core.report import Report
@@ -57,8 +57,13 @@ def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) ->
         observe_torch_evidence(gathered.torch, obs)
     add_facts(knowledge, obs)
     result = classify(knowledge, request.answers, obs)
-    # what the job is made of, seen live, rules candidates out (none from logs alone)
-    facts = job_facts([item.node.snapshot for item in per_node], knowledge.frames) if per_node else None
+    # what the job is made of, seen live (and what only a job of several processes logs), rules
+    # candidates out (none from logs alone)
+    logged = logged_facts(obs, knowledge.distributed_log_facts)
+    facts = job_facts([item.node.snapshot for item in per_node], knowledge.frames, logged) if per_node else None
+    for item in per_node:
+        if item.live is not None:
+            item.live.facts = job_facts([item.node.snapshot], knowledge.frames, logged)
     ruled_out = drop_contradicted(knowledge, result, facts)
     fill_report(report, knowledge, result, tails, obs)
     report.suggested_answers = {

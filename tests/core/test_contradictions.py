@@ -81,3 +81,17 @@ def test_skills_check_names_a_frame_entry_without_its_facts(tmp_path):
     path.write_text(text[:facts] + text[facts + len("  facts: []\n") :])
     _, problems = check_knowledge(folder)
     assert any(p.field == "frames.jaxlib-block-until-ready-native.facts" for p in problems), problems
+
+
+def test_a_log_message_only_several_processes_print_makes_a_lone_process_distributed(knowledge):
+    # worker 0 of a two-worker TF_CONFIG cluster, alone on its machine, its log saying "Waiting for 1/2
+    # tasks to connect" (tests/fixtures/tensorflow): the rendezvous is not ruled out as single-process
+    from debug_stuck.live.collect import Snapshot
+    from debug_stuck.live.jobfacts import job_facts
+    from debug_stuck.probes.collectors.procs import ProcInfo
+
+    process = ProcInfo(pid=9847, ppid=1, name="python", cmdline=["python", "mwms.py"], role="rank")
+    alone = Snapshot(host="h", taken_at=0.0, window=1.0, processes=[process])
+    assert job_facts([alone], knowledge.frames) == {"single-process"}
+    assert "rendezvous-waiting" in knowledge.distributed_log_facts
+    assert job_facts([alone], knowledge.frames, ["rendezvous-waiting"]) == {"distributed"}

@@ -255,3 +255,32 @@ def test_a_jax_process_in_sync_global_devices_waits_in_a_collective(cli, dump):
     top = report["diagnoses"][0]
     assert top["cause"] == "collective", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
     assert any("waits in a collective" in e["detail"] for e in top["evidence"]), top["evidence"]
+
+
+# --- real TensorFlow jobs (tests/fixtures/tensorflow/README.md) ---------------------------------------
+
+TF_FIXTURES = Path(__file__).parents[1] / "fixtures" / "tensorflow"
+
+
+@pytest.mark.parametrize("dump", ["from-generator-stuck-py-spy.txt", "from-generator-stuck-py-spy-native.txt"])
+def test_a_tf_data_generator_that_stops_yielding_is_the_input_pipeline(cli, dump):
+    code, out, err = cli("diagnose", "--log", str(TF_FIXTURES / dump), "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    top = report["diagnoses"][0]
+    assert top["cause"] == "dataloader", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    assert any("Dataset.from_generator waits in its own code" in e["detail"] for e in top["evidence"]), top["evidence"]
+    assert report["job"]["context"]["stack"] == "tensorflow"
+
+
+@pytest.mark.parametrize("pasted", ["mwms-missing-worker-py-spy.txt", "mwms-missing-worker-log.txt"])
+def test_a_multi_worker_strategy_waiting_for_a_worker_is_at_the_rendezvous(cli, pasted):
+    code, out, err = cli("diagnose", "--log", str(TF_FIXTURES / pasted), "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    top = report["diagnoses"][0]
+    assert top["cause"] == "rendezvous", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    assert report["job"]["context"]["stack"] == "tensorflow"
+    titles = [f["title"] for f in top["fixes"]]
+    assert "Give every TensorFlow worker the same cluster and its own task" in titles, titles
+    assert {f["title"]: f["why"] for f in top["fixes_left_out"]}["Use a free port"] == "for torch; this job: tensorflow"
