@@ -94,6 +94,16 @@ def match_frame(entries, function: str, file: str | None) -> dict | None:
     return found[0] if found else None
 
 
+def innermost_wait(entries, frames) -> tuple[int, dict] | None:
+    """(index, entry) of the innermost frame whose entry means a wait (any kind but `busy`): what the
+    thread waits on. `frames`: (function, file) pairs, innermost first."""
+    for index, (function, file) in enumerate(frames):
+        entry = match_frame(entries, function, file)
+        if entry is not None and entry.get("wait") != "busy":
+            return index, entry
+    return None
+
+
 def _fold(text: str) -> str:
     return _SPACES.sub(" ", text).strip().lower()
 

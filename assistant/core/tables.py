@@ -156,12 +156,10 @@ def _check_log_catalog(data: dict, file: str) -> List[TableProblem]:
     if not isinstance(facts, dict) or not facts:
         return [(file, "facts", "required, a mapping of fact name to its meaning")]
     problems: List[TableProblem] = []
-    distributed = data.get("distributed_facts", [])
-    if not isinstance(distributed, list) or any(f not in facts for f in distributed):
-        problems.append((file, "distributed_facts", f"a list of facts from: {', '.join(facts)}"))
-    stall = data.get("stall_reports", [])
-    if not isinstance(stall, list) or any(f not in facts for f in stall):
-        problems.append((file, "stall_reports", f"a list of facts from: {', '.join(facts)}"))
+    for key in ("distributed_facts", "stall_reports"):
+        listed = data.get(key, [])
+        if not isinstance(listed, list) or any(f not in facts for f in listed):
+            problems.append((file, key, f"a list of facts from: {', '.join(facts)}"))
     entries = data.get("entries")
     if not isinstance(entries, list) or not entries:
         return problems + [(file, "entries", "required, a list of library messages")]

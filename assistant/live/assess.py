@@ -15,7 +15,7 @@ from debug_stuck.core.calibration import assign_probabilities
 from debug_stuck.core.classify import CAUSE_THRESHOLD, Observations, ObservedLine, classify, noisy_or
 from debug_stuck.core.contradictions import contradicted
 from debug_stuck.core.knowledge import Knowledge
-from debug_stuck.core.libfacts import match_frame
+from debug_stuck.core.libfacts import innermost_wait
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.live.chain import Chain, build_chains, chain_sentence
 from debug_stuck.live.collect import Snapshot
@@ -28,7 +28,6 @@ from debug_stuck.live.culprit import (
     stuck_rank,
     waits_in_collective,
 )
-from debug_stuck.live.jobfacts import job_facts
 from debug_stuck.live.observe import StackGroup, describe_ranks, group_ranks, stack_motion
 from debug_stuck.live.phases import phase_of
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
@@ -46,7 +45,7 @@ class LiveAnalysis:
     chains: List[Chain]
     progress: Progress
     waiting: List[int] = field(default_factory=list)  # pids waiting in a collective
-    facts: Set[str] = field(default_factory=set)  # what the job is made of (debug_stuck.live.jobfacts)
+    facts: Set[str] = field(default_factory=set)  # what the job is made of (set by the pipeline's judge)
 
 
 def process_entries(snap: Snapshot) -> List[dict]:
@@ -85,11 +84,9 @@ def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional
     """What pid's main thread waits on, as the frame table's innermost wait on its stack names it."""
     series = snap.stacks.get(pid)
     thread = main_thread(series.latest(), pid) if series is not None else None
-    for frame in thread.frames if thread is not None else ():
-        entry = match_frame(knowledge.frames, frame.function, frame.file)
-        if entry is not None and entry.get("wait") != "busy":
-            return entry.get("wait")
-    return None
+    frames = [(frame.function, frame.file) for frame in thread.frames] if thread is not None else []
+    found = innermost_wait(knowledge.frames, frames)
+    return found[1].get("wait") if found else None
 
 
 def stack_phase_frame(snap: Snapshot, knowledge: Knowledge, pid: int):
@@ -120,7 +117,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     for chain in chains:
         for hop in chain.hops:
             obs.add("chain", ObservedLine(hop.fact_line(), subject=hop.who, pid=hop.pid))
-    return LiveAnalysis(groups, culprit, mismatch, chains, progress, waiting, job_facts([snap], knowledge.frames))
+    return LiveAnalysis(groups, culprit, mismatch, chains, progress, waiting)
 
 
 def _offer_stack_event(knowledge: Knowledge, snap: Snapshot, groups: List[StackGroup], obs: Observations) -> None:

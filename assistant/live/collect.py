@@ -77,6 +77,14 @@ class Snapshot:
     nfs_servers: List[str] = field(default_factory=list)  # NFS servers mounted where the job runs
     fr_dumps: List[str] = field(default_factory=list)  # Flight Recorder dumps the hook wrote on request
 
+    def job_gpu_indices(self) -> set:
+        """The GPUs that the driver's process table says the job's processes use (empty when it says
+        nothing: no per-process table, as in many containers)."""
+        if self.gpus is None:
+            return set()
+        job = {p.pid for p in self.processes}
+        return {gp.gpu_index for gp in self.gpus.processes if gp.pid in job}
+
     def process(self, pid: int) -> Optional[ProcInfo]:
         return next((p for p in self.processes if p.pid == pid), None)
 

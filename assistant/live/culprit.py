@@ -13,7 +13,7 @@ from typing import List, Optional, Tuple
 
 from debug_stuck.core.facts import parse_frame
 from debug_stuck.core.knowledge import Knowledge
-from debug_stuck.core.libfacts import match_frame
+from debug_stuck.core.libfacts import innermost_wait
 from debug_stuck.live.loops import is_library_file
 from debug_stuck.live.observe import StackGroup, describe_ranks
 
@@ -60,12 +60,8 @@ def _waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[st
 def _table_collective_frame(knowledge: Knowledge, group: StackGroup) -> Optional[str]:
     """The frame the group waits in when the frame table's innermost wait on its stack is a
     collective (jax's multihost_utils, Horovod, tf.distribute, Gloo's native waits...)."""
-    for frame in group.frames:
-        function, file = parse_frame(frame)
-        entry = match_frame(knowledge.frames, function, file)
-        if entry is not None and entry.get("wait") != "busy":
-            return frame if entry.get("wait") == "collective" else None
-    return None
+    found = innermost_wait(knowledge.frames, [parse_frame(frame) for frame in group.frames])
+    return group.frames[found[0]] if found and found[1].get("wait") == "collective" else None
 
 
 def waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Sequence, Set
 
-from debug_stuck.core.libfacts import frame_matches
+from debug_stuck.core.libfacts import match_frame
 
 DATALOADER_FILE = re.compile(r"torch/utils/data/")
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/")
@@ -31,12 +31,12 @@ def table_facts(frames, frames_table: Sequence[dict]) -> Set[str]:
         if key in seen:
             continue
         seen.add(key)
-        for entry in frame_matches(frames_table, frame.function, frame.file)[:1]:
-            found.update(entry.get("facts") or ())
+        entry = match_frame(frames_table, frame.function, frame.file)
+        found.update((entry or {}).get("facts") or ())
     return found
 
 
-def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Iterable[str] = ()) -> Set[str]:
+def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Sequence[str] = ()) -> Set[str]:
     """`logged`: the log facts (log-catalog.yaml `distributed_facts`) that the job's own logs print:
     one of them is a sign of other ranks as good as their frames."""
     facts: Set[str] = set()
@@ -54,7 +54,7 @@ def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Iterab
         len(ranks) > 1
         or any((p.world_size or 0) > 1 for p in processes)
         or "distributed" in proven
-        or any(True for _ in logged)
+        or bool(logged)
         or any(DISTRIBUTED_FILE.search(f.file or "") for f in frames)
     )
     if distributed:

@@ -99,8 +99,7 @@ def job_devices(snap: Snapshot) -> list:
     gpus = snap.gpus
     if gpus is None or not gpus.devices:
         return []
-    job_pids = {p.pid for p in snap.processes}
-    used = {gp.gpu_index for gp in gpus.processes if gp.pid in job_pids}
+    used = snap.job_gpu_indices()
     return [d for d in gpus.devices if not used or d.index in used]
 
 

@@ -83,13 +83,11 @@ def computing_gpus(snap: Snapshot) -> list:
     """The job's GPUs that compute through the window (GPU_COMPUTING_*). Only devices that the
     driver's process table links to the job's PIDs count: another job's busy GPU on the same node
     says nothing about this one."""
-    gpus = snap.gpus
-    if gpus is None or not gpus.devices:
+    if snap.gpus is None:
         return []
-    job = {p.pid for p in snap.processes}
-    used = {gp.gpu_index for gp in gpus.processes if gp.pid in job}
+    used = snap.job_gpu_indices()
     out = []
-    for device in gpus.devices:
+    for device in snap.gpus.devices:
         util = device.util_min if device.util_min is not None else device.util
         power = device.power_ratio()
         if device.index in used and util is not None and power is not None:

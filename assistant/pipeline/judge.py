@@ -61,9 +61,8 @@ def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) ->
     # candidates out (none from logs alone)
     logged = logged_facts(obs, knowledge.distributed_log_facts)
     facts = job_facts([item.node.snapshot for item in per_node], knowledge.frames, logged) if per_node else None
-    for item in per_node:
-        if item.live is not None:
-            item.live.facts = job_facts([item.node.snapshot], knowledge.frames, logged)
+    if gathered.local and per_node:
+        per_node[0].live.facts = facts  # its culprit's own evidence is read against them (fill_live)
     ruled_out = drop_contradicted(knowledge, result, facts)
     fill_report(report, knowledge, result, tails, obs)
     report.suggested_answers = {

@@ -63,9 +63,10 @@ def rank_main(rank: int, port: int) -> None:
         print(f"rank {rank} step {step}", flush=True)
     if rank == 1:
         if _common.wait_until(lambda: _common.read_marker("rank0_in_all_reduce") is not None, timeout=120):
-            evaluate(_common.read_marker("rank0_in_all_reduce"))
-        _common.log("zoo: rank 0 never announced its all_reduce; READY not written")
-        _common.sleep_forever()
+            evaluate(_common.read_marker("rank0_in_all_reduce"))  # never returns
+        else:
+            _common.log("zoo: rank 0 never announced its all_reduce; READY not written")
+            _common.sleep_forever()
     _common.write_marker("rank0_in_all_reduce", tid=threading.get_native_id())
     dist.all_reduce(grad)  # the hang: rank 1 never comes
 
