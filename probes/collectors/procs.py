@@ -450,8 +450,8 @@ def job_processes(pids: List[int]) -> List[ProcInfo]:
         wanted.append(pid)
         parent = _bounded(lambda pid=pid: psutil.Process(pid).parent(), f"finding the parent of {pid}")
         if parent is not None:
-            cmdline = _bounded(parent.cmdline, f"reading the parent of {pid}", []) or []
-            if LAUNCHER.search(" ".join(cmdline)):
+            cmd = " ".join(_bounded(parent.cmdline, f"reading the parent of {pid}", []) or [])
+            if LAUNCHER.search(cmd):
                 wanted.append(parent.pid)
     seen: Dict[int, ProcInfo] = {}
     queue = list(dict.fromkeys(wanted))

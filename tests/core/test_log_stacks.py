@@ -235,23 +235,19 @@ def test_a_native_frame_named_with_parentheses_keeps_the_python_frames_under_it(
     ],
     ids=lambda path: path.name,
 )
-def test_a_jax_process_waiting_in_distributed_initialize_is_at_the_rendezvous(cli, dump):
+def test_a_jax_process_waiting_in_distributed_initialize_is_at_the_rendezvous(cli_json, dump):
     # one process in the dump, and no word of ranks in it: the jax.distributed frame is the sign of
     # a distributed job (frames.yaml facts), so the single-process census does not hold
-    code, out, err = cli("diagnose", "--log", str(dump), "--format", "json")
-    assert code == 0, err
-    report = json.loads(out)
+    report = cli_json("--log", str(dump))
     top = report["diagnoses"][0]
     assert top["cause"] == "rendezvous", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
     assert any("jax-distributed-initialize" in e["detail"] for e in top["evidence"]), top["evidence"]
 
 
 @pytest.mark.parametrize("dump", ["multihost-sync-py-spy.txt", "multihost-sync-py-spy-native.txt"])
-def test_a_jax_process_in_sync_global_devices_waits_in_a_collective(cli, dump):
+def test_a_jax_process_in_sync_global_devices_waits_in_a_collective(cli_json, dump):
     # two processes' dumps: process 0 in multihost_utils.sync_global_devices, process 1 in its own loop
-    code, out, err = cli("diagnose", "--log", str(JAX_FIXTURES / dump), "--format", "json")
-    assert code == 0, err
-    report = json.loads(out)
+    report = cli_json("--log", str(JAX_FIXTURES / dump))
     top = report["diagnoses"][0]
     assert top["cause"] == "collective", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
     assert any("waits in a collective" in e["detail"] for e in top["evidence"]), top["evidence"]
@@ -263,10 +259,8 @@ TF_FIXTURES = Path(__file__).parents[1] / "fixtures" / "tensorflow"
 
 
 @pytest.mark.parametrize("dump", ["from-generator-stuck-py-spy.txt", "from-generator-stuck-py-spy-native.txt"])
-def test_a_tf_data_generator_that_stops_yielding_is_the_input_pipeline(cli, dump):
-    code, out, err = cli("diagnose", "--log", str(TF_FIXTURES / dump), "--format", "json")
-    assert code == 0, err
-    report = json.loads(out)
+def test_a_tf_data_generator_that_stops_yielding_is_the_input_pipeline(cli_json, dump):
+    report = cli_json("--log", str(TF_FIXTURES / dump))
     top = report["diagnoses"][0]
     assert top["cause"] == "dataloader", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
     assert any("Dataset.from_generator waits in its own code" in e["detail"] for e in top["evidence"]), top["evidence"]
@@ -274,10 +268,8 @@ def test_a_tf_data_generator_that_stops_yielding_is_the_input_pipeline(cli, dump
 
 
 @pytest.mark.parametrize("pasted", ["mwms-missing-worker-py-spy.txt", "mwms-missing-worker-log.txt"])
-def test_a_multi_worker_strategy_waiting_for_a_worker_is_at_the_rendezvous(cli, pasted):
-    code, out, err = cli("diagnose", "--log", str(TF_FIXTURES / pasted), "--format", "json")
-    assert code == 0, err
-    report = json.loads(out)
+def test_a_multi_worker_strategy_waiting_for_a_worker_is_at_the_rendezvous(cli_json, pasted):
+    report = cli_json("--log", str(TF_FIXTURES / pasted))
     top = report["diagnoses"][0]
     assert top["cause"] == "rendezvous", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
     assert report["job"]["context"]["stack"] == "tensorflow"
