@@ -95,6 +95,9 @@ FIX_CONTEXT = {
     # the numerical library the job trains with, from its stacks, imports or logs; absent (torch
     # presumed, advice.applies.PRESUMED) when none of them says
     "stack": ("torch", "tensorflow", "jax", "paddle"),
+    # a library the fix is about (a tracker, the Hub client): seen in the job's frames, imports or
+    # log messages, the fix applies; not seen, it is kept last "if you use" it (absence proves nothing)
+    "uses": ("wandb", "huggingface_hub"),
 }
 
 # Every report file the tool writes (session save, stop, watch incidents) is named

@@ -52,7 +52,9 @@ def session_job(request):
         return proc
 
     def end():
-        for proc in started:
+        # the last started first: a debugger or peer started on a job lets it go before it is ended
+        # (a process stopped under ptrace takes no SIGTERM until its tracer leaves)
+        for proc in reversed(started):
             end_process_tree(proc)
 
     request.addfinalizer(end)

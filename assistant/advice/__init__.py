@@ -53,7 +53,7 @@ def _personalize_fixes(diagnosis, facts: JobFacts) -> None:
     judged = []
     left_out = []
     for fix in diagnosis.fixes:
-        verdict, why = judge(fix.applies, fix.flag, facts.context, facts.argv)
+        verdict, why = judge(fix.applies, fix.flag, facts.context, facts.argv, facts.uses)
         if verdict == NOT_HERE:
             left_out.append({"title": fix.title, "why": why})
             continue

@@ -5,7 +5,7 @@ with its condition ("if you use kohya"); a flag is suggested only for a command 
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import AbstractSet, Dict, List, Optional, Tuple
 
 from debug_stuck.recovery.commandline import has_option
 
@@ -16,10 +16,25 @@ APPLIES, CONDITIONAL, NOT_HERE = "applies", "conditional", "not-here"
 PRESUMED = {"stack": "torch"}
 
 
-def judge(applies: Dict[str, List[str]], flag: Optional[str], context: Dict[str, str], argv: List[str]):
-    """(APPLIES | CONDITIONAL | NOT_HERE, the condition or the reason)."""
+def judge(
+    applies: Dict[str, List[str]],
+    flag: Optional[str],
+    context: Dict[str, str],
+    argv: List[str],
+    uses: AbstractSet[str] = frozenset(),
+):
+    """(APPLIES | CONDITIONAL | NOT_HERE, the condition or the reason). `uses`: every framework the
+    job is seen to use (its imports, its frames, its launcher), beside the one its checkpoints
+    follow (context["framework"]): a job that calls accelerate's gather is an accelerate job
+    whatever its checkpoints look like. The libraries it is seen to use are in `uses` too (a fix
+    `uses: [wandb]`); one not seen leaves the fix conditional, never out: absence proves nothing."""
     conditions = []
     for key, wanted in applies.items():
+        if key in ("framework", "uses") and uses.intersection(wanted):
+            continue
+        if key == "uses":
+            conditions.append(f"if your job uses {' or '.join(wanted)}")
+            continue
         have = context.get(key)
         names = " or ".join(FRAMEWORK_NAMES.get(v, v) for v in wanted)
         if have is None and key in PRESUMED:

@@ -12,7 +12,7 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set
 
 from debug_stuck.recovery.commandline import option_value, parse_launch
 from debug_stuck.recovery.job import TrainingJob
@@ -33,6 +33,7 @@ class JobFacts:
     source_files: List[str] = field(default_factory=list)  # the job's own Python files seen on its stacks
     running: bool = False  # the report looked at a live job
     valid_checkpoint: Optional[str] = None  # the one resume starts from: no fix may move or remove it
+    uses: Set[str] = field(default_factory=set)  # every framework and fix library the job is seen to use
 
     def to_dict(self) -> dict:
         return {"values": dict(self.values), "context": dict(self.context)}
@@ -90,6 +91,7 @@ def gather_facts(report) -> JobFacts:
         from debug_stuck.recovery import frameworks
 
         facts.context["framework"] = frameworks.detect(job)
+    facts.uses = _frameworks_used(processes, job) | _libraries_used(report, processes, job)
 
     facts.valid_checkpoint = resume.get("checkpoint")
     checkpoint = facts.valid_checkpoint
@@ -157,6 +159,55 @@ def _stack(report, processes, job: Optional[TrainingJob]) -> Optional[str]:
         if found:
             return found
     return None
+
+
+# A framework's own files on a stack (py-spy's short path, or site-packages): the job runs it.
+FRAMEWORK_FILES = (
+    ("accelerate", re.compile(r"(?:^|/)accelerate/")),
+    ("lightning", re.compile(r"(?:^|/)(?:lightning|pytorch_lightning|lightning_fabric)/")),
+    ("hf-trainer", re.compile(r"(?:^|/)(?:transformers/trainer\w*\.py|trl/trainer/)")),
+    ("ultralytics", re.compile(r"(?:^|/)ultralytics/")),
+)
+
+
+def _frameworks_used(processes, job: Optional[TrainingJob]) -> Set[str]:
+    """Every framework the job is seen to use: its library frames, its script's imports, its
+    launcher. The checkpoint framework (context["framework"]) is one of them at most."""
+    from debug_stuck.recovery import frameworks
+    from debug_stuck.recovery.source import imports
+
+    used = set()
+    for p in processes:
+        for thread in p.get("threads") or []:
+            for frame in thread.get("frames") or []:
+                where = str(frame.get("path") or frame.get("file") or "").replace("\\", "/")
+                used.update(name for name, pattern in FRAMEWORK_FILES if pattern.search(where))
+    if job is not None:
+        if job.launch.launcher == "accelerate" or (job.source and imports(job.source, "accelerate")):
+            used.add("accelerate")
+        if job.source:
+            used.update(name for name, claims in frameworks.SOURCE_CHECKS if claims(job))
+    return used
+
+
+def _libraries_used(report, processes, job: Optional[TrainingJob]) -> Set[str]:
+    """The libraries fixes may be about (contract.FIX_CONTEXT["uses"]) that the job is seen to use:
+    their files on its stacks, its script's imports, its log's messages (logs[].libraries)."""
+    from debug_stuck.contract import FIX_CONTEXT
+    from debug_stuck.recovery.source import imports
+
+    used = set()
+    for library in FIX_CONTEXT["uses"]:
+        in_file = re.compile(rf"(?:^|/){library}/")
+        for p in processes:
+            for thread in p.get("threads") or []:
+                if any(in_file.search(str(f.get("path") or f.get("file") or "")) for f in thread.get("frames") or []):
+                    used.add(library)
+        if job is not None and job.source and imports(job.source, library):
+            used.add(library)
+        if any(library in (log.get("libraries") or ()) for log in report.logs or []):
+            used.add(library)
+    return used
 
 
 def _focus_pid(report, processes) -> Optional[int]:

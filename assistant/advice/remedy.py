@@ -17,7 +17,7 @@ import shlex
 from typing import Dict, List, Optional
 
 from debug_stuck.advice.facts import JobFacts, is_library_file
-from debug_stuck.core.libfacts import match_frame
+from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, match_frame
 from debug_stuck.core.report import FixItem, safety_dict
 
 # The values a remedy's text may name (besides the job's placeholders: pid, main_pid, log, cwd...).
@@ -37,6 +37,7 @@ VALUES = {
     "remote": "the address at the other end of a connection",
     "remote_host": "its host",
     "remote_port": "its port",
+    "hub_client": "set when the waiting thread is in huggingface_hub (its timeouts are its own settings)",
     "peer_pid": "the local process at the other end",
     "peer_text": "what the other end does",
     "holder_pid": "the process that holds a lock",
@@ -244,7 +245,10 @@ def _connection(values: Dict[str, str], reader: _Reader, end: dict) -> None:
         name, site = call
         values["at_call"] = f" {name}()"
         values["at_call_sentence"] = f" ({name} at {site})"
-        values["timeout_snippet"] = _timeout_snippet(name)
+        if _in_hub_client(reader.python_frames(end)):
+            values["hub_client"] = "yes"  # its timeouts are its own settings (remedies.yaml)
+        else:
+            values["timeout_snippet"] = _timeout_snippet(name)
 
 
 STATE_WORDS = {"T": "stopped", "t": "stopped by a debugger", "D": "stuck in the kernel", "R": "running", "S": "asleep"}
@@ -297,9 +301,19 @@ def _network_call(reader: _Reader, end: dict):
         if path.endswith(".py") and not is_library_file(path):
             if i == 0:
                 return None
-            callee = frames[i - 1].get("function") or ""
-            return callee.rsplit(".", 1)[-1], _site_text(frame)
+            callee = i - 1
+            while callee > 0 and _bare(frames[callee]) in DECORATOR_WRAPPERS:
+                callee -= 1  # a decorator's wrapper: the call is the function it wraps
+            return _bare(frames[callee]), _site_text(frame)
     return None
+
+
+def _in_hub_client(frames: List[dict]) -> bool:
+    return any(re.search(r"(?:^|/)huggingface_hub/", str(f.get("path") or f.get("file") or "")) for f in frames)
+
+
+def _bare(frame: dict) -> str:
+    return (frame.get("function") or "").rsplit(".", 1)[-1]
 
 
 def _timeout_snippet(name: str) -> str:

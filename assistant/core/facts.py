@@ -76,14 +76,16 @@ def log_facts(
     last: Optional[Tuple[int, str]] = None
     prior: Optional[Tuple[int, str]] = None
     stalled_at: Optional[int] = None
-    for index, entry, groups in match_log_lines(catalog, list(lines)):
+    matches = match_log_lines(catalog, list(lines))
+    interrupted_at = _interrupt_start(lines, matches)
+    for index, entry, groups in matches:
         fields = " ".join(f"{k}={_word(v)}" for k, v in sorted(groups.items()) if v)
         out.append((index, f"log={entry['fact']} entry={entry['id']}" + (f" {fields}" if fields else "")))
         if entry["fact"] == "progress-bar":
             bar = (index, groups)
         if entry["fact"] in stall_reports and stalled_at is None:
             stalled_at = index
-        if entry["fact"] not in _NOT_EVENTS:
+        if entry["fact"] not in _NOT_EVENTS and (interrupted_at is None or index < interrupted_at):
             last = (index, entry["fact"])
             if stalled_at is None and entry["fact"] not in stall_reports:
                 prior = (index, entry["fact"])
@@ -98,6 +100,25 @@ def log_facts(
         if index >= len(lines) - LAST_LINES:
             out.append((index, f"log-ends-in={fact}"))
     return out
+
+
+# The terminal's echo of Ctrl+C (termios ECHOCTL prints it as "^C"), at the start of a line.
+_CTRL_C = re.compile(r"^\s*\^C")
+
+
+def _interrupt_start(lines: Sequence[str], matches) -> Optional[int]:
+    """The line where the user's interrupt begins (its "^C", or the traceback that ends in
+    KeyboardInterrupt): what follows is the interrupt, printed after the hang, not what the job
+    was doing when it stopped."""
+    for index, line in enumerate(lines):
+        if _CTRL_C.match(line):
+            return index
+    heads = [index for index, entry, _ in matches if entry["fact"] == "exception"]
+    for index, entry, _ in matches:
+        if entry["fact"] == "interrupted" and entry["id"] == "python-keyboard-interrupt":
+            before = [h for h in heads if h <= index]
+            return before[-1] if before else index
+    return None
 
 
 # A bar over something other than a training epoch: evaluation, caching, loading, downloading, mapping.
@@ -171,7 +192,6 @@ def add_facts(knowledge, obs) -> None:
                 obs.add("fact", ObservedLine(wait, **where))
             for fact in job:
                 obs.add("fact", ObservedLine(f"job={fact}", **where))
-        _drop_single_process_census(obs)
     catalog = knowledge.log_catalog
     if catalog:
         by_file: Dict[Optional[str], list] = {}
@@ -181,15 +201,18 @@ def add_facts(knowledge, obs) -> None:
             for index, text in log_facts(catalog, [line.text for line in lines], knowledge.stall_reports):
                 source = lines[index]
                 obs.add("fact", ObservedLine(text, file=file, line=source.line, origin="log", quote=source.text))
+    _drop_single_process_census(obs, getattr(knowledge, "distributed_log_facts", ()))
 
 
-def _drop_single_process_census(obs) -> None:
-    """A frame of a distributed library (jax.distributed, Horovod, tf.distribute, torch.distributed)
-    is a sign of a distributed job that a log's words may lack: the census of those words then no
-    longer says "one process"."""
+def _drop_single_process_census(obs, distributed_log_facts=()) -> None:
+    """A frame of a distributed library (jax.distributed, Horovod, tf.distribute, torch.distributed),
+    or a message only a job of several processes prints (the catalog's `distributed_facts`: DDP's
+    bucket rebuild, a rendezvous wait), is a sign of a distributed job that a log's words may lack:
+    the census of those words then no longer says "one process"."""
     from debug_stuck.core.logs import SINGLE_PROCESS_CENSUS
 
-    if not any(line.text == "job=distributed" for line in obs.lines.get("fact", ())):
+    facts = [line.text for line in obs.lines.get("fact", ())]
+    if "job=distributed" not in facts and not logged_facts(obs, distributed_log_facts):
         return
     logs = obs.lines.get("log")
     if logs:

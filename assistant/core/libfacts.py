@@ -94,6 +94,16 @@ def match_frame(entries, function: str, file: str | None) -> dict | None:
     return found[0] if found else None
 
 
+# The names decorators give the function they wrap (functools.wraps keeps __name__ but not the code
+# object's name that stacks show): huggingface_hub's validate_hf_hub_args (_inner_fn), torch's
+# no_grad (decorate_context), the common hand-written `wrapper`/`inner`. A stack that shows one
+# between the job's frame and a library's names the call by the frame inside it.
+DECORATOR_WRAPPERS = frozenset(
+    "wrapper _wrapper wrapped _wrapped inner _inner inner_fn _inner_fn wrapped_fn decorated decorate_context "
+    "new_func".split()
+)
+
+
 def innermost_wait(entries, frames) -> tuple[int, dict] | None:
     """(index, entry) of the innermost frame whose entry means a wait (any kind but `busy`): what the
     thread waits on. `frames`: (function, file) pairs, innermost first."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -24,6 +25,7 @@ def observe_tail(tree: Tree, tail: LogTail, obs: Observations) -> LogTail:
     _observe_stacks(path, run, obs)
     _observe_rank_census(tree, path, run, obs)
     _observe_rank_progress(tree, path, run, obs)
+    _observe_rank_divergence(tree, path, run, obs)
     _observe_single_process(tree, path, tail.lines, obs)
     progress = parse_progress(run)
     obs.last_steps.append(progress.last_step)
@@ -116,6 +118,69 @@ def _observe_rank_progress(tree: Tree, path: str, lines: List[str], obs: Observa
     shown = ", ".join(f"rank {rank} at {last[rank][1]} {count}" for rank, count in sorted(counts.items())[:8])
     text = f"rank progress: ranks stopped at different points of the same loop: {shown} (in {Path(path).name})"
     obs.add("log", ObservedLine(text, file=path))
+
+
+_VARYING = re.compile(r"\d+(?:\.\d+)?|0x[0-9a-f]+")
+
+
+def _message_key(message: str) -> str:
+    """A message with its numbers folded, so "step 88" and "step 90" are the same line."""
+    return " ".join(_VARYING.sub("#", message.lower()).split())
+
+
+def _observe_rank_divergence(tree: Tree, path: str, lines: List[str], obs: Observations) -> None:
+    """Where each rank's own lines stopped (`[rank3]: ...`, icefall's `(3/8)`). Ranks that log the
+    same lines stop at the same one when the whole job hangs at one point; when their last shared
+    lines differ, or only some of the world's ranks wrote the last one, they stopped at different
+    points: the ones that went on wait in a collective the others never reach. Lines only one rank
+    ever writes (rank 0's metrics) say nothing about where the others are, so only lines two or more
+    ranks wrote count."""
+    tagged: List[tuple] = []
+    world = 0
+    for text in lines:
+        for pattern in tree.rank_tagged_lines:
+            match = pattern.search(text)
+            if match:
+                groups = match.groupdict()
+                tagged.append((int(groups["rank"]), _message_key(groups["msg"]), groups["msg"].strip()))
+                world = max(world, int(groups.get("world") or 0))
+                break
+    writers: Dict[str, set] = {}
+    for rank, key, _ in tagged:
+        writers.setdefault(key, set()).add(rank)
+    last: Dict[int, tuple] = {}
+    for rank, key, message in tagged:
+        if len(writers[key]) >= 2:
+            last[rank] = (key, message)
+    if len(last) < 2:
+        return
+    at: Dict[str, List[int]] = {}
+    for rank, (key, _) in sorted(last.items()):
+        at.setdefault(key, []).append(rank)
+    shown = {key: message for key, message in last.values()}
+    name = Path(path).name
+    if len(at) >= 2:
+        sides = sorted(at.items(), key=lambda item: item[1])
+        parts = "; ".join(f"{_ranks_text(ranks)} last wrote {shown[key][:80]!r}" for key, ranks in sides[:4])
+        text = f"rank divergence: ranks stopped at different lines: {parts} (in {name})"
+        obs.add("log", ObservedLine(text, file=path))
+        return
+    ranks = next(iter(at.values()))
+    if world > len(ranks) >= 2:
+        others = sorted(set(range(world)) - set(ranks))
+        text = (
+            f"rank divergence: only {_ranks_text(ranks)} of {world} wrote the last line "
+            f"{next(iter(shown.values()))[:80]!r}; {_ranks_text(others)} never did (in {name})"
+        )
+        obs.add("log", ObservedLine(text, file=path))
+
+
+def _ranks_text(ranks: List[int]) -> str:
+    ranks = sorted(ranks)
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    shown = ", ".join(str(r) for r in ranks[:8]) + (", ..." if len(ranks) > 8 else "")
+    return f"rank {shown}" if len(ranks) == 1 else f"ranks {shown}"
 
 
 SINGLE_PROCESS_CENSUS = "log census: no sign of a distributed job"

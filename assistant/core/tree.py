@@ -104,6 +104,7 @@ class Tree:
         rank_lines: Sequence[re.Pattern[str]] = (),
         distributed_lines: Optional[re.Pattern[str]] = None,
         rank_progress_lines: Sequence[re.Pattern[str]] = (),
+        rank_tagged_lines: Sequence[re.Pattern[str]] = (),
     ):
         self.root = root
         self.questions = questions
@@ -113,6 +114,7 @@ class Tree:
         self.rank_lines = tuple(rank_lines)
         self.distributed_lines = distributed_lines
         self.rank_progress_lines = tuple(rank_progress_lines)
+        self.rank_tagged_lines = tuple(rank_tagged_lines)
         self._reach: Dict[str, frozenset] = {}
 
     def reachable_causes(self, node_id: str) -> frozenset:
@@ -306,6 +308,7 @@ def parse_tree(text, probe_names: Sequence[str]):
         problems.append(Problem(f, "last_lines", "must be a positive integer"))
     rank_lines = _pattern_list(data, "rank_lines", problems, any_of=("rank", "world"))
     rank_progress_lines = _pattern_list(data, "rank_progress_lines", problems, all_of=("rank", "count"))
+    rank_tagged_lines = _pattern_list(data, "rank_tagged_lines", problems, all_of=("rank", "msg"))
     distributed_lines = None
     if data.get("distributed_lines"):
         try:
@@ -315,7 +318,15 @@ def parse_tree(text, probe_names: Sequence[str]):
     if problems:
         return None, problems
     tree = Tree(
-        str(data["root"]), questions, nodes, run_start, last_lines, rank_lines, distributed_lines, rank_progress_lines
+        str(data["root"]),
+        questions,
+        nodes,
+        run_start,
+        last_lines,
+        rank_lines,
+        distributed_lines,
+        rank_progress_lines,
+        rank_tagged_lines,
     )
     return tree, []
 

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
+from debug_stuck.core.libfacts import DECORATOR_WRAPPERS
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.jobfacts import DATALOADER_FILE
 from debug_stuck.live.loops import is_library, own_frame_index, own_loop
@@ -801,8 +802,11 @@ def _inside_text(hop: Hop) -> Optional[str]:
     user = next((i for i, f in enumerate(py) if not is_library(f)), None)
     if user is None:
         return None
-    if user > 0 and py[user - 1].bare_name not in PLUMBING:
-        return py[user - 1].bare_name
+    callee = user - 1
+    while callee > 0 and py[callee].bare_name in DECORATOR_WRAPPERS:
+        callee -= 1  # a decorator's wrapper: the call is the function it wraps
+    if callee >= 0 and py[callee].bare_name not in PLUMBING and py[callee].bare_name not in DECORATOR_WRAPPERS:
+        return py[callee].bare_name
     for frame in py[user:]:
         name = frame.bare_name
         private = name.startswith("_") and not (name.startswith("__") and name.endswith("__"))

@@ -72,12 +72,17 @@ def waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[str
 COLLECTIVE_FILE = re.compile(r"torch/distributed/distributed_c10d\.py|torch/distributed/\w+\.py")
 
 
-def collective_name(group: StackGroup) -> Optional[str]:
-    """The torch.distributed call a group waits in ("all_reduce", "barrier"...), from its frames."""
+def collective_name(knowledge: Knowledge, group: StackGroup) -> Optional[str]:
+    """The torch.distributed call a group waits in ("all_reduce", "barrier"...), from its frames;
+    else the `call` the frame table gives the collective it waits in natively (DDP's gradient
+    all-reduce inside backward has no torch.distributed frame)."""
     for frame in group.frames:
         name, _, where = frame.partition(" (")
         if COLLECTIVE_FILE.search(where) and not name.startswith("_"):
             return name.rsplit(".", 1)[-1]
+    found = innermost_wait(knowledge.frames, [parse_frame(frame) for frame in group.frames])
+    if found and found[1].get("wait") == "collective":
+        return found[1].get("call")
     return None
 
 
@@ -100,7 +105,7 @@ class Mismatch:
         out = []
         for name, group in self.sides:
             side = {"collective": name, "who": describe_ranks(group), "pids": list(group.pids)}
-            site = _caller(group)
+            site = _job_site(group)
             if site:
                 side["site"] = site
             out.append(side)
@@ -113,7 +118,7 @@ def find_mismatch(knowledge: Knowledge, groups: List[StackGroup], phase_at=None)
     waiting = [g for g in groups if _waits_in_collective(knowledge, g)]
     if len(waiting) < 2 or len(waiting) != len(groups):
         return None
-    sides = [(collective_name(g) or "a collective", g) for g in waiting]
+    sides = [(collective_name(knowledge, g) or "a collective", g) for g in waiting]
     if len({name for name, _ in sides}) < 2:
         return None
     mismatch = Mismatch(sides)
@@ -166,7 +171,19 @@ def _frame_file(text: str) -> str:
 
 def _caller(group: StackGroup) -> Optional[str]:
     """The first Python frame outside torch.distributed around the group's collective call."""
-    inside = False
+    return _callers(group)[0]
+
+
+def _job_site(group: StackGroup) -> Optional[str]:
+    """Where the job's own code calls the group's collective: the line to change, even when a
+    wrapper (accelerate's gather, a framework's hook) sits between; else the direct caller."""
+    first, own = _callers(group)
+    return own or first
+
+
+def _callers(group: StackGroup) -> Tuple[Optional[str], Optional[str]]:
+    """(the first Python frame outside torch.distributed, the first of the job's own code there)."""
+    inside, first = False, None
     for text in group.frames:
         file = _frame_file(text)
         if not (file.endswith(".py") or file.startswith("<frozen")):
@@ -174,9 +191,12 @@ def _caller(group: StackGroup) -> Optional[str]:
         if COLLECTIVE_FILE.search(file):
             inside = True
             continue
-        if inside:
-            return text
-    return None
+        if not inside:
+            continue
+        first = first or text
+        if not is_library_file(file):
+            return first, text
+    return first, None
 
 
 def find_culprit(knowledge: Knowledge, groups: List[StackGroup]) -> Optional[Culprit]:

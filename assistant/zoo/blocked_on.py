@@ -13,6 +13,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``recv_unaccepted``: ``recv()`` on a connection the listening child never even accepted.
 - ``http``: ``urllib.request.urlopen`` without a timeout against a child that accepts and never
   answers (stack: ``http.client`` ``getresponse`` -> socket read).
+- ``hub``: ``huggingface_hub.hf_hub_download`` against an endpoint (``HF_ENDPOINT``) that accepts and
+  never answers, with the Hub's own timeouts raised to a day (stack: huggingface_hub -> its HTTP
+  client -> socket read).
 - ``flock``: ``fcntl.flock(LOCK_EX)`` on ``<workdir>/train.lock``, held by a child for ever.
 - ``child_stdin``: ``subprocess.Popen(stdin=PIPE).wait()`` on a child that reads its stdin: the
   parent holds the pipe's write end and waits, the child waits for input that never comes.
@@ -84,6 +87,7 @@ SYSCALLS = {
         "open": (2, 257),
         "connect": (42,),
         "recv": (0, 45, 47),
+        "poll": (7, 23, 270, 271),  # poll, select, pselect6, ppoll: a read with a timeout waits here
         "flock": (73,),
         "wait4": (61, 247),
         "sleep": (35, 230),
@@ -92,6 +96,7 @@ SYSCALLS = {
         "open": (56,),
         "connect": (203,),
         "recv": (63, 207, 212),
+        "poll": (72, 73),
         "flock": (32,),
         "wait4": (260, 95),
         "sleep": (101, 115),
@@ -101,6 +106,7 @@ WCHANS = {
     "open": ("wait_for_partner", "fifo_open"),
     "recv": ("pipe_read", "pipe_wait_readable", "sk_wait_data", "wait_woken", "tcp_recvmsg_locked", "n_tty_read"),
     "connect": ("inet_wait_for_connect", "wait_woken"),
+    "poll": ("do_sys_poll", "poll_schedule_timeout", "do_select", "core_sys_select"),
     "flock": ("locks_lock_inode_wait", "flock_lock_inode_wait", "locks_wait"),
     "wait4": ("do_wait", "kernel_wait4"),
     "sleep": ("hrtimer_nanosleep", "do_nanosleep", "clock_nanosleep"),
@@ -114,6 +120,8 @@ def _peer(what: str, *args: str) -> subprocess.Popen:
 
 
 def _in_syscall(tid: int, call: str) -> bool:
+    if "|" in call:  # any of them: "recv|poll" for a read that may or may not carry a timeout
+        return any(_in_syscall(tid, one) for one in call.split("|"))
     pid = os.getpid()
     if _common.task_state(pid, tid) not in ("S", "D"):
         return False
@@ -202,6 +210,22 @@ def http() -> None:
     child, port = _listener("silent")
     ready_in("recv", peer_pid=child.pid, port=port)
     urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/embeddings")  # no timeout: the bug
+    _common.sleep_forever()
+
+
+def hub() -> None:
+    """A model download from the Hugging Face Hub whose endpoint accepts and never answers; the job
+    raised the Hub's own timeouts (10 s each by default), so the download waits for ever."""
+    child, port = _listener("silent")
+    os.environ["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
+    os.environ["HF_HUB_ETAG_TIMEOUT"] = os.environ["HF_HUB_DOWNLOAD_TIMEOUT"] = "86400"
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    from huggingface_hub import hf_hub_download  # after the settings: the library reads them at import
+
+    # its HTTP client sets the (raised) timeout on the socket, so the read waits in poll(); an older
+    # client with no timeout waits in recv()
+    ready_in("recv|poll", peer_pid=child.pid, port=port)
+    hf_hub_download("example-org/tiny-model", "config.json", cache_dir=str(_common.workdir() / "hub-cache"))
     _common.sleep_forever()
 
 
@@ -314,6 +338,7 @@ SCENARIOS = {
     "recv": recv,
     "recv_unaccepted": lambda: recv(accepting=False),
     "http": http,
+    "hub": hub,
     "flock": flock,
     "child_stdin": child_stdin,
     "queue_join": queue_join,

@@ -66,7 +66,7 @@ WCHAN_OPS = (
     (re.compile(r"do_wait|kernel_wait4"), "wait-child"),
     (re.compile(r"futex"), "futex"),
     (re.compile(r"hrtimer_nanosleep|do_nanosleep"), "sleep"),
-    (re.compile(r"do_sys_poll|do_select|core_sys_select"), "poll"),
+    (re.compile(r"do_sys_poll|do_select|core_sys_select|poll_schedule_timeout"), "poll"),
     (re.compile(r"ep_poll"), "epoll"),
     (re.compile(r"locks_lock_inode_wait|flock_lock_inode_wait|posix_lock_inode_wait|locks_wait"), "lock"),
     (re.compile(r"nfs|rpc_wait|fuse_|io_schedule|folio_wait|wait_on_page|jbd2|blk_"), "io"),
@@ -178,6 +178,13 @@ def wait_from_syscall(tid: int, text: str, wchan: Optional[str] = None) -> Wait:
     spec = specs.get(name or "")
     if spec is None:
         return Wait(tid, "unknown", syscall=name or f"syscall {number}", args=args, wchan=wchan)
+    if spec["op"] == "restart":
+        # restart_syscall (syscalls(2)): an interrupted poll or sleep resumed. The wchan says which;
+        # a poll's arguments are still in the registers /proc shows (read for its descriptors).
+        wait = _from_wchan(tid, wchan)
+        if wait.op == "poll":
+            wait.syscall, wait.args = "poll", args
+        return wait
     wait = Wait(tid, spec["op"], syscall=name, args=args, wchan=wchan)
     if "fd" in spec:
         wait.fd = _signed32(args[spec["fd"]])
@@ -508,6 +515,20 @@ def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[in
         if wait.object["kind"] == "fifo":
             wanted.setdefault(path, []).append((pid, wait.tid))
         return
+    if wait.op == "poll" and wait.args:
+        _, specs = syscall_table()
+        spec = specs.get(wait.syscall or "", {})
+        nfds = min(wait.args[spec.get("nfds", 1)], MAX_POLL_FDS)
+        data = read_memory(pid, wait.args[spec.get("fds", 0)], 8 * nfds) or b""
+        for i in range(len(data) // 8):
+            fd, _events, _revents = struct.unpack_from("ihh", data, i * 8)
+            if fd >= 0:
+                wait.watched.append({"fd": fd, "object": target_object(pid, fd, fd_target(pid, fd))})
+        if len(wait.watched) != 1:
+            return
+        # A poll on one descriptor is a read or write with a timeout (socket.settimeout, an HTTP
+        # client's read timeout): the wait is on that descriptor, resolved as a direct read would be.
+        wait.fd = wait.watched[0]["fd"]
     if wait.fd is not None and wait.fd >= 0:
         target = fd_target(pid, wait.fd)
         wait.object = target_object(pid, wait.fd, target)
@@ -533,15 +554,6 @@ def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[in
         if wait.op == "epoll":
             wait.watched = _epoll_targets(pid, wait.fd)
         return
-    if wait.op == "poll" and wait.args:
-        _, specs = syscall_table()
-        spec = specs.get(wait.syscall or "", {})
-        nfds = min(wait.args[spec.get("nfds", 1)], MAX_POLL_FDS)
-        data = read_memory(pid, wait.args[spec.get("fds", 0)], 8 * nfds) or b""
-        for i in range(len(data) // 8):
-            fd, _events, _revents = struct.unpack_from("ihh", data, i * 8)
-            if fd >= 0:
-                wait.watched.append({"fd": fd, "object": target_object(pid, fd, fd_target(pid, fd))})
 
 
 def _socket_peer(wait: Wait, table: Dict[int, dict], wanted: Dict[str, list]) -> None:

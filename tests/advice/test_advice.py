@@ -54,6 +54,19 @@ def test_fixes_apply_by_framework_platform_and_the_commands_own_flags(applies, f
         assert why.startswith(("if ", "on "))
 
 
+def test_a_framework_the_job_uses_makes_its_fix_apply_and_a_library_never_seen_keeps_it_conditional():
+    # checkpoints plain PyTorch, but the job calls accelerate: accelerate's fix is for it
+    accelerate = {"framework": ["accelerate"]}
+    assert judge(accelerate, None, {"framework": "pytorch"}, [])[0] == NOT_HERE
+    assert judge(accelerate, None, {"framework": "pytorch"}, [], {"accelerate"})[0] == APPLIES
+    wandb = {"uses": ["wandb"]}
+    assert judge(wandb, None, {}, [], {"wandb"}) == (APPLIES, None)
+    assert judge(wandb, None, {"framework": "pytorch"}, [], {"huggingface_hub"}) == (
+        CONDITIONAL,
+        "if your job uses wandb",
+    )
+
+
 def _report_for(fixes, checks, **job):
     report = Report()
     report.processes = [

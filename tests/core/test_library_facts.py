@@ -64,7 +64,8 @@ def test_every_frame_entry_is_well_formed(frames):
     for entry in frames:
         where = entry.get("id")
         assert FRAME_KEYS <= set(entry), (where, FRAME_KEYS - set(entry))
-        assert set(entry) <= FRAME_KEYS | {"file"}, (where, set(entry) - FRAME_KEYS)
+        assert set(entry) <= FRAME_KEYS | {"file", "call"}, (where, set(entry) - FRAME_KEYS)
+        assert "call" not in entry or entry["wait"] == "collective", where  # a collective's name
         re.compile(entry["function"])
         if "file" in entry:
             re.compile(entry["file"])

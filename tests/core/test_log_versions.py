@@ -106,6 +106,56 @@ def test_ranks_one_line_apart_are_not_a_skew(tmp_path, cli_json):
     assert "rank progress" not in str(report) and "stopped at different points" not in str(report)
 
 
+def test_ranks_whose_last_shared_lines_differ_diverged(tmp_path, cli_json):
+    # every rank writes the same lines, evaluation included; rank 1 went into its second evaluation,
+    # rank 0 never did
+    def steps(epoch):
+        return "".join(f"[rank{r}]: epoch {epoch} step {s} loss 1.5\n" for s in range(10, 14) for r in (0, 1))
+
+    evaluation = "[rank0]: running evaluation on 500 samples\n[rank1]: running evaluation on 500 samples\n"
+    shared = steps(1) + evaluation + steps(2)
+    log = tmp_path / "train.log"
+    log.write_text(shared + "[rank1]: running evaluation on 500 samples\n")
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    assert "rank divergence: ranks stopped at different lines" in str(report), report["diagnoses"][:2]
+    assert "rank 0 last wrote 'epoch 2 step 13 loss 1.5'" in evidence_of(report, "collective")
+
+    # lines only rank 0 writes (its metrics) say nothing about where the others are
+    log.write_text(shared + "[rank0]: saved metrics to metrics.json\n")
+    assert "rank divergence" not in str(cli_json("--log", log, "--answer", "phase=mid-run"))
+
+
+def test_only_some_of_the_worlds_ranks_wrote_the_last_line(tmp_path, cli_json):
+    case = yaml.safe_load((CASES / "vall-e-86.yaml").read_text())  # icefall's "(rank/world)" prefix
+    log = tmp_path / "train.log"
+    log.write_text(case["log"])
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    said = evidence_of(report, "collective")
+    assert "only ranks 4-7 of 8 reached 'Computing validation loss'; ranks 0-3 never did" in said, said
+    assert report["diagnoses"][0]["cause"] == "collective"
+
+
+def test_a_finished_training_loop_points_at_what_runs_at_exit(tmp_path, cli_json):
+    """The last thing the job said is that training finished; the Ctrl+C traceback the reporter
+    pasted after it is the interrupt, not what the job was doing."""
+    case = yaml.safe_load((CASES / "fairseq-4619.yaml").read_text())
+    log = tmp_path / "train.log"
+    log.write_text(case["log"])
+    report = cli_json("--log", log)
+    ranked = [d["cause"] for d in report["diagnoses"]]
+    assert ranked[0] == "external-service" and {"collective", "thread-deadlock"} <= set(ranked[:3]), ranked
+    assert "W&B documents this hang at the end of distributed training" in evidence_of(report, "external-service")
+    assert report["answers"]["phase"]["value"] == "mid-run", report["answers"]
+
+
+def test_ddp_reducer_line_says_the_job_is_distributed(tmp_path, cli_json):
+    log = tmp_path / "train.log"
+    log.write_text("loading data\nbuilding model\n")
+    assert "single-process" in str(cli_json("--log", log, "--answer", "phase=start"))
+    log.write_text("loading data\nmmcv - INFO - Reducer buckets have been rebuilt in this iteration.\nbuilding model\n")
+    assert "single-process" not in str(cli_json("--log", log, "--answer", "phase=start"))
+
+
 def test_a_wrapped_watchdog_line_is_still_a_collective_timeout(tmp_path, cli_json):
     case = yaml.safe_load((CASES / "autocast-381.yaml").read_text())
     log = tmp_path / "slurm.out"

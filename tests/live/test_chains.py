@@ -129,6 +129,25 @@ def test_the_summary_names_what_the_job_waits_on(knowledge, zoo, scenario, kind,
     assert first.verdict.cause == cause, top(first)
 
 
+def test_a_hub_download_gets_the_hubs_own_timeouts_and_the_tracker_fix_waits_for_a_tracker(knowledge, zoo):  # noqa: F811
+    """huggingface_hub passes its own timeouts to its HTTP client: socket.setdefaulttimeout would not
+    bound it. A wandb fix for a job with no wandb in sight is kept, last, on its condition."""
+    pytest.importorskip("huggingface_hub")
+    from debug_stuck.advice import advise
+
+    job = zoo("blocked_on", args=["hub"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.cause == EXT and report.chain[-1]["waits_on"]["kind"] == "socket", top(report)
+    assert_first_fix_is_about(report, "socket-no-answer", f"127.0.0.1:{job.info['port']}", "hf_hub_download()")
+    advised = advise(report).diagnoses[0]
+    first = "\n".join(advised.fixes[0].commands)
+    assert "export HF_HUB_DOWNLOAD_TIMEOUT=" in first and "setdefaulttimeout" not in first, first
+    conditions = {fix.title: fix.condition for fix in advised.fixes}
+    assert conditions["Use local copies of models and datasets on the compute nodes"] is None, conditions
+    assert conditions["Run the tracker offline, sync later"] == "if your job uses wandb", conditions
+    assert advised.fixes[-1].title == "Run the tracker offline, sync later", list(conditions)
+
+
 def test_a_pipe_whose_writer_is_stopped(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["pipe_reader"])
     writer = job.info["peer_pid"]

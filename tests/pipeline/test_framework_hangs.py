@@ -7,6 +7,7 @@ not ranked."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -73,6 +74,30 @@ def test_hf_trainer_callback_collective_on_rank_0_alone_names_rank_0(knowledge, 
     assert "the job's own code at on_step_end (" in report.culprit["reason"]
     assert str(rank0) in summary and rank1 in {p["pid"] for p in report.processes}
     assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+
+
+def test_accelerate_gather_on_the_main_process_alone_names_both_sides_and_the_jobs_own_line(knowledge, zoo):  # noqa: F811
+    """The wrapper (accelerate's gather) is not the line to change: the fix names the job's own call;
+    rank 1's wait has no torch.distributed frame (DDP's reducer waits natively) and is still named;
+    the job uses accelerate (its imports, its frames), so accelerate's fix is for it."""
+    pytest.importorskip("accelerate")
+    from debug_stuck.advice import advise
+
+    job = zoo("accelerate_gather", ready_timeout=120)
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, rank0)
+    summary = report.verdict.summary
+    expected = "Collective mismatch: rank 0 in all_gather; rank 1 in DDP's gradient all-reduce (in backward)"
+    assert summary.startswith(expected), summary
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    advised = advise(report).diagnoses[0]
+    assert "called at <module> (" not in advised.fixes[0].why  # the script's loop is in main()
+    assert re.search(r"called at main \([\w/]*accelerate_gather\.py:\d+\)", advised.fixes[0].why), advised.fixes[0].why
+    titles = [fix.title for fix in advised.fixes]
+    assert "Set the process-group timeout through accelerate" in titles, titles
+    left_out = " ".join(item["title"] for item in advised.fixes_left_out)
+    assert "accelerate" not in left_out and "with --ddp_timeout" in left_out, left_out
+    assert rank1 in {p["pid"] for p in report.processes}
 
 
 # -- one rank computes, spins or is stopped while the other waits (one job, three stages) -----------

@@ -1,0 +1,38 @@
+"""The wait collector's reading of /proc/PID/task/TID/syscall, on recorded lines of this machine's
+architecture (the numbers come from skills/data/syscalls.yaml)."""
+
+from __future__ import annotations
+
+import pytest
+
+from debug_stuck.probes.collectors.waits import syscall_table, wait_from_syscall
+
+
+def number_of(name: str) -> int:
+    numbers, _ = syscall_table()
+    found = [n for n, known in numbers.items() if known == name]
+    if not found:
+        pytest.skip(f"{name} has no number on this architecture in syscalls.yaml")
+    return found[0]
+
+
+def test_a_poll_resumed_after_a_stop_is_still_a_poll_with_its_own_arguments():
+    # A debugger's stop (py-spy, gdb) interrupts a poll with a timeout; the kernel resumes it as
+    # restart_syscall, and /proc shows that number with the poll's arguments still in the registers
+    # (recorded: a huggingface_hub download waiting on its one socket, timeout 86400000 ms).
+    line = f"{number_of('restart_syscall')} 0x7ffddbd348c8 0x1 0x5265c00 0x0 0x0 0x0 0x7ffddbd34860 0x7f0a4831126f"
+    wait = wait_from_syscall(101, line, "poll_schedule_timeout.constprop.0")
+    assert (wait.op, wait.syscall) == ("poll", "poll")
+    assert wait.args[:3] == [0x7FFDDBD348C8, 1, 0x5265C00]
+
+
+def test_a_sleep_resumed_after_a_stop_is_a_sleep():
+    line = f"{number_of('restart_syscall')} 0x0 0x0 0x0 0x0 0x0 0x0 0x7ffd 0x7f0a"
+    wait = wait_from_syscall(101, line, "hrtimer_nanosleep")
+    assert wait.op == "sleep" and not wait.args
+
+
+def test_an_unknown_resumed_call_says_what_the_kernel_says():
+    line = f"{number_of('restart_syscall')} 0x0 0x0 0x0 0x0 0x0 0x0 0x7ffd 0x7f0a"
+    wait = wait_from_syscall(101, line, "some_driver_wait")
+    assert wait.op == "unknown" and wait.wchan == "some_driver_wait"
