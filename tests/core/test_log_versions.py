@@ -106,6 +106,20 @@ def test_ranks_one_line_apart_are_not_a_skew(tmp_path, cli_json):
     assert "rank progress" not in str(report) and "stopped at different points" not in str(report)
 
 
+def test_ranks_printing_into_each_others_lines_are_read_apart(tmp_path, cli_json):
+    # two torchrun ranks printing at the same moment, as recorded from a real gloo job:
+    # "[rank0] step 5 loss 0.3646[rank1] step 5 loss 0.2783" -- both are at step 5
+    log = tmp_path / "train.log"
+    log.write_text(
+        "".join(f"[rank0] step {s} loss 0.3{s}[rank1] step {s} loss 0.2{s}\n\n" for s in range(6))
+        + "saving checkpoint to /ckpt\n"
+    )
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    assert "rank progress" not in str(report) and "rank divergence" not in str(report)
+    log.write_text("".join(f"[rank0] step {s} loss 0.3[rank1] step {min(s, 2)} loss 0.2\n" for s in range(6)))
+    assert "rank 0 at step 5, rank 1 at step 2" in str(cli_json("--log", log, "--answer", "phase=mid-run"))
+
+
 def test_ranks_whose_last_shared_lines_differ_diverged(tmp_path, cli_json):
     # every rank writes the same lines, evaluation included; rank 1 went into its second evaluation,
     # rank 0 never did
@@ -154,6 +168,11 @@ def test_ddp_reducer_line_says_the_job_is_distributed(tmp_path, cli_json):
     assert "single-process" in str(cli_json("--log", log, "--answer", "phase=start"))
     log.write_text("loading data\nmmcv - INFO - Reducer buckets have been rebuilt in this iteration.\nbuilding model\n")
     assert "single-process" not in str(cli_json("--log", log, "--answer", "phase=start"))
+    # mid-run, with nothing else known: collective is a candidate (every DDP step waits for every
+    # rank), at the low confidence thin evidence deserves
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    assert "the job trains with DDP" in evidence_of(report, "collective")
+    assert report["diagnoses"][0]["confidence"] < 0.5 and not report["verdict"].get("cause")
 
 
 def test_a_wrapped_watchdog_line_is_still_a_collective_timeout(tmp_path, cli_json):
