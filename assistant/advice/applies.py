@@ -72,5 +72,9 @@ def job_flag_spelling(argv: List[str], flag: str) -> Optional[str]:
 
 
 def order(judged: List[Tuple[object, str, Optional[str]]]) -> List[Tuple[object, str, Optional[str]]]:
-    """Applying fixes in the playbook's order, then the conditional ones; the rest are dropped."""
-    return [j for j in judged if j[1] == APPLIES] + [j for j in judged if j[1] == CONDITIONAL]
+    """Applying fixes in the playbook's order, then the conditional ones; the rest are dropped. A fix
+    about a library the job is seen to use (`uses`, applying) goes before the general ones: the W&B
+    fix first for a job waiting in wandb.init."""
+    applying = [j for j in judged if j[1] == APPLIES]
+    specific = [j for j in applying if "uses" in (getattr(j[0], "applies", None) or {})]
+    return specific + [j for j in applying if j not in specific] + [j for j in judged if j[1] == CONDITIONAL]

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from debug_stuck.advice.facts import JobFacts, is_library_file
+from debug_stuck.advice.facts import JobFacts, is_library_frame
 from debug_stuck.recovery.reading import bounded_read
 
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
@@ -86,7 +86,7 @@ def _user_frames(report) -> List[Tuple[str, int]]:
             path, line = frame.get("path") or frame.get("file") or "", frame.get("line")
             if frame.get("native") or not line or not path.endswith(".py") or not os.path.isabs(path):
                 continue
-            if is_library_file(path) or (path, line) in out:
+            if is_library_frame(frame) or (path, line) in out:
                 continue
             out.append((path, int(line)))
     return out

@@ -352,13 +352,30 @@ def _user_files(processes, by_pid) -> List[str]:
                 path = frame.get("path") or frame.get("file") or ""
                 if frame.get("native") or not path.endswith(".py") or not os.path.isabs(path):
                     continue
-                if is_library_file(path) or path in out:
+                if is_library_frame(frame) or path in out:
                     continue
                 out.append(path)
     return out
 
 
 LIBRARY_PATH = re.compile(r"/(site-packages|dist-packages)/|/lib/python\d+\.\d+/|^<frozen ")
+
+
+def is_library_frame(frame: dict) -> bool:
+    """A frame of the standard library or an installed package, not the job's own code. py-spy names
+    a file relative to the sys.path entry it was imported from, so a short name whose first folder
+    is a known package (wandb/sdk/lib/...) is that package wherever it is installed: a pip --target
+    folder, PYTHONPATH, an editable checkout. A script run from a library's checkout
+    (examples/run.py) is named from its own folder and stays the job's."""
+    path = str(frame.get("path") or frame.get("file") or "")
+    if is_library_file(path):
+        return True
+    short = str(frame.get("file") or "").replace("\\", "/")
+    if not short or short == path or os.path.isabs(short) or "/" not in short:
+        return False
+    from debug_stuck.live.loops import LIBRARY_TOPS
+
+    return short.split("/", 1)[0] in LIBRARY_TOPS
 
 
 def is_library_file(path: str) -> bool:
@@ -374,4 +391,4 @@ def _stdlib_prefixes() -> List[str]:
     return [p for p in paths if p]
 
 
-__all__ = ["JobFacts", "gather_facts", "is_library_file", "parse_launch"]
+__all__ = ["JobFacts", "gather_facts", "is_library_file", "is_library_frame", "parse_launch"]

@@ -16,7 +16,7 @@ import re
 import shlex
 from typing import Dict, List, Optional
 
-from debug_stuck.advice.facts import JobFacts, is_library_file
+from debug_stuck.advice.facts import JobFacts, is_library_frame
 from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, match_frame
 from debug_stuck.core.report import FixItem, safety_dict
 
@@ -116,7 +116,7 @@ class _Reader:
         """The innermost frame of the job's own code on the waiting thread."""
         for frame in self.python_frames(hop):
             path = frame.get("path") or frame.get("file") or ""
-            if path.endswith(".py") and not is_library_file(path) and not path.startswith("<"):
+            if path.endswith(".py") and not is_library_frame(frame) and not path.startswith("<"):
                 return frame
         return None
 
@@ -298,7 +298,7 @@ def _network_call(reader: _Reader, end: dict):
     frames = reader.python_frames(end)
     for i, frame in enumerate(frames):
         path = frame.get("path") or frame.get("file") or ""
-        if path.endswith(".py") and not is_library_file(path):
+        if path.endswith(".py") and not is_library_frame(frame):
             if i == 0:
                 return None
             callee = i - 1

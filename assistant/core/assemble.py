@@ -15,6 +15,7 @@ from debug_stuck.core.report import Evidence, Report
 from debug_stuck.core.verdict import breaker_words
 
 STACK_WAIT_LIBRARY = re.compile(r"^wait=\S+ entry=\S+ lib=(\S+)")
+STACK_LIBRARIES = re.compile(r" libs=(\S+)")
 LOG_ENTRY = re.compile(r"^log=\S+ entry=(\S+)")  # a fact line debug_stuck.core.facts made of a log line
 
 # A log silent for this long, and for this many step intervals, counts as a hang.
@@ -86,11 +87,14 @@ def libraries_by_log(knowledge: Knowledge, obs: Observations) -> Dict[str, List[
             continue
         if line.origin == "stack":
             waits = STACK_WAIT_LIBRARY.match(line.text)
-            library = waits.group(1) if waits else None
+            also = STACK_LIBRARIES.search(line.text)
+            found_libraries = [waits.group(1)] if waits else []
+            more = also.group(1).split(",") if also else []
+            found_libraries += [name for name in more if name not in found_libraries]
         else:
             found = LOG_ENTRY.match(line.text) if line.origin == "log" else None
-            library = library_of.get(found.group(1)) if found else None
-        if library:
+            found_libraries = [library_of.get(found.group(1))] if found else []
+        for library in filter(None, found_libraries):
             per_log = counts.setdefault(line.file, {})
             per_log[library] = per_log.get(library, 0) + 1
     return {path: sorted(seen, key=lambda name: (-seen[name], name)) for path, seen in counts.items()}

@@ -4,9 +4,10 @@ Every stack (a live one, or a dump pasted in a log) and every log line is read a
 frame-semantics table and the log catalog (skills/data/frames.yaml, log-catalog.yaml; each entry
 cites the library source it comes from). What comes out is the same whatever the case:
 
-- ``wait=<kind> entry=<id> lib=<library> thread=<main|other> [facts=...] [via=<id>]``: the innermost
-  frame of a thread that means a wait (a queue, a lock, a collective, a socket...); ``via`` names the
-  first library frame below it that runs the caller's code (a tf.data generator, a py_func);
+- ``wait=<kind> entry=<id> lib=<library> thread=<main|other> [facts=...] [via=<id>] [libs=...]``: the
+  innermost frame of a thread that means a wait (a queue, a lock, a collective, a socket...); ``via``
+  names the first library frame below it that runs the caller's code (a tf.data generator, a
+  py_func); ``libs`` every library whose table frames the thread is in, innermost first;
 - ``job=<fact>``: what the frames prove about the job (it uses a DataLoader, torch.distributed...);
 - ``log=<fact> entry=<id> k=v...``: a message a library prints, with the fields it carries;
 - ``last=<fact>``: the last such event of a log's current run (what the job said before it went
@@ -46,11 +47,14 @@ def thread_facts(frames_table: Sequence[dict], frames: Iterable[str], main: bool
     wait_line = None
     via = None
     job: List[str] = []
+    libraries: List[str] = []
     for text in frames:
         function, file = parse_frame(text)
         entry = match_frame(frames_table, function, file)
         if entry is None:
             continue
+        if entry.get("library") and entry["library"] not in libraries:
+            libraries.append(entry["library"])
         for fact in entry.get("facts") or ():
             if fact not in job:
                 job.append(fact)
@@ -63,6 +67,10 @@ def thread_facts(frames_table: Sequence[dict], frames: Iterable[str], main: bool
         wait_line += " facts=" + ",".join(job)  # what the thread's frames prove, for rules that need both
     if wait_line is not None and via is not None:
         wait_line += f" via={via}"  # the library code that called the code that waits (a generator it runs)
+    if wait_line is not None and len(libraries) > 1:
+        # every library the thread is inside, innermost first: a wait in threading's Condition under
+        # wandb's mailbox is wandb's wait too (the libraries a pasted dump shows)
+        wait_line += " libs=" + ",".join(libraries)
     return wait_line, job
 
 

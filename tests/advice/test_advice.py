@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +66,37 @@ def test_a_framework_the_job_uses_makes_its_fix_apply_and_a_library_never_seen_k
         CONDITIONAL,
         "if your job uses wandb",
     )
+
+
+@pytest.mark.parametrize(
+    "frame, library",
+    [
+        # a package installed outside site-packages (pip --target, PYTHONPATH): py-spy names it from
+        # the sys.path entry it was imported from
+        ({"file": "wandb/sdk/lib/asyncio_manager.py", "path": "/tmp/pkgs/wandb/sdk/lib/asyncio_manager.py"}, True),
+        ({"file": "threading.py", "path": "/usr/lib/python3.11/threading.py"}, True),
+        # a script run from a library's checkout is named from its own folder: the job's own code
+        ({"file": "run_glue.py", "path": "/home/me/transformers/examples/pytorch/run_glue.py"}, False),
+        ({"file": "train.py", "path": "/home/me/proj/train.py"}, False),
+        ({"file": "models/net.py", "path": "/home/me/proj/models/net.py"}, False),
+    ],
+)
+def test_library_frames_are_told_by_where_they_were_imported_from(frame, library):
+    from debug_stuck.advice.facts import is_library_frame
+
+    assert is_library_frame(frame) is library
+
+
+def test_a_pasted_wandb_dump_gets_the_wandb_fix_first(tmp_path, cli_json):
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "wandb"
+    report = cli_json("--log", fixtures / "init-silent-server.pyspy.txt", "--log", fixtures / "init-silent-server.log")
+    first = report["diagnoses"][0]
+    assert first["cause"] == "external-service", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    assert "wandb" in report["logs"][0]["libraries"]
+    titles = [(f["title"], f.get("condition")) for f in first["fixes"]]
+    assert titles[0] == ("Run the tracker offline, sync later", None), titles
+    hub_fix = "Use local copies of models and datasets on the compute nodes"
+    assert (hub_fix, "if your job uses huggingface_hub") in titles
 
 
 def _report_for(fixes, checks, **job):
