@@ -296,14 +296,17 @@ def _refine_roles(snap: Snapshot) -> None:
         own = (info.rank, info.local_rank)
         if own != (None, None) and own != (parent.rank, parent.local_rank):
             info.role = "rank"
-    _ranks_of_a_launcher_script(snap)
+    _ranks_of_a_launcher_script(snap, workers)
 
 
-def _ranks_of_a_launcher_script(snap: Snapshot) -> None:
+def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
     """A Python child left as "other" whose frames are a distributed library's (frames.yaml `facts:
     [distributed]`: jax.distributed, torch.distributed, Horovod...) is a rank: a job's own launcher
     script starts its ranks with subprocess, under no name that torchrun's or mpirun's would match.
-    Its parent, a Python process with no such frame, is then their launcher, not a rank."""
+    So is a multiprocessing child taken for a worker by its command line (spawn_main) that is not
+    in a DataLoader's worker loop (`workers`): torch.multiprocessing.spawn, DDP's usual way to start
+    its ranks, starts them so; children that meet at a plain multiprocessing barrier stay workers.
+    Their parent, a Python process with no such frame, is then their launcher, not a rank."""
     from debug_stuck.errors import KnowledgeError
     from debug_stuck.kb import load_table
     from debug_stuck.live.jobfacts import table_facts
@@ -316,20 +319,27 @@ def _ranks_of_a_launcher_script(snap: Snapshot) -> None:
     def distributed(pid: int) -> bool:
         series = snap.stacks.get(pid)
         dump = series.latest() if series is not None else None
-        frames = [f for t in (dump.threads if dump is not None else []) for f in t.frames if not f.native]
+        # native frames too: a DDP rank waiting in backward shows its collective only there
+        # (c10d::Reducer::finalize_backward), its Python frames being autograd's
+        frames = [f for t in (dump.threads if dump is not None else []) for f in t.frames]
         return "distributed" in table_facts(frames, table)
 
-    promoted = [info for info in snap.processes if info.role == "other" and info.python and distributed(info.pid)]
+    def unsettled(info) -> bool:
+        return info.role == "other" or (info.role == "dataloader-worker" and info.pid not in workers)
+
+    promoted = [info for info in snap.processes if unsettled(info) and info.python and distributed(info.pid)]
     # ... and so is a sibling that runs the same program, caught outside the library (the rank the
     # others wait for is often the one that never reached the collective)
     programs = {(info.ppid, program_of(info.cmdline)) for info in promoted}
     promoted += [
         info
         for info in snap.processes
-        if info.role == "other" and info not in promoted and (info.ppid, program_of(info.cmdline)) in programs
+        if unsettled(info) and info not in promoted and (info.ppid, program_of(info.cmdline)) in programs
     ]
     for info in promoted:
         info.role = "rank"
+        if info.rank is not None and snap.process(info.ppid) is not None and info.rank == snap.process(info.ppid).rank:
+            info.rank = None  # the parent's rank, inherited as a worker: a spawned rank has its own
     for info in promoted:
         parent = snap.process(info.ppid)
         if parent is not None and parent.role == "rank" and parent not in promoted and not distributed(parent.pid):

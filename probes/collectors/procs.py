@@ -471,9 +471,26 @@ def job_processes(pids: List[int]) -> List[ProcInfo]:
     return _order(seen.values())
 
 
+# Interpreter options that take a value as the next word (python -W error -X dev train.py).
+_OPTION_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
+
+
 def program_of(cmdline: List[str]) -> tuple:
-    """The interpreter and what it runs (`python train.py`, `python -m pkg`), without the arguments."""
-    return tuple(cmdline[:3] if len(cmdline) > 1 and cmdline[1] == "-m" else cmdline[:2])
+    """The interpreter and what it runs (`python train.py`, `python -m pkg`, `python -c CODE`),
+    without the arguments; the interpreter's own options (-u, -B) are skipped, and a -c program's
+    numbers folded (multiprocessing's spawn_main(pipe_handle=N) differs only there)."""
+    if not cmdline:
+        return ()
+    i = 1
+    while i < len(cmdline) and cmdline[i].startswith("-") and cmdline[i] not in ("-m", "-c"):
+        i += 2 if cmdline[i] in _OPTION_WITH_VALUE else 1
+    if i >= len(cmdline):
+        return tuple(cmdline[:1])
+    if cmdline[i] == "-m" and i + 1 < len(cmdline):
+        return (cmdline[0], "-m", cmdline[i + 1])
+    if cmdline[i] == "-c" and i + 1 < len(cmdline):
+        return (cmdline[0], "-c", re.sub(r"\d+", "#", cmdline[i + 1]))
+    return (cmdline[0], cmdline[i])
 
 
 def launcher_script_of(pid: int) -> Optional[Tuple[int, str, int]]:

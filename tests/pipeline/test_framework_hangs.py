@@ -100,6 +100,27 @@ def test_accelerate_gather_on_the_main_process_alone_names_both_sides_and_the_jo
     assert rank1 in {p["pid"] for p in report.processes}
 
 
+def test_mp_spawn_ranks_are_ranks_and_the_one_blocked_on_its_shard_is_the_culprit(knowledge, zoo):  # noqa: F811
+    """torch.multiprocessing.spawn's children look like multiprocessing workers by their command
+    line; under torch's _wrap they are the job's ranks, their parent the launcher. The rank waiting
+    in DDP's all-reduce is not to blame: the one blocked in open() of a FIFO is."""
+    pytest.importorskip("torch")
+    from debug_stuck.advice import advise
+
+    job = zoo("mp_spawn_ranks", ready_timeout=120)
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    roles = {p["pid"]: p["role"] for p in report.processes}
+    assert roles[job.proc.pid] == "launcher" and roles[rank0] == roles[rank1] == "rank", roles
+    assert sorted(pid for pid, role in roles.items() if role == "rank") == sorted([rank0, rank1]), roles
+    assert report.culprit is not None and report.culprit["pid"] == rank1, top(report)
+    end = report.chain[-1]
+    assert end["pid"] == rank1 and end["waits_on"]["kind"] == "fifo", report.chain
+    assert report.verdict.cause == "io-stall" and report.verdict.hung is True, top(report)
+    first = advise(report).diagnoses[0].fixes[0]
+    assert first.basis.startswith("fifo-no-writer") and job.info["path"] in first.title, (first.title, first.basis)
+
+
 # -- one rank computes, spins or is stopped while the other waits (one job, three stages) -----------
 
 

@@ -126,3 +126,16 @@ def test_a_dead_worker_is_a_zombie_worker_and_evidence(child, knowledge):
     report = run_diagnosis(DiagnoseRequest(pids=[proc.pid]), knowledge)
     dataloader = next(d for d in report.diagnoses if d.cause == "dataloader")
     assert any("zombie" in e.detail for e in dataloader.evidence)
+
+
+def test_a_program_is_what_the_interpreter_runs_not_its_options():
+    from debug_stuck.probes.collectors.procs import program_of
+
+    code = "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=4, pipe_handle={})"
+    spawned = ["python", "-B", "-c", code]
+    assert program_of([*spawned[:3], spawned[3].format(6)]) == program_of([*spawned[:3], spawned[3].format(8)])
+    tracker = ["python", "-B", "-c", "from multiprocessing.resource_tracker import main;main(3)"]
+    assert program_of(tracker) != program_of([*spawned[:3], spawned[3].format(6)])
+    assert program_of(["python", "-u", "-W", "ignore", "train.py", "--lr", "1"]) == ("python", "train.py")
+    assert program_of(["python", "-m", "torch.distributed.run", "x.py"]) == ("python", "-m", "torch.distributed.run")
+    assert program_of(["python"]) == ("python",) and program_of([]) == ()
