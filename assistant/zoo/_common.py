@@ -168,3 +168,23 @@ def ready_when(predicate: Callable[[], bool], info: Callable[[], dict] | None = 
 def sleep_forever() -> None:
     while True:
         time.sleep(3600)
+
+
+def announce_rank_wait(rank: int, function: str, condition: Callable[[], bool] = lambda: True) -> None:
+    """For a two-rank job: each rank writes ``<workdir>/waiting-<rank>`` once its main thread has slept
+    in ``function`` for a few consecutive samples (and ``condition()`` holds: past the step where the
+    hang starts, say); rank 0 then writes READY with both PIDs (``rank0_pid``, ``rank1_pid``)."""
+    main = threading.main_thread()
+
+    def waiting() -> bool:
+        in_it = condition() and function in stack_functions(main.ident)
+        return in_it and sleeping_steadily(os.getpid(), main.native_id)
+
+    def watch() -> None:
+        if not wait_until(waiting, timeout=120):
+            return
+        write_marker(f"waiting-{rank}")
+        if rank == 0 and wait_until(lambda: read_marker("waiting-1") is not None, timeout=120):
+            mark_ready(rank0_pid=os.getpid(), rank1_pid=read_marker("waiting-1")["pid"])
+
+    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()

@@ -23,9 +23,6 @@ it is past the gather step).
 
 from __future__ import annotations
 
-import os
-import threading
-
 import _common
 import torch
 from accelerate import Accelerator
@@ -34,32 +31,13 @@ GATHER_STEP = 3
 progress = {"step": 0}  # the loop's step, read by the watch thread
 
 
-def announce_wait(rank: int, function: str, from_step: int) -> None:
-    main = threading.main_thread()
-
-    def waiting() -> bool:
-        # from the step where the hang starts: a rank's normal short wait in backward is not it
-        in_it = progress["step"] >= from_step and function in _common.stack_functions(main.ident)
-        return in_it and _common.sleeping_steadily(os.getpid(), main.native_id)
-
-    def watch() -> None:
-        if not _common.wait_until(waiting, timeout=120):
-            return
-        _common.write_marker(f"waiting-{rank}")
-        if rank == 0 and _common.wait_until(lambda: _common.read_marker("waiting-1") is not None, timeout=120):
-            _common.mark_ready(rank0_pid=os.getpid(), rank1_pid=_common.read_marker("waiting-1")["pid"])
-
-    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
-
-
 def main() -> None:
     torch.set_num_threads(1)
     accelerator = Accelerator(cpu=True)
     rank = accelerator.process_index
-    if rank == 0:
-        announce_wait(rank, "all_gather", GATHER_STEP)
-    else:
-        announce_wait(rank, "backward", GATHER_STEP + 1)
+    # from the step where the hang starts: a rank's normal short wait in backward is not it
+    from_step = GATHER_STEP if rank == 0 else GATHER_STEP + 1
+    _common.announce_rank_wait(rank, "all_gather" if rank == 0 else "backward", lambda: progress["step"] >= from_step)
     model = torch.nn.Linear(16, 16)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     model, optimizer = accelerator.prepare(model, optimizer)

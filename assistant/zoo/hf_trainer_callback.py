@@ -23,7 +23,6 @@ sat in their collective for 5 consecutive samples (each rank announces ``<workdi
 from __future__ import annotations
 
 import os
-import threading
 
 import _common
 import torch
@@ -61,27 +60,10 @@ class AverageMetricCallback(TrainerCallback):
             dist.all_reduce(metric)
 
 
-def announce_wait(rank: int, function: str) -> None:
-    main = threading.main_thread()
-
-    def waiting() -> bool:
-        in_it = function in _common.stack_functions(main.ident)
-        return in_it and _common.sleeping_steadily(os.getpid(), main.native_id)
-
-    def watch() -> None:
-        if not _common.wait_until(waiting, timeout=120):
-            return
-        _common.write_marker(f"waiting-{rank}")
-        if rank == 0 and _common.wait_until(lambda: _common.read_marker("waiting-1") is not None, timeout=120):
-            _common.mark_ready(rank0_pid=os.getpid(), rank1_pid=_common.read_marker("waiting-1")["pid"])
-
-    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
-
-
 def main() -> None:
     torch.set_num_threads(1)
     rank = int(os.environ["RANK"])
-    announce_wait(rank, "all_reduce" if rank == 0 else "all_gather")
+    _common.announce_rank_wait(rank, "all_reduce" if rank == 0 else "all_gather")
     args = TrainingArguments(
         output_dir=str(_common.workdir() / "out"),
         per_device_train_batch_size=4,
