@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from debug_stuck.advice.facts import JobFacts, is_library_frame
+from debug_stuck.advice.facts import JobFacts, is_library_frame, own_code_roots
 from debug_stuck.recovery.reading import bounded_read
 
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
@@ -81,12 +81,13 @@ def _user_frames(report) -> List[Tuple[str, int]]:
             ordered.append((0 if key in chain_tids else 1, thread))
     ordered.sort(key=lambda t: t[0])
     out: List[Tuple[str, int]] = []
+    roots = own_code_roots(report.processes)
     for _, thread in ordered:
         for frame in thread.get("frames") or []:
             path, line = frame.get("path") or frame.get("file") or "", frame.get("line")
             if frame.get("native") or not line or not path.endswith(".py") or not os.path.isabs(path):
                 continue
-            if is_library_frame(frame) or (path, line) in out:
+            if is_library_frame(frame, roots) or (path, line) in out:
                 continue
             out.append((path, int(line)))
     return out

@@ -12,7 +12,7 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Sequence, Set
 
 from debug_stuck.recovery.commandline import option_value, parse_launch
 from debug_stuck.recovery.job import TrainingJob
@@ -91,7 +91,9 @@ def gather_facts(report) -> JobFacts:
         from debug_stuck.recovery import frameworks
 
         facts.context["framework"] = frameworks.detect(job)
-    facts.uses = _frameworks_used(processes, job) | _libraries_used(report, processes, job)
+    facts.uses = _frameworks_used(processes, job, facts.context.get("framework")) | _libraries_used(
+        report, processes, job
+    )
 
     facts.valid_checkpoint = resume.get("checkpoint")
     checkpoint = facts.valid_checkpoint
@@ -170,9 +172,14 @@ FRAMEWORK_FILES = (
 )
 
 
-def _frameworks_used(processes, job: Optional[TrainingJob]) -> Set[str]:
+# Frameworks that drive accelerate themselves: its frames under them are theirs, and its fixes (an
+# Accelerator(...) of the job's own) are not for their users.
+SPECIFIC_OVER_ACCELERATE = {"hf-trainer", "kohya"}
+
+
+def _frameworks_used(processes, job: Optional[TrainingJob], checkpoints: Optional[str] = None) -> Set[str]:
     """Every framework the job is seen to use: its library frames, its script's imports, its
-    launcher. The checkpoint framework (context["framework"]) is one of them at most."""
+    launcher. `checkpoints`: the framework its checkpoints follow (context["framework"])."""
     from debug_stuck.recovery import frameworks
     from debug_stuck.recovery.source import imports
 
@@ -182,11 +189,12 @@ def _frameworks_used(processes, job: Optional[TrainingJob]) -> Set[str]:
             for frame in thread.get("frames") or []:
                 where = str(frame.get("path") or frame.get("file") or "").replace("\\", "/")
                 used.update(name for name, pattern in FRAMEWORK_FILES if pattern.search(where))
-    if job is not None:
-        if job.launch.launcher == "accelerate" or (job.source and imports(job.source, "accelerate")):
-            used.add("accelerate")
-        if job.source:
-            used.update(name for name, claims in frameworks.SOURCE_CHECKS if claims(job))
+    if job is not None and job.source:
+        used.update(name for name, claims in frameworks.SOURCE_CHECKS if claims(job))
+    if job is not None and (job.launch.launcher == "accelerate" or (job.source and imports(job.source, "accelerate"))):
+        used.add("accelerate")
+    if used & SPECIFIC_OVER_ACCELERATE or checkpoints in SPECIFIC_OVER_ACCELERATE:
+        used.discard("accelerate")  # the HF Trainer and kohya drive accelerate, with settings of their own
     return used
 
 
@@ -346,13 +354,14 @@ def _backend(processes) -> Optional[str]:
 def _user_files(processes, by_pid) -> List[str]:
     """The job's own Python files on its stacks: not the standard library, not site-packages."""
     out: List[str] = []
+    roots = own_code_roots(processes)
     for p in processes:
         for thread in p.get("threads") or []:
             for frame in thread.get("frames") or []:
                 path = frame.get("path") or frame.get("file") or ""
                 if frame.get("native") or not path.endswith(".py") or not os.path.isabs(path):
                     continue
-                if is_library_frame(frame) or path in out:
+                if is_library_frame(frame, roots) or path in out:
                     continue
                 out.append(path)
     return out
@@ -361,21 +370,42 @@ def _user_files(processes, by_pid) -> List[str]:
 LIBRARY_PATH = re.compile(r"/(site-packages|dist-packages)/|/lib/python\d+\.\d+/|^<frozen ")
 
 
-def is_library_frame(frame: dict) -> bool:
+def is_library_frame(frame: dict, own_roots: Sequence[str] = ()) -> bool:
     """A frame of the standard library or an installed package, not the job's own code. py-spy names
     a file relative to the sys.path entry it was imported from, so a short name whose first folder
     is a known package (wandb/sdk/lib/...) is that package wherever it is installed: a pip --target
-    folder, PYTHONPATH, an editable checkout. A script run from a library's checkout
-    (examples/run.py) is named from its own folder and stays the job's."""
+    folder, PYTHONPATH, an editable checkout. Not under the job's own folders (`own_roots`, see
+    own_code_roots): a project's own datasets/ package is the job's code."""
     path = str(frame.get("path") or frame.get("file") or "")
     if is_library_file(path):
         return True
     short = str(frame.get("file") or "").replace("\\", "/")
     if not short or short == path or os.path.isabs(short) or "/" not in short:
         return False
+    if any(path.startswith(root.rstrip(os.sep) + os.sep) for root in own_roots):
+        return False
     from debug_stuck.live.loops import LIBRARY_TOPS
 
     return short.split("/", 1)[0] in LIBRARY_TOPS
+
+
+def own_code_roots(processes) -> List[str]:
+    """The folders of the job's entry scripts: the file of each thread's outermost `<module>` frame
+    that is not an installed package's (`python train.py` runs train.py's folder first on sys.path,
+    so what lies under it is the job's own code)."""
+    roots: List[str] = []
+    for p in processes or []:
+        for thread in p.get("threads") or []:
+            python = [f for f in thread.get("frames") or [] if not f.get("native")]
+            outer = python[-1] if python else None
+            if outer is None or outer.get("function") != "<module>":
+                continue
+            path = str(outer.get("path") or "")
+            if os.path.isabs(path) and not is_library_file(path):
+                root = os.path.dirname(path)
+                if root not in roots:
+                    roots.append(root)
+    return roots
 
 
 def is_library_file(path: str) -> bool:
@@ -391,4 +421,4 @@ def _stdlib_prefixes() -> List[str]:
     return [p for p in paths if p]
 
 
-__all__ = ["JobFacts", "gather_facts", "is_library_file", "is_library_frame", "parse_launch"]
+__all__ = ["JobFacts", "gather_facts", "is_library_file", "is_library_frame", "own_code_roots", "parse_launch"]

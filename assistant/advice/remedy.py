@@ -16,7 +16,7 @@ import re
 import shlex
 from typing import Dict, List, Optional
 
-from debug_stuck.advice.facts import JobFacts, is_library_frame
+from debug_stuck.advice.facts import JobFacts, is_library_frame, own_code_roots
 from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, match_frame
 from debug_stuck.core.report import FixItem, safety_dict
 
@@ -99,6 +99,7 @@ class _Reader:
     def __init__(self, report, knowledge):
         self.processes = {p["pid"]: p for p in report.processes or []}
         self.frames_table = getattr(knowledge, "frames", None) or []
+        self.own_roots = own_code_roots(report.processes)
 
     def thread(self, hop: dict) -> Optional[dict]:
         proc = self.processes.get(hop.get("pid"))
@@ -116,7 +117,7 @@ class _Reader:
         """The innermost frame of the job's own code on the waiting thread."""
         for frame in self.python_frames(hop):
             path = frame.get("path") or frame.get("file") or ""
-            if path.endswith(".py") and not is_library_frame(frame) and not path.startswith("<"):
+            if path.endswith(".py") and not is_library_frame(frame, self.own_roots) and not path.startswith("<"):
                 return frame
         return None
 
@@ -298,7 +299,7 @@ def _network_call(reader: _Reader, end: dict):
     frames = reader.python_frames(end)
     for i, frame in enumerate(frames):
         path = frame.get("path") or frame.get("file") or ""
-        if path.endswith(".py") and not is_library_frame(frame):
+        if path.endswith(".py") and not is_library_frame(frame, reader.own_roots):
             if i == 0:
                 return None
             callee = i - 1

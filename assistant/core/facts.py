@@ -115,18 +115,24 @@ _CTRL_C = re.compile(r"^\s*\^C")
 
 
 def _interrupt_start(lines: Sequence[str], matches) -> Optional[int]:
-    """The line where the user's interrupt begins (its "^C", or the traceback that ends in
-    KeyboardInterrupt): what follows is the interrupt, printed after the hang, not what the job
-    was doing when it stopped."""
-    for index, line in enumerate(lines):
-        if _CTRL_C.match(line):
-            return index
+    """The line where the user's last interrupt begins (its "^C", or the traceback that ends in
+    KeyboardInterrupt), when nothing the job did follows it: what follows is the interrupt, printed
+    after the hang, not what the job was doing. An interrupt followed by more of the job's events
+    was an earlier run's (a log appended to across restarts)."""
     heads = [index for index, entry, _ in matches if entry["fact"] == "exception"]
-    for index, entry, _ in matches:
-        if entry["fact"] == "interrupted" and entry["id"] == "python-keyboard-interrupt":
-            before = [h for h in heads if h <= index]
-            return before[-1] if before else index
-    return None
+    keyboard = [index for index, entry, _ in matches if entry["id"] == "python-keyboard-interrupt"]
+    starts = [index for index, line in enumerate(lines) if _CTRL_C.match(line)]
+    for index in keyboard:
+        before = [h for h in heads if h <= index]
+        starts.append(before[-1] if before else index)
+    if not starts:
+        return None
+    start = max(starts)
+    end = max([start, *(k for k in keyboard if k >= start)])
+    interrupt_facts = {"exception", "interrupted"}
+    if any(i > end and e["fact"] not in _NOT_EVENTS | interrupt_facts for i, e, _ in matches):
+        return None
+    return start
 
 
 # A bar over something other than a training epoch: evaluation, caching, loading, downloading, mapping.

@@ -138,7 +138,7 @@ def _observe_rank_progress(tree: Tree, path: str, lines: List[str], obs: Observa
     obs.add("log", ObservedLine(text, file=path))
 
 
-_VARYING = re.compile(r"\d+(?:\.\d+)?|0x[0-9a-f]+")
+_VARYING = re.compile(r"0x[0-9a-f]+|\d+(?:\.\d+)?")
 
 
 def _message_key(message: str) -> str:
@@ -186,9 +186,13 @@ def _observe_rank_divergence(tree: Tree, path: str, lines: List[str], obs: Obser
     ranks = next(iter(at.values()))
     if world > len(ranks) >= 2:
         others = sorted(set(range(world)) - set(ranks))
+        # ranks that wrote nothing here may write to another node's console: weaker than ranks seen
+        # earlier in this log that never reached the line
+        seen = {rank for rank, _, _ in tagged}
+        absent = "never did" if seen & set(others) else "wrote nothing in this log"
         text = (
             f"rank divergence: only {_ranks_text(ranks)} of {world} wrote the last line "
-            f"{next(iter(shown.values()))[:80]!r}; {_ranks_text(others)} never did (in {name})"
+            f"{next(iter(shown.values()))[:80]!r}; {_ranks_text(others)} {absent} (in {name})"
         )
         obs.add("log", ObservedLine(text, file=path))
 

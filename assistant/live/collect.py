@@ -337,9 +337,9 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
         if unsettled(info) and info not in promoted and (info.ppid, program_of(info.cmdline)) in programs
     ]
     for info in promoted:
+        if info.role == "dataloader-worker":
+            info.rank = None  # the parent's rank, given to it as a worker: a spawned rank has its own
         info.role = "rank"
-        if info.rank is not None and snap.process(info.ppid) is not None and info.rank == snap.process(info.ppid).rank:
-            info.rank = None  # the parent's rank, inherited as a worker: a spawned rank has its own
     for info in promoted:
         parent = snap.process(info.ppid)
         if parent is not None and parent.role == "rank" and parent not in promoted and not distributed(parent.pid):

@@ -175,9 +175,13 @@ def _caller(group: StackGroup) -> Optional[str]:
 
 
 def _job_site(group: StackGroup) -> Optional[str]:
-    """Where the job's own code calls the group's collective: the line to change, even when a
-    wrapper (accelerate's gather, a framework's hook) sits between; else the direct caller."""
+    """Where the job's own code calls the group's collective (the line to change, even when a wrapper
+    such as accelerate's gather sits between), with the library frame that calls it ("via"): under
+    a framework's loop the job's own line can be the same on both sides of a mismatch, and the
+    library's call is what tells them apart. Else the direct caller."""
     first, own = _callers(group)
+    if own and first and first != own:
+        return f"{own} via {first}"
     return own or first
 
 

@@ -520,15 +520,20 @@ def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[in
         spec = specs.get(wait.syscall or "", {})
         nfds = min(wait.args[spec.get("nfds", 1)], MAX_POLL_FDS)
         data = read_memory(pid, wait.args[spec.get("fds", 0)], 8 * nfds) or b""
+        events = []
         for i in range(len(data) // 8):
-            fd, _events, _revents = struct.unpack_from("ihh", data, i * 8)
+            fd, wanted_events, _revents = struct.unpack_from("ihh", data, i * 8)
             if fd >= 0:
                 wait.watched.append({"fd": fd, "object": target_object(pid, fd, fd_target(pid, fd))})
+                events.append(wanted_events)
         if len(wait.watched) != 1:
             return
         # A poll on one descriptor is a read or write with a timeout (socket.settimeout, an HTTP
-        # client's read timeout): the wait is on that descriptor, resolved as a direct read would be.
+        # client's read timeout): the wait is on that descriptor, resolved as a direct read or write
+        # would be (poll(2): POLLIN 0x1 "there is data to read", POLLOUT 0x4 "writing is now possible").
         wait.fd = wait.watched[0]["fd"]
+        if events[0] & 0x4 and not events[0] & 0x1:
+            wait.op = "write"
     if wait.fd is not None and wait.fd >= 0:
         target = fd_target(pid, wait.fd)
         wait.object = target_object(pid, wait.fd, target)

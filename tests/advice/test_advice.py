@@ -79,12 +79,17 @@ def test_a_framework_the_job_uses_makes_its_fix_apply_and_a_library_never_seen_k
         ({"file": "run_glue.py", "path": "/home/me/transformers/examples/pytorch/run_glue.py"}, False),
         ({"file": "train.py", "path": "/home/me/proj/train.py"}, False),
         ({"file": "models/net.py", "path": "/home/me/proj/models/net.py"}, False),
+        # a project's own datasets/ package (DETR's), under the folder of the job's script
+        ({"file": "datasets/coco.py", "path": "/home/me/detr/datasets/coco.py"}, False),
     ],
 )
 def test_library_frames_are_told_by_where_they_were_imported_from(frame, library):
-    from debug_stuck.advice.facts import is_library_frame
+    from debug_stuck.advice.facts import is_library_frame, own_code_roots
 
-    assert is_library_frame(frame) is library
+    main = {"function": "<module>", "file": "main.py", "path": "/home/me/detr/main.py", "line": 3}
+    processes = [{"pid": 1, "threads": [{"tid": 1, "frames": [frame, main]}]}]
+    assert own_code_roots(processes) == ["/home/me/detr"]
+    assert is_library_frame(frame, own_code_roots(processes)) is library
 
 
 def test_a_pasted_wandb_dump_gets_the_wandb_fix_first(tmp_path, cli_json):
