@@ -91,9 +91,8 @@ def gather_facts(report) -> JobFacts:
         from debug_stuck.recovery import frameworks
 
         facts.context["framework"] = frameworks.detect(job)
-    facts.uses = _frameworks_used(processes, job, facts.context.get("framework")) | _libraries_used(
-        report, processes, job
-    )
+    paths = _frame_paths(processes)
+    facts.uses = _frameworks_used(paths, job, facts.context.get("framework")) | _libraries_used(report, paths, job)
 
     facts.valid_checkpoint = resume.get("checkpoint")
     checkpoint = facts.valid_checkpoint
@@ -122,13 +121,31 @@ def gather_facts(report) -> JobFacts:
     if facts.running:
         facts.context["os"] = {"win32": "windows", "darwin": "macos"}.get(sys.platform, "linux")
     facts.source_files = _user_files(processes, by_pid)
-    stack = _stack(report, processes, job)
+    stack = _stack(report, paths, job)
     if stack:
         facts.context["stack"] = stack
     return facts
 
 
-def _stack(report, processes, job: Optional[TrainingJob]) -> Optional[str]:
+def _frame_paths(processes) -> List[str]:
+    """Every file name on the job's stacks, as py-spy shortens it and in full, once each ("/"
+    separators): what the library and framework tests below search."""
+    out = {}
+    for p in processes:
+        for thread in p.get("threads") or []:
+            for frame in thread.get("frames") or []:
+                for where in (frame.get("file"), frame.get("path")):
+                    if where:
+                        out[str(where).replace("\\", "/")] = None
+    return list(out)
+
+
+def in_package(where: str, package: str) -> bool:
+    """A file of `package` (py-spy's short name, or a full path through its folder)."""
+    return re.search(rf"(?:^|/){re.escape(package)}/", where) is not None
+
+
+def _stack(report, paths: List[str], job: Optional[TrainingJob]) -> Optional[str]:
     """The library the job trains with, from its library frames, its script's imports and the
     libraries whose messages its logs hold (skills/data/log-catalog.yaml `stacks`); None when none
     of them says (a fix that calls torch is then presumed to apply)."""
@@ -145,13 +162,10 @@ def _stack(report, processes, job: Optional[TrainingJob]) -> Optional[str]:
     # The code the job runs now tells first, then what its script imports (a script may import two
     # stacks, one of them only in a branch), then the libraries its log's messages come from.
     running, imports, logged = set(), set(), set()
-    for p in processes:
-        for thread in p.get("threads") or []:
-            for frame in thread.get("frames") or []:
-                for where in (frame.get("file"), frame.get("path")):
-                    found = in_file.search(str(where or "").replace("\\", "/"))
-                    if found:
-                        running.add(of_package[found.group(1)])
+    for where in paths:
+        found = in_file.search(where)
+        if found:
+            running.add(of_package[found.group(1)])
     if job is not None and job.source:
         imports.update(of_package[name] for name in imported.findall(job.source))
     for log in report.logs or []:
@@ -177,18 +191,13 @@ FRAMEWORK_FILES = (
 SPECIFIC_OVER_ACCELERATE = {"hf-trainer", "kohya"}
 
 
-def _frameworks_used(processes, job: Optional[TrainingJob], checkpoints: Optional[str] = None) -> Set[str]:
+def _frameworks_used(paths: List[str], job: Optional[TrainingJob], checkpoints: Optional[str] = None) -> Set[str]:
     """Every framework the job is seen to use: its library frames, its script's imports, its
     launcher. `checkpoints`: the framework its checkpoints follow (context["framework"])."""
     from debug_stuck.recovery import frameworks
     from debug_stuck.recovery.source import imports
 
-    used = set()
-    for p in processes:
-        for thread in p.get("threads") or []:
-            for frame in thread.get("frames") or []:
-                where = str(frame.get("path") or frame.get("file") or "").replace("\\", "/")
-                used.update(name for name, pattern in FRAMEWORK_FILES if pattern.search(where))
+    used = {name for name, pattern in FRAMEWORK_FILES if any(pattern.search(where) for where in paths)}
     if job is not None and job.source:
         used.update(name for name, claims in frameworks.SOURCE_CHECKS if claims(job))
     if job is not None and (job.launch.launcher == "accelerate" or (job.source and imports(job.source, "accelerate"))):
@@ -198,7 +207,7 @@ def _frameworks_used(processes, job: Optional[TrainingJob], checkpoints: Optiona
     return used
 
 
-def _libraries_used(report, processes, job: Optional[TrainingJob]) -> Set[str]:
+def _libraries_used(report, paths: List[str], job: Optional[TrainingJob]) -> Set[str]:
     """The libraries fixes may be about (contract.FIX_CONTEXT["uses"]) that the job is seen to use:
     their files on its stacks, its script's imports, its log's messages (logs[].libraries)."""
     from debug_stuck.contract import FIX_CONTEXT
@@ -206,11 +215,8 @@ def _libraries_used(report, processes, job: Optional[TrainingJob]) -> Set[str]:
 
     used = set()
     for library in FIX_CONTEXT["uses"]:
-        in_file = re.compile(rf"(?:^|/){library}/")
-        for p in processes:
-            for thread in p.get("threads") or []:
-                if any(in_file.search(str(f.get("path") or f.get("file") or "")) for f in thread.get("frames") or []):
-                    used.add(library)
+        if any(in_package(where, library) for where in paths):
+            used.add(library)
         if job is not None and job.source and imports(job.source, library):
             used.add(library)
         if any(library in (log.get("libraries") or ()) for log in report.logs or []):
@@ -421,4 +427,12 @@ def _stdlib_prefixes() -> List[str]:
     return [p for p in paths if p]
 
 
-__all__ = ["JobFacts", "gather_facts", "is_library_file", "is_library_frame", "own_code_roots", "parse_launch"]
+__all__ = [
+    "JobFacts",
+    "gather_facts",
+    "in_package",
+    "is_library_file",
+    "is_library_frame",
+    "own_code_roots",
+    "parse_launch",
+]

@@ -16,8 +16,8 @@ import re
 import shlex
 from typing import Dict, List, Optional
 
-from debug_stuck.advice.facts import JobFacts, is_library_frame, own_code_roots
-from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, match_frame
+from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
+from debug_stuck.core.libfacts import match_frame, unwrap_call
 from debug_stuck.core.report import FixItem, safety_dict
 
 # The values a remedy's text may name (besides the job's placeholders: pid, main_pid, log, cwd...).
@@ -302,15 +302,13 @@ def _network_call(reader: _Reader, end: dict):
         if path.endswith(".py") and not is_library_frame(frame, reader.own_roots):
             if i == 0:
                 return None
-            callee = i - 1
-            while callee > 0 and _bare(frames[callee]) in DECORATOR_WRAPPERS:
-                callee -= 1  # a decorator's wrapper: the call is the function it wraps
+            callee = unwrap_call([_bare(f) for f in frames], i - 1)  # past a decorator's wrapper
             return _bare(frames[callee]), _site_text(frame)
     return None
 
 
 def _in_hub_client(frames: List[dict]) -> bool:
-    return any(re.search(r"(?:^|/)huggingface_hub/", str(f.get("path") or f.get("file") or "")) for f in frames)
+    return any(in_package(str(f.get("path") or f.get("file") or ""), "huggingface_hub") for f in frames)
 
 
 def _bare(frame: dict) -> str:

@@ -215,7 +215,7 @@ def add_facts(knowledge, obs) -> None:
             for index, text in log_facts(catalog, [line.text for line in lines], knowledge.stall_reports):
                 source = lines[index]
                 obs.add("fact", ObservedLine(text, file=file, line=source.line, origin="log", quote=source.text))
-    _drop_single_process_census(obs, getattr(knowledge, "distributed_log_facts", ()))
+    _drop_single_process_census(obs, knowledge.distributed_log_facts)
 
 
 def _drop_single_process_census(obs, distributed_log_facts=()) -> None:
@@ -225,8 +225,8 @@ def _drop_single_process_census(obs, distributed_log_facts=()) -> None:
     the census of those words then no longer says "one process"."""
     from debug_stuck.core.logs import SINGLE_PROCESS_CENSUS
 
-    facts = [line.text for line in obs.lines.get("fact", ())]
-    if "job=distributed" not in facts and not logged_facts(obs, distributed_log_facts):
+    framed = any(line.text == "job=distributed" for line in obs.lines.get("fact", ()))
+    if not framed and not logged_facts(obs, distributed_log_facts):
         return
     logs = obs.lines.get("log")
     if logs:

@@ -104,6 +104,14 @@ DECORATOR_WRAPPERS = frozenset(
 )
 
 
+def unwrap_call(names, callee: int) -> int:
+    """The index of the function the job called, from `callee` (the frame just inside the job's
+    own, in `names` innermost first) inward past decorator wrappers."""
+    while callee > 0 and names[callee] in DECORATOR_WRAPPERS:
+        callee -= 1
+    return callee
+
+
 def innermost_wait(entries, frames) -> tuple[int, dict] | None:
     """(index, entry) of the innermost frame whose entry means a wait (any kind but `busy`): what the
     thread waits on. `frames`: (function, file) pairs, innermost first."""

@@ -24,8 +24,9 @@ def observe_tail(tree: Tree, tail: LogTail, obs: Observations) -> LogTail:
     run = _current_run(tree, tail.lines)
     _observe_stacks(path, run, obs)
     _observe_rank_census(tree, path, run, obs)
-    _observe_rank_progress(tree, path, run, obs)
-    _observe_rank_divergence(tree, path, run, obs)
+    segments = _rank_segments(run)  # each rank's part of an interleaved line on a line of its own
+    _observe_rank_progress(tree, path, segments, obs)
+    _observe_rank_divergence(tree, path, segments, obs)
     _observe_single_process(tree, path, tail.lines, obs)
     progress = parse_progress(run)
     obs.last_steps.append(progress.last_step)
@@ -121,7 +122,7 @@ def _observe_rank_progress(tree: Tree, path: str, lines: List[str], obs: Observa
     different counts of the same loop become a `rank progress:` log line: the ones ahead wait in a
     collective the ones behind never reach (uneven data per rank, a rank-dependent path)."""
     last: Dict[int, tuple] = {}
-    for text in _rank_segments(lines):
+    for text in lines:
         for pattern in tree.rank_progress_lines:
             match = pattern.search(text)
             if match:
@@ -155,7 +156,7 @@ def _observe_rank_divergence(tree: Tree, path: str, lines: List[str], obs: Obser
     ranks wrote count."""
     tagged: List[tuple] = []
     world = 0
-    for text in _rank_segments(lines):
+    for text in lines:
         for pattern in tree.rank_tagged_lines:
             match = pattern.search(text)
             if match:

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from debug_stuck.core.libfacts import DECORATOR_WRAPPERS
+from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, unwrap_call
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.jobfacts import DATALOADER_FILE
 from debug_stuck.live.loops import is_library, own_frame_index, own_loop
@@ -802,9 +802,7 @@ def _inside_text(hop: Hop) -> Optional[str]:
     user = next((i for i, f in enumerate(py) if not is_library(f)), None)
     if user is None:
         return None
-    callee = user - 1
-    while callee > 0 and py[callee].bare_name in DECORATOR_WRAPPERS:
-        callee -= 1  # a decorator's wrapper: the call is the function it wraps
+    callee = unwrap_call([f.bare_name for f in py], user - 1) if user > 0 else -1
     if callee >= 0 and py[callee].bare_name not in PLUMBING and py[callee].bare_name not in DECORATOR_WRAPPERS:
         return py[callee].bare_name
     for frame in py[user:]:

@@ -60,8 +60,14 @@ def _waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[st
 def _table_collective_frame(knowledge: Knowledge, group: StackGroup) -> Optional[str]:
     """The frame the group waits in when the frame table's innermost wait on its stack is a
     collective (jax's multihost_utils, Horovod, tf.distribute, Gloo's native waits...)."""
+    found = _table_collective(knowledge, group)
+    return group.frames[found[0]] if found else None
+
+
+def _table_collective(knowledge: Knowledge, group: StackGroup):
+    """(index, entry) of the group's innermost table wait when it is a collective, else None."""
     found = innermost_wait(knowledge.frames, [parse_frame(frame) for frame in group.frames])
-    return group.frames[found[0]] if found and found[1].get("wait") == "collective" else None
+    return found if found and found[1].get("wait") == "collective" else None
 
 
 def waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[str]:
@@ -80,10 +86,8 @@ def collective_name(knowledge: Knowledge, group: StackGroup) -> Optional[str]:
         name, _, where = frame.partition(" (")
         if COLLECTIVE_FILE.search(where) and not name.startswith("_"):
             return name.rsplit(".", 1)[-1]
-    found = innermost_wait(knowledge.frames, [parse_frame(frame) for frame in group.frames])
-    if found and found[1].get("wait") == "collective":
-        return found[1].get("call")
-    return None
+    found = _table_collective(knowledge, group)
+    return found[1].get("call") if found else None
 
 
 @dataclass

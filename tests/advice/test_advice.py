@@ -420,7 +420,7 @@ def test_the_library_the_job_runs_tells_its_stack_before_what_its_script_imports
     # on an H100: tests/fixtures/gpu/h100/jax_init-py-spy.txt): the running frames are jax's
     from types import SimpleNamespace
 
-    from debug_stuck.advice.facts import _stack
+    from debug_stuck.advice.facts import _frame_paths, _stack
     from debug_stuck.recovery.job import TrainingJob
 
     script = tmp_path / "train.py"
@@ -429,10 +429,11 @@ def test_the_library_the_job_runs_tells_its_stack_before_what_its_script_imports
     frame = {"function": "State.initialize", "file": "jax/_src/distributed.py", "line": 218}
     running = [{"pid": 852, "threads": [{"tid": 852, "frames": [frame]}]}]
     report = SimpleNamespace(logs=[])
-    assert _stack(report, running, job) == "jax"
-    assert _stack(report, [{"pid": 852, "threads": []}], job) == "torch"  # no frames: the imports, in table order
+    assert _stack(report, _frame_paths(running), job) == "jax"
+    # no frames: the imports, in table order
+    assert _stack(report, _frame_paths([{"pid": 852, "threads": []}]), job) == "torch"
     logged = SimpleNamespace(logs=[{"libraries": ["tensorflow"]}])
-    assert _stack(logged, [{"pid": 852, "threads": []}], None) == "tensorflow"
+    assert _stack(logged, _frame_paths([{"pid": 852, "threads": []}]), None) == "tensorflow"
 
 
 def test_a_pasted_jax_dump_gets_the_jax_rendezvous_fix(cli_json):
