@@ -81,8 +81,10 @@ PLACEHOLDERS = {
     "master_addr": "the rendezvous address (MASTER_ADDR)",
     "master_port": "the rendezvous port (MASTER_PORT)",
     "nproc": "the number of rank processes",
+    "nnodes": "the number of nodes the launcher was told (--nnodes, --num_machines)",
     "python": "the job's Python interpreter",
     "dataset_path": "a data file or folder the job reads",
+    "reader_pid": "the process holding the read end of the pipe the job is blocked writing (tee, a wrapper, a parent)",
 }
 
 # What a fix may declare it applies to (playbook frontmatter `fixes:`), and the values each takes.

@@ -83,6 +83,10 @@ def gather_facts(report) -> JobFacts:
         if outputs:
             values["output_dir"] = outputs[0]
         facts.context["launcher"] = job.launch.launcher
+        if job.launch.nnodes:
+            values["nnodes"] = job.launch.nnodes
+        if job.launch.nproc and "nproc" not in values:
+            values["nproc"] = str(job.launch.nproc)  # per node, as the launcher was told
         if _python(job.launch.argv):
             values["python"] = _python(job.launch.argv)
     if resume.get("framework"):
@@ -103,6 +107,9 @@ def gather_facts(report) -> JobFacts:
     blocked = _blocked_path(report.chain)
     if blocked:
         values["blocked_path"] = blocked
+    reader = _pipe_reader(report.chain, by_pid)
+    if reader is not None:
+        values["reader_pid"] = str(reader)
     partial = _partial_checkpoint(_blocked_save(report.chain), resume)
     if partial:
         values["partial_checkpoint"] = partial
@@ -224,12 +231,28 @@ def _libraries_used(report, paths: List[str], job: Optional[TrainingJob]) -> Set
     return used
 
 
+def _pipe_reader(chain, by_pid: Dict[int, dict]) -> Optional[int]:
+    """The process holding the read end of the pipe or FIFO a hop of the chain is blocked writing."""
+    for hop in chain or []:
+        waits = hop.get("waits_on") or {}
+        if waits.get("kind") not in ("pipe", "fifo") or waits.get("op") != "write":
+            continue
+        tid = (hop.get("thread") or {}).get("tid") or hop.get("pid")
+        raw = ((by_pid.get(hop.get("pid")) or {}).get("waits") or {}).get(str(tid)) or {}
+        for peer in raw.get("peers") or []:
+            if peer.get("mode") in ("r", "rw") and peer.get("pid") != hop.get("pid"):
+                return peer["pid"]
+    return None
+
+
 def _focus_pid(report, processes) -> Optional[int]:
     """The process the checks look at: the one at the end of the wait (the blocked worker, the
     culprit's own blocker), else the culprit, else the first rank."""
     chain = [hop for hop in report.chain or [] if hop.get("pid")]
     if chain and (chain[-1].get("waits_on") or {}).get("kind") != "cycle":
         return chain[-1]["pid"]
+    if len(chain) >= 2:  # a cycle: the hop that closes it is blocked in the kernel (a full pipe, a lock)
+        return chain[-2]["pid"]
     if report.culprit and report.culprit.get("pid"):
         return report.culprit["pid"]
     for hop in chain:

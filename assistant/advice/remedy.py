@@ -152,6 +152,8 @@ class _Reader:
         entry = self.library_wait(hop)
         if entry is not None:
             token += "+wait=" + str(entry.get("wait"))
+        if kind in ("pipe", "fifo", "socket") and waits.get("op") in ("write", "send"):
+            token += "+write"
         if waits.get("lockfile") == "yes":
             token += "+lockfile"
         if waits.get("stdin") == "parent" or (waits.get("fd") == "0" and waits.get("end") == "no-writer"):
@@ -345,7 +347,8 @@ def _lock_holder(values: Dict[str, str], reader: _Reader, chain: List[dict]) -> 
     holder = holders[0]
     values["holder_pid"] = str(holder)
     proc = reader.processes.get(holder) or {}
-    command = " ".join(str(proc.get("cmdline") or proc.get("name") or "?").split())
+    outside = ((reader.wait(lock).get("lock_file") or {}).get("holder_cmdlines") or {}).get(holder)
+    command = " ".join(str(proc.get("cmdline") or proc.get("name") or outside or "?").split())
     values["holder_cmd"] = command if len(command) <= 80 else command[:77] + "..."
     after = chain[chain.index(lock) + 1] if chain.index(lock) + 1 < len(chain) else None
     if after is not None and after.get("pid") == holder:

@@ -15,7 +15,7 @@ from debug_stuck.core.calibration import assign_probabilities
 from debug_stuck.core.classify import CAUSE_THRESHOLD, Observations, ObservedLine, classify, noisy_or
 from debug_stuck.core.contradictions import contradicted
 from debug_stuck.core.knowledge import Knowledge
-from debug_stuck.core.libfacts import innermost_wait
+from debug_stuck.core.libfacts import innermost_wait, match_frame
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.live.chain import Chain, build_chains, chain_sentence
 from debug_stuck.live.collect import Snapshot
@@ -89,6 +89,34 @@ def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional
     return found[1].get("wait") if found else None
 
 
+# Waits a library makes by retrying in a loop until they end: torch.distributed.elastic's rendezvous
+# (torch 2.13.0 rendezvous/utils.py: _delay between tries, dynamic_rendezvous.py: _RendezvousOpExecutor.run
+# loops), filelock's acquire (filelock 4.3.1 _core/_acquire.py: sleep, then try again) and torch's
+# FileBaton.wait (torch/utils/file_baton.py: time.sleep while the file exists). Their frames above
+# the waiting call change between samples while nothing moves forward.
+RETRY_LOOP_WAITS = frozenset({"rendezvous", "flock", "build-lock"})
+
+
+def polls_in_retry_loop(snap: Snapshot, knowledge: Knowledge, pid: int) -> bool:
+    """pid's main thread sat inside one and the same call of a retrying wait in every sample: the
+    frames from the outermost to that call are identical (line numbers too); only those above moved."""
+    series = snap.stacks.get(pid)
+    threads = [main_thread(dump, pid) for dump in series.dumps] if series is not None else []
+    if len(threads) < 2 or any(t is None for t in threads):
+        return False
+    stacks = [[(f.function, f.file, f.line) for f in reversed(t.frames) if not f.native] for t in threads]
+    shared = []
+    for column in zip(*stacks):
+        if len(set(column)) > 1:
+            break
+        shared.append(column[0])
+    for function, file, _ in shared:
+        entry = match_frame(knowledge.frames, function.rsplit(".", 1)[-1], file)
+        if entry is not None and entry.get("wait") in RETRY_LOOP_WAITS:
+            return True
+    return False
+
+
 def stack_phase_frame(snap: Snapshot, knowledge: Knowledge, pid: int):
     """(phase, the frame that shows it) for the main thread of pid, or None."""
     series = snap.stacks.get(pid)
@@ -109,6 +137,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
         tails,
         phases=lambda pid: stack_phase(snap, knowledge, pid),
         device_waits=lambda pid: main_thread_wait(snap, knowledge, pid) == "cuda-sync",
+        retrying=lambda pid: polls_in_retry_loop(snap, knowledge, pid),
     )
     if culprit is None and (mismatch is None or mismatch.odd is None) and progress.hung and progress.stuck_on:
         culprit = stuck_rank(knowledge, groups, progress.stuck_on[0], progress.reasons[0])

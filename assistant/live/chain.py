@@ -46,6 +46,10 @@ SPAWN_JOIN = re.compile(r"torch/multiprocessing/spawn\.py")
 # Queue._start_thread names 'QueueFeederThread' (target Queue._feed).
 QUEUE_EXIT_JOIN = re.compile(r"^(_finalize_join|join_thread)$")
 QUEUE_FEEDER = re.compile(r"^_feed$")
+# CPython 3.11.7 Lib/threading.py: _shutdown joins every non-daemon thread at interpreter exit;
+# Lib/concurrent/futures/thread.py: _python_exit (atexit) and shutdown(wait=True) join the pool's threads.
+EXIT_JOIN = re.compile(r"^(_shutdown|_python_exit)$")
+EXECUTOR_JOIN = re.compile(r"^(shutdown|_python_exit)$")
 THREAD_SYNC_FILE = re.compile(r"(^|/)(threading|queue)\.py$")
 REPLACEMENT_GAP = 0.1  # seconds between a pool's workers' births that only a replacement shows
 IDLE_QUEUE = re.compile(r"multiprocessing/queues\.py|queue\.py")
@@ -132,7 +136,7 @@ class Hop:
         for key in ("op",):
             if getattr(self, key):
                 out["waits_on"][key] = getattr(self, key)
-        for key in ("end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin"):
+        for key in ("end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit"):
             if self.facts.get(key):
                 out["waits_on"][key] = self.facts[key]
         if self.parties:
@@ -291,7 +295,7 @@ def _peer_text(peers: List[dict]) -> str:
     return f"pid {p['pid']} ({p.get('name') or '?'}), {how}"
 
 
-def _describe(hop: Hop, wait: dict) -> None:
+def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     """Fill hop.kind / object / detail / facts from one resolved wait."""
     op = wait.get("op")
     hop.op = op
@@ -361,6 +365,17 @@ def _describe(hop: Hop, wait: dict) -> None:
         hop.object = lock_file.get("path")
         hop.facts["lockfile"] = "yes"
         holders = lock_file.get("holders") or []
+        locked_by = lock_file.get("locked_by") or []
+        if locked_by:
+            # A lock on the file (flock/fcntl, filelock's UnixFileLock) that a live process holds: polled, not stale.
+            hop.kind, hop.facts["end"] = "lock", "held"
+            wait["lock_holders"] = list(locked_by)
+            hop.detail = f"waits for a lock on {hop.object}" + (f" at {hop.where}" if hop.where else "")
+            hop.detail += f", polling; pid {locked_by[0]} holds it"
+            command = (lock_file.get("holder_cmdlines") or {}).get(locked_by[0])
+            if command and locked_by[0] not in job_pids:
+                hop.detail += f" ({command[:100]}, not a process of this job)"
+            return
         hop.detail = f"waits for the lock file {hop.object} to go away" + (f" at {hop.where}" if hop.where else "")
         if holders:
             hop.detail += f"; pid {', '.join(map(str, holders))} has it open"
@@ -426,7 +441,7 @@ def follow(job: _Job, pid: int, tid: Optional[int] = None, seen: Optional[Set[Tu
             return hops
         wait = job.wait(pid, hop.tid) if hop.tid else None
         if wait is not None:
-            _describe(hop, wait)
+            _describe(hop, wait, set(job.procs))
             _context(job, hop, wait)
         else:
             hop.detail = "waits (its system call could not be read)"
@@ -553,6 +568,18 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
                 names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])
                 hop.detail = f"waits while threads {names} each wait for a lock the other holds: a lock-order deadlock"
                 hop.facts["end"] = "deadlock"
+        joined = _joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
+        if joined is not None:
+            at_exit = any(EXIT_JOIN.match(f.bare_name) for f in _python(thread.frames))
+            hop.kind, hop.object = "thread", str(joined.tid)
+            hop.detail = f"waits for thread {joined.name!r} to finish" + (
+                " before the interpreter can exit (Python joins its non-daemon and pool threads at exit)"
+                if at_exit
+                else ""
+            )
+            if at_exit:
+                hop.facts["exit"] = "yes"
+            return hop.pid, joined.tid
         if "end" not in hop.facts and _alone_on_thread_sync(job, hop, thread):
             what, where = _sync_wait(hop.frames)
             hop.detail = (
@@ -676,6 +703,23 @@ def _queue_feeder(job: _Job, pid: int, thread) -> Optional[int]:
         if other.tid != thread.tid and _in_queue_code(other, QUEUE_FEEDER):
             return other.tid
     return None
+
+
+def _joined_thread(job: _Job, pid: int, thread):
+    """The thread a Thread.join waits for: a ThreadPoolExecutor's shutdown joins its worker that is
+    running a task; any other join, the one other thread of the process not idle in a queue."""
+    if thread is None:
+        return None
+    py = _python(thread.frames)
+    if not any(THREAD_JOIN.search(f.bare_name) for f in py[:3]):
+        return None
+    others = [t for t in job.threads(pid) if t.tid != thread.tid and _python(t.frames)]
+    if any(EXECUTOR_JOIN.match(f.bare_name) and POOL_WORKER.search(f.file or "") for f in py):
+        running = [t for t in others if any(POOL_WORKER.search(f.file or "") for f in _python(t.frames))]
+        running = [t for t in running if not IDLE_QUEUE.search(_python(t.frames)[0].file or "")]
+        return running[0] if running else None
+    busy = [t for t in others if not IDLE_QUEUE.search(_python(t.frames)[0].file or "")]
+    return busy[0] if len(busy) == 1 else None
 
 
 def _in_queue_code(thread, function: re.Pattern) -> bool:

@@ -167,8 +167,8 @@ def group_ranks(snap: Snapshot) -> List[StackGroup]:
             continue
         python_frames = [f for f in thread.frames if not f.native]
         signature = tuple((f.function, f.file) for f in python_frames[:12])
-        chain = [python_frames[0].text()] + [f.text().split(" (", 1)[0] for f in python_frames[1:3]]
-        top = " <- ".join(chain) if python_frames else "(no Python frame)"
+        chain = [f.text() if i == 0 else f.text().split(" (", 1)[0] for i, f in enumerate(python_frames[:3])]
+        top = " <- ".join(chain) if chain else "(no Python frame)"
         group = groups.setdefault(signature, StackGroup(signature, top, [], [], [f.text() for f in thread.frames]))
         group.pids.append(info.pid)
         group.ranks.append(info.rank)

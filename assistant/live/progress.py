@@ -173,11 +173,18 @@ def rhythms(snap: Snapshot, tails: Sequence = ()) -> List[LogRhythm]:
 
 
 def judge_progress(
-    snap: Snapshot, waiting_pids: Sequence[int] = (), tails: Sequence = (), phases=None, device_waits=None
+    snap: Snapshot,
+    waiting_pids: Sequence[int] = (),
+    tails: Sequence = (),
+    phases=None,
+    device_waits=None,
+    retrying=None,
 ) -> Progress:
     """`waiting_pids`: ranks found waiting in a collective; `phases(pid) -> phase or None` tells a
     validation or checkpoint pass seen on a main thread; `device_waits(pid) -> bool` whether its main
-    thread waits for its device's computations (the frame table's `cuda-sync` waits)."""
+    thread waits for its device's computations (the frame table's `cuda-sync` waits);
+    `retrying(pid) -> bool` whether its main thread stayed inside one call of a wait that retries in
+    a loop (a rendezvous, a lock file): its moving frames are that loop, not progress."""
     logs = rhythms(snap, tails)
     grew = [lg.path for lg in snap.logs if lg.grew]
     grown = next((lg for lg in snap.logs if lg.grew), None)
@@ -188,6 +195,8 @@ def judge_progress(
         series = snap.stacks.get(info.pid)
         thread = main_thread(series.latest(), info.pid) if series is not None else None
         motion[info.pid] = thread_motion(series, thread.tid) if thread is not None else None
+        if motion[info.pid] in ("moving", "looping") and retrying is not None and retrying(info.pid):
+            motion[info.pid] = "frozen"  # waiting, one retry after another
     moving = [p for p in ranks if motion.get(p.pid) == "moving"]
     looping = [p for p in ranks if motion.get(p.pid) == "looping"]
     frozen = [p for p in ranks if motion.get(p.pid) == "frozen"]
@@ -256,7 +265,8 @@ def judge_progress(
             )
         return Progress(None, [f"{where} loops in one place: not progress by itself; no log tells its rhythm"])
     sampled = [snap.stacks.get(p.pid) for p in trainers]
-    if any(s is not None and s.frozen() for s in sampled) or any(p.state in "DZT" for p in trainers):
+    retry_waits = any(motion.get(p.pid) == "frozen" and not _running(p) for p in ranks)
+    if any(s is not None and s.frozen() for s in sampled) or retry_waits or any(p.state in "DZT" for p in trainers):
         return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
     return Progress(None, ["too little was sampled to tell"])
 

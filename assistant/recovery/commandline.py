@@ -56,6 +56,7 @@ class Launch:
     module: Optional[str] = None
     console: Optional[str] = None  # "yolo" for the Ultralytics CLI
     nproc: Optional[int] = None
+    nnodes: Optional[str] = None  # as given: "2", or an elastic range "1:4"
 
     @property
     def program_args(self) -> List[str]:
@@ -155,6 +156,9 @@ def _parse_launcher_args(launch: Launch, start: int) -> None:
             if name in ("--nproc_per_node", "--nproc-per-node", "--num_processes", "--num_gpus"):
                 raw = value if has_value else (argv[i + 1] if i + 1 < len(argv) else "")
                 launch.nproc = int(raw) if raw.isdigit() else launch.nproc
+            if name in ("--nnodes", "--num_machines"):
+                raw = value if has_value else (argv[i + 1] if i + 1 < len(argv) else "")
+                launch.nnodes = raw if re.fullmatch(r"\d+(:\d+)?", raw) else launch.nnodes
             if has_value or token in flags:
                 i += 1
             elif i + 1 < len(argv) and argv[i + 1].endswith(".py"):

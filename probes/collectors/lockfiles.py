@@ -75,11 +75,12 @@ def _string(text) -> Optional[str]:
 
 
 def describe_lock_file(pid: int, path: str, seconds: float = 3.0) -> Dict[str, object]:
-    """{"path", "exists", "holders": [pids with it open], "recorded_pid", "recorded_alive"}: read as
+    """{"path", "exists", "holders": [pids with it open], "locked_by": [pids holding a flock/POSIX
+    lock on it], "holder_cmdlines", "recorded_pid", "recorded_alive"}: read as
     process `pid` sees the path (its mount namespace), every read bounded."""
     from debug_stuck.bounded import call_or
     from debug_stuck.inputs import InputError, read_input
-    from debug_stuck.probes.collectors.waits import scan_holders
+    from debug_stuck.probes.collectors.waits import locks_on, scan_holders
 
     out: Dict[str, object] = {"path": path}
     where = f"/proc/{pid}/root{path}"  # the path in the job's own mount namespace
@@ -92,11 +93,30 @@ def describe_lock_file(pid: int, path: str, seconds: float = 3.0) -> Dict[str, o
             head = ""
     found = scan_holders({path: [(pid, -1)]}, budget=seconds)
     out["holders"] = sorted({h["pid"] for h in found.get(path, []) if h["pid"] != pid})
+    # filelock's UnixFileLock, like fcntl.flock in the job's own code, polls a lock another process
+    # holds on the file (LOCK_NB, then sleep): /proc/locks names that holder, alive by definition.
+    inode = call_or(None, lambda: os.stat(where).st_ino, seconds, f"stat {path}") if out["exists"] else None
+    if inode is not None:
+        out["locked_by"] = [p for p in locks_on(inode) if p != pid]
+        out["holder_cmdlines"] = {p: _cmdline(p) for p in out["locked_by"][:3]}
     first = head.split()[0] if head.split() else ""
     if first.isdigit():
         out["recorded_pid"] = int(first)
         out["recorded_alive"] = os.path.exists(f"/proc/{first}")
     return out
+
+
+def _cmdline(pid: int) -> str:
+    """The holder's command line, secrets in it redacted (it goes into the report)."""
+    from debug_stuck.bounded import call_or
+    from debug_stuck.redact import redacted_command_line
+
+    def read() -> bytes:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read(4096)
+
+    raw = call_or(b"", read, 1.0, f"cmdline of {pid}") or b""
+    return redacted_command_line([p.decode("utf-8", "replace") for p in raw.split(b"\0") if p])
 
 
 def lock_files(candidates: Dict[int, int], py_spy: Optional[str], budget: float = 10.0) -> Dict[int, dict]:

@@ -192,6 +192,45 @@ def _read_proc(pid: int) -> _ProcInfo:
         return _ProcInfo(pid, exists=True)
 
 
+# Kernel waits of a write that may be part-way done: fs/pipe.c (pipe_write; anon_pipe_write since
+# Linux 6.x), net/core/stream.c (sk_stream_wait_memory), net/core/sock.c (sock_alloc_send_pskb ->
+# sock_wait_for_wmem), drivers/tty/n_tty.c (n_tty_write). A ptrace attach (py-spy's pause, pystack)
+# or a SIGSTOP makes such a write(2) return the bytes it wrote so far (pipe(7), signal(7): "if the
+# call was interrupted after some data was transferred, it returns a short count"), and CPython's
+# buffered writer then loses the rest (measured: 65536 of 1000000 bytes reach the reader).
+PARTIAL_WRITE_WAITS = frozenset(
+    {
+        "pipe_write",
+        "anon_pipe_write",
+        "sk_stream_wait_memory",
+        "sock_alloc_send_pskb",
+        "sock_wait_for_wmem",
+        "n_tty_write",
+    }
+)
+MAX_TASKS_CHECKED = 512
+
+
+def _writing_threads(pid: int) -> list:
+    """The threads of pid blocked part-way through a write, which a pause would cut short."""
+
+    def read() -> list:
+        out = []
+        for name in sorted(os.listdir(f"/proc/{pid}/task"))[:MAX_TASKS_CHECKED]:
+            try:
+                with open(f"/proc/{pid}/task/{name}/wchan") as fh:
+                    if fh.read().strip() in PARTIAL_WRITE_WAITS:
+                        out.append(int(name))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    try:
+        return call_with_timeout(read, PROC_READ_SECONDS, f"read the wchan of {pid}'s threads")
+    except (CallTimedOut, OSError):
+        return []
+
+
 def _ptrace_scope() -> Optional[str]:
     try:
         with open("/proc/sys/kernel/yama/ptrace_scope") as fh:
@@ -409,7 +448,7 @@ def _pyspy_threads(
 # not us. It mirrors pystack's own traceback formatter to interleave native and Python frames.
 _PYSTACK_SCRIPT = r"""
 import json, sys
-pid, native = int(sys.argv[1]), sys.argv[2] == "1"
+pid, native, pause = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3:4] != ["0"]
 try:
     from pystack.engine import NativeReportingMode, get_process_threads
     from pystack.types import NativeFrame, frame_type
@@ -452,7 +491,7 @@ def frames_of(t):
 
 try:
     mode = NativeReportingMode.ALL if native else NativeReportingMode.OFF
-    threads = list(get_process_threads(pid, stop_process=True, native_mode=mode))
+    threads = list(get_process_threads(pid, stop_process=pause, native_mode=mode))
 except Exception as exc:
     print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
     sys.exit(0)
@@ -467,13 +506,13 @@ print(json.dumps({"threads": result, "unmerged": unmerged}))
 """
 
 
-def _pystack_threads(pid: int, native: bool, deadline: float, budget: float, notes: list) -> list:
+def _pystack_threads(pid: int, native: bool, deadline: float, budget: float, notes: list, pause: bool = True) -> list:
     remaining = deadline - time.monotonic()
     if remaining <= 0.05:
         raise _timed_out(pid, "pystack", budget)
     # pystack pauses the process with ptrace; that works for a process in state T too (unlike
     # reading it without a pause, which fails to unwind native frames), so it always pauses.
-    argv = [*isolated_python_code(_PYSTACK_SCRIPT), str(pid), "1" if native else "0"]
+    argv = [*isolated_python_code(_PYSTACK_SCRIPT), str(pid), "1" if native else "0", "1" if pause else "0"]
     try:
         result = run_command(argv, remaining)
     except OSError as exc:
@@ -552,10 +591,18 @@ def dump_stacks(pid: int, native: bool = False, timeout: float = 5.0) -> StackDu
         threads = _cap_threads(threads, notes)
         return StackDump(pid=pid, threads=threads, tool=tool, seconds=time.monotonic() - started, notes=notes)
 
+    writing = [] if stopped else _writing_threads(pid)
+    if writing:
+        # Read without a pause: native frames need one, so they are given up for this process.
+        native = False
+        notes.append(
+            f"process {pid} was read without pausing it: thread {writing[0]} is part-way through a write to a "
+            "full pipe, socket or terminal, and a pause would cut that write short; native frames not read"
+        )
     exe = _find_py_spy()
     if exe is None:
         try:
-            return finish(_pystack_threads(pid, native, deadline, timeout, notes), "pystack")
+            return finish(_pystack_threads(pid, native, deadline, timeout, notes, pause=not writing), "pystack")
         except StackError as exc:
             if exc.kind == "missing-tool":
                 raise StackError("missing-tool", "py-spy is not installed: pip install py-spy") from None
@@ -563,7 +610,7 @@ def dump_stacks(pid: int, native: bool = False, timeout: float = 5.0) -> StackDu
 
     # py-spy cannot unwind native frames without pausing the process, and cannot pause one that is
     # stopped or traced; pystack can.
-    nonblocking = stopped is not None
+    nonblocking = stopped is not None or bool(writing)
     if native:
         if not nonblocking:
             try:
@@ -588,7 +635,7 @@ def dump_stacks(pid: int, native: bool = False, timeout: float = 5.0) -> StackDu
             raise
         # An error py-spy does not explain (a new CPython layout, say): pystack is a second opinion.
         try:
-            threads = _pystack_threads(pid, False, deadline, timeout, notes)
+            threads = _pystack_threads(pid, False, deadline, timeout, notes, pause=not writing)
         except StackError:
             raise exc from None
         notes.append(f"py-spy failed ({exc.message}); stacks from pystack")

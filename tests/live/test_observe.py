@@ -85,3 +85,19 @@ def test_a_loop_waiting_for_dataloader_workers_beside_an_idle_h200_is_dataloader
     result = classify(knowledge, {}, obs)
     assert result.diagnoses[0].cause == "dataloader", [(d.cause, d.confidence) for d in result.diagnoses[:3]]
     assert "cuda-sync" not in [d.cause for d in result.diagnoses[:1]]
+
+
+def test_a_rank_whose_stack_has_native_frames_only_groups_without_a_python_top():
+    # a process caught exiting: pystack's native unwind has no Python frame left (a live job crashed
+    # the report on this before)
+    from debug_stuck.live.observe import group_ranks
+    from debug_stuck.probes.collectors.procs import ProcInfo
+    from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
+
+    native = Frame("__GI___wait4", "libc.so.6", None, native=True)
+    thread = ThreadStack(tid=852, name="MainThread", state="idle", frames=[native])
+    series = StackSeries(pid=852, dumps=[StackDump(pid=852, threads=[thread], tool="pystack", seconds=0.1)])
+    process = ProcInfo(pid=852, ppid=1, name="python3", cmdline=["python3", "train.py"], role="rank")
+    snap = Snapshot(host="h", taken_at=0.0, window=1.0, processes=[process], stacks={852: series})
+    (group,) = group_ranks(snap)
+    assert group.top == "(no Python frame)" and group.pids == [852]

@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 import time
 
 import pytest
 from zoo.fixtures import zoo  # noqa: F401
 
 from conftest import diagnosed as run_diagnosis
+from debug_stuck.kb import load_knowledge
 from debug_stuck.pipeline import DiagnoseRequest
 from debug_stuck.zoo import spawn
 
@@ -31,7 +33,7 @@ def first_fix(report):
     """The first fix, with the advice stage run on the report as the CLI runs it."""
     from debug_stuck.advice import advise
 
-    return advise(report).diagnoses[0].fixes[0]
+    return advise(report, load_knowledge()).diagnoses[0].fixes[0]
 
 
 def top(report):
@@ -90,7 +92,7 @@ def test_accelerate_gather_on_the_main_process_alone_names_both_sides_and_the_jo
     expected = "Collective mismatch: rank 0 in all_gather; rank 1 in DDP's gradient all-reduce (in backward)"
     assert summary.startswith(expected), summary
     assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
-    advised = advise(report).diagnoses[0]
+    advised = advise(report, load_knowledge()).diagnoses[0]
     assert "called at <module> (" not in advised.fixes[0].why  # the script's loop is in main()
     assert re.search(r"called at main \([\w/]*accelerate_gather\.py:\d+\)", advised.fixes[0].why), advised.fixes[0].why
     titles = [fix.title for fix in advised.fixes]
@@ -117,7 +119,7 @@ def test_mp_spawn_ranks_are_ranks_and_the_one_blocked_on_its_shard_is_the_culpri
     end = report.chain[-1]
     assert end["pid"] == rank1 and end["waits_on"]["kind"] == "fifo", report.chain
     assert report.verdict.cause == "io-stall" and report.verdict.hung is True, top(report)
-    first = advise(report).diagnoses[0].fixes[0]
+    first = advise(report, load_knowledge()).diagnoses[0].fixes[0]
     assert first.basis.startswith("fifo-no-writer") and job.info["path"] in first.title, (first.title, first.basis)
 
 
@@ -254,3 +256,82 @@ def test_a_queue_whose_producer_thread_died_is_a_wait_on_a_thread_that_is_gone(k
     # one process, no DataLoader: the causes that need other ranks or workers are not ranked
     ranked = {d.cause for d in report.diagnoses}
     assert not ranked & (NEEDS_A_RANK | {"dataloader"}), (ranked, report.notes)
+
+
+# -- waits that end at another thread, a child's pipe, a lock another process holds -------------------
+
+
+def test_a_parent_waiting_before_it_reads_its_childs_output_is_told_to_read_while_waiting(knowledge, zoo):  # noqa: F811
+    job = zoo("subprocess_output")
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    hops = [(h["pid"], h["waits_on"]["kind"], h["waits_on"].get("op")) for h in report.chain]
+    assert hops[:2] == [(job.proc.pid, "child", "wait-child"), (child, "pipe", "write")], report.chain
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Process pid {job.proc.pid} waits for its child {child} before reading"), fix
+    assert "communicate(" in fix.commands[-1], fix
+    # Reading the stacks must not pause the child: a pause cuts its half-done write short, CPython
+    # drops the rest, and the job would go on with its output silently truncated.
+    with open(f"/proc/{child}/wchan") as wchan:
+        assert spawn.proc_state(child) == "S" and "pipe_write" in wchan.read(), "the child's write ended"
+    assert job.proc.poll() is None and "read " not in job.log_text(), job.log_text()[-500:]
+    assert any(f"process {child} was read without pausing it" in note for note in report.notes), report.notes
+
+
+def test_a_process_that_cannot_exit_waits_for_its_pool_thread_whose_upload_never_ends(knowledge, zoo):  # noqa: F811
+    job = zoo("exit_upload_thread")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "external-service", top(report)
+    first, last = report.chain[0], report.chain[-1]
+    assert first["waits_on"]["kind"] == "thread" and first["waits_on"].get("exit") == "yes", report.chain
+    assert "before the interpreter can exit" in first["waits_on"]["detail"], first
+    assert last["thread"]["name"].startswith("metrics-upload") and last["waits_on"]["kind"] == "socket", last
+    assert last["waits_on"]["object"].endswith(f":{job.info['port']}"), last
+    fix = first_fix(report)
+    assert f"127.0.0.1:{job.info['port']}" in fix.title and "exit_upload_thread.py:" in fix.why, fix
+
+
+def test_a_cache_lock_another_live_process_holds_names_the_holder_not_a_stale_file(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("filelock")
+    job = zoo("lock_held_elsewhere")
+    holder = job.info["holder_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    lock = report.chain[0]["waits_on"]
+    assert (lock["kind"], lock.get("end"), lock["object"]) == ("lock", "held", job.info["lock_path"]), lock
+    assert report.chain[-1]["pid"] == holder, report.chain  # the chain goes on to what the holder does
+    fix = first_fix(report)
+    assert fix.title == f"The lock on {job.info['lock_path']} is held by pid {holder}: let it finish, or stop it"
+    assert not any(c.startswith("rm ") for c in fix.commands), fix.commands  # removing it frees nothing
+
+
+def test_a_torchrun_agent_waiting_for_its_other_node_gets_the_rendezvous_fixes_with_its_own_flags(
+    knowledge,
+    zoo,  # noqa: F811
+    tmp_path,
+):
+    pytest.importorskip("torch")
+    port = spawn.free_port()
+    script = tmp_path / "train.py"
+    script.write_text("import torch.distributed as dist\n\ndist.init_process_group('gloo')\n")
+    argv = [
+        *(sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1"),
+        *("--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=zoo", str(script)),
+    ]
+    job = zoo("elastic_agent", argv=argv)
+
+    def sleeping_in_the_rendezvous_loop() -> bool:
+        with open(f"/proc/{job.proc.pid}/wchan") as wchan:
+            return wchan.read() == "hrtimer_nanosleep" and spawn.proc_state(job.proc.pid) == "S"
+
+    wait_for(sleeping_in_the_rendezvous_loop, "the agent's rendezvous retry loop", job)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "rendezvous", top(report)
+    from debug_stuck.advice import advise
+
+    fixes = advise(report, load_knowledge()).diagnoses[0].fixes
+    # torch's own retry loop is not "the loop at _delay waits for something": the playbook's fixes lead
+    assert not fixes[0].title.startswith("The loop at"), fixes[0]
+    relaunch = next(c for f in fixes for c in f.commands if c.startswith("torchrun "))
+    assert f"--nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:{port}" in relaunch
