@@ -39,6 +39,8 @@ POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
 LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
 THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
 POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
+# joblib 1.6.0 joblib/parallel.py: Parallel._retrieve sleeps 0.01 s between looks at the next job's status
+POLLED_POOL_WAIT = re.compile(r"joblib/parallel\.py")
 # torch 2.x torch/multiprocessing/spawn.py: ProcessContext.join waits on the children's sentinels
 # (multiprocessing.connection.wait), not in wait4.
 SPAWN_JOIN = re.compile(r"torch/multiprocessing/spawn\.py")
@@ -541,6 +543,12 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
         holder = wait["lock_holders"][0]
         if holder in job.procs:
             return holder, None
+    if hop.op in ("sleep", "futex") and POLLED_POOL_WAIT.search(files) and hop.role != "dataloader-worker":
+        worker = _pool_wait(job, hop)
+        if worker is not None:
+            return worker, None
+        if hop.facts.get("end"):
+            return None
     if hop.op == "futex" and thread is not None:
         if POOL_WAIT.search(files) and hop.role != "dataloader-worker":
             worker = _pool_wait(job, hop)

@@ -20,7 +20,9 @@ LIBRARY_TOPS = frozenset(
     "torch torchvision transformers accelerate deepspeed lightning pytorch_lightning lightning_fabric datasets "
     "huggingface_hub safetensors requests urllib3 httpx httpcore aiohttp boto3 botocore s3fs fsspec gcsfs wandb "
     "mlflow comet_ml neptune tensorboard numpy pandas tqdm filelock triton apex megatron ultralytics diffusers "
-    "peft trl timm sentencepiece tokenizers ray dask zmq grpc google azure".split()
+    "peft trl timm sentencepiece tokenizers ray dask zmq grpc google azure joblib cloudpickle dill multiprocess "
+    "sklearn scipy h5py pyarrow polars zarr lmdb webdataset jax jaxlib flax optax orbax tensorflow keras paddle "
+    "mmcv mmengine detectron2 horovod".split()
 )
 INSTALLED = re.compile(r"/(site|dist)-packages/")
 

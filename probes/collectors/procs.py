@@ -32,7 +32,11 @@ LAUNCHER = re.compile(
     r"(^|/)deepspeed\b|deepspeed\.launcher|torchelastic|lightning\s+run|(^|/)srun\b"
 )
 COMPILE_WORKER = re.compile(r"torch/_inductor/compile_worker|_inductor\.compile_worker|compile_worker/__main__")
-SPAWNED_CHILD = re.compile(r"multiprocessing\.(spawn|forkserver)|from multiprocessing\.spawn import")
+# multiprocessing's spawn/forkserver children; joblib's loky workers (loky/backend/popen_loky_posix.py
+# starts them as `python -m <that module> --process-name LokyProcess-N --pipe FD`)
+SPAWNED_CHILD = re.compile(
+    r"multiprocessing\.(spawn|forkserver)|from multiprocessing\.spawn import|loky\.backend\.popen_loky_posix"
+)
 # multiprocessing's helpers, also as the `multiprocess` fork (HF datasets) and joblib's loky backend ships them
 HELPER_CHILD = re.compile(
     r"multiprocess(?:ing)?\.(?:resource_tracker|forkserver import main)|loky\.backend\.resource_tracker"

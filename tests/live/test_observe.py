@@ -101,3 +101,51 @@ def test_a_rank_whose_stack_has_native_frames_only_groups_without_a_python_top()
     snap = Snapshot(host="h", taken_at=0.0, window=1.0, processes=[process], stacks={852: series})
     (group,) = group_ranks(snap)
     assert group.top == "(no Python frame)" and group.pids == [852]
+
+
+def _two_samples_of(pid: int, first: list, second: list) -> Snapshot:
+    from debug_stuck.probes.collectors.procs import ProcInfo
+    from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
+
+    def dump(frames):
+        thread = ThreadStack(tid=pid, name="MainThread", state="idle", frames=[Frame(*f) for f in frames])
+        return StackDump(pid=pid, threads=[thread], tool="py-spy", seconds=0.1)
+
+    process = ProcInfo(pid=pid, ppid=1, name="python", cmdline=["python", "-m", "torch.distributed.run"], role="rank")
+    process.state, process.cpu_percent = "S", 0.5
+    series = StackSeries(pid=pid, dumps=[dump(first), dump(second)])
+    return Snapshot(host="h", taken_at=0.0, window=1.0, processes=[process], stacks={pid: series})
+
+
+ELASTIC = "torch/distributed/elastic/"
+OUTER = [
+    ("DynamicRendezvousHandler.next_rendezvous", ELASTIC + "rendezvous/dynamic_rendezvous.py", 1180),
+    ("SimpleElasticAgent._rendezvous", ELASTIC + "agent/server/api.py", 501),
+    ("main", "torch/distributed/run.py", 936),
+]
+
+
+def test_a_rendezvous_retry_loop_that_moves_between_samples_is_waiting_not_progress(knowledge):
+    # torch 2.13.0: _DistributedRendezvousOpExecutor.run sleeps in _delay between tries, then reads the
+    # store again; two samples land on different lines of it while the agent waits for its other node
+    from debug_stuck.live.assess import polls_in_retry_loop
+    from debug_stuck.live.progress import judge_progress
+
+    sleeping = [
+        ("_delay", ELASTIC + "rendezvous/utils.py", 181),
+        ("run", ELASTIC + "rendezvous/dynamic_rendezvous.py", 680),
+    ]
+    reading = [("get_state", ELASTIC + "rendezvous/c10d_rendezvous_backend.py", 90)]
+    reading += [
+        ("sync", ELASTIC + "rendezvous/dynamic_rendezvous.py", 460),
+        ("run", ELASTIC + "rendezvous/dynamic_rendezvous.py", 650),
+    ]
+    snap = _two_samples_of(700, sleeping + OUTER, reading + OUTER)
+    assert polls_in_retry_loop(snap, knowledge, 700)
+    assert judge_progress(snap).state == "progressing"  # without the frame table: the stack moved
+    judged = judge_progress(snap, retrying=lambda pid: polls_in_retry_loop(snap, knowledge, pid))
+    assert judged.hung is True, judged.reasons
+    # the same movement under a training loop's frames is not a retrying wait
+    train = [("train_step", "train.py", 40), ("main", "train.py", 90)]
+    busy = _two_samples_of(701, [("forward", "model.py", 10)] + train, [("backward", "torch/_tensor.py", 600)] + train)
+    assert not polls_in_retry_loop(busy, knowledge, 701)

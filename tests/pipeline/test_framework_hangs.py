@@ -335,3 +335,20 @@ def test_a_torchrun_agent_waiting_for_its_other_node_gets_the_rendezvous_fixes_w
     assert not fixes[0].title.startswith("The loop at"), fixes[0]
     relaunch = next(c for f in fixes for c in f.commands if c.startswith("torchrun "))
     assert f"--nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:{port}" in relaunch
+
+
+def test_a_joblib_worker_blocked_on_its_shard_is_followed_from_the_polling_parent(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("joblib")
+    job = zoo("joblib_shards")
+    worker = job.info["worker_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "io-stall", top(report)
+    roles = {p["pid"]: p["role"] for p in report.processes}
+    assert roles[worker] == "dataloader-worker", roles  # a loky worker: the pool's, not a rank
+    first, last = report.chain[0], report.chain[-1]
+    assert first["pid"] == job.proc.pid and first["waits_on"]["kind"] == "worker", report.chain
+    assert last["pid"] == worker and last["waits_on"]["object"] == job.info["fifo"], last
+    assert report.culprit["pid"] == worker, report.culprit
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Nothing will ever write {job.info['fifo']}"), fix
+    assert "joblib/parallel.py" not in fix.why  # joblib's own frames are not the job's line

@@ -21,6 +21,7 @@ import pytest
 
 from conftest import all_gone
 from debug_stuck.bounded import run_tree
+from debug_stuck.probes.targeted import nccl_debug_run
 from debug_stuck.probes.targeted import nccl_log as check_nccl
 from debug_stuck.probes.targeted.base import ConsentRequired, ProbeContext
 from debug_stuck.probes.targeted.nccl_debug_run import judge, replace_port
@@ -303,9 +304,11 @@ def test_a_healthy_job_cut_at_a_short_limit_is_a_timeout_not_a_cause(gloo_env):
 
 @needs_torch
 @pytest.mark.timeout(120)
-def test_a_rank_that_never_enters_the_next_collective_is_a_collective_hang(gloo_env):
-    # rank 1 waits on an Event instead of the second all_reduce; rank 0 waits in it (issue 15, item 3)
-    ctx = ProbeContext(timeout=40, allow_exec=True, command=torchrun("skip", free_port()))
+def test_a_rank_that_never_enters_the_next_collective_is_a_collective_hang(gloo_env, monkeypatch):
+    # rank 1 waits on an Event instead of the second all_reduce; rank 0 waits in it (issue 15, item 3).
+    # A shorter silence threshold than the probe's 15 s keeps the run short; the judgement is the same.
+    monkeypatch.setattr(nccl_debug_run, "STALL_SILENCE_S", 5.0)
+    ctx = ProbeContext(timeout=22, allow_exec=True, command=torchrun("skip", free_port()))
     result = run_probe("nccl-debug-run", ctx)
     assert result.status == "fail", result.to_dict()
     assert result.summary == "collective hang: rank(s) 1 never entered collective #1 (ALLREDUCE)"
@@ -370,10 +373,11 @@ def live_missing_rank_job(session_job):
 
 @needs_torch
 @pytest.mark.timeout(90)
-def test_missing_rank_stalls_in_rendezvous_from_a_live_pid(live_missing_rank_job):
+def test_missing_rank_stalls_in_rendezvous_from_a_live_pid(live_missing_rank_job, monkeypatch):
     launcher, port, ranks = live_missing_rank_job
+    monkeypatch.setattr(nccl_debug_run, "STALL_SILENCE_S", 5.0)  # as above: a shorter run, the same judgement
     # A rank's PID is enough: the probe walks up to torchrun and re-runs its command on a free port.
-    ctx = ProbeContext(timeout=30, allow_exec=True, pids=[ranks[1].pid])
+    ctx = ProbeContext(timeout=20, allow_exec=True, pids=[ranks[1].pid])
     result = run_probe("nccl-debug-run", ctx)
     assert result.status == "warn", result.to_dict()
     assert result.data["source"] == f"pid {launcher.pid} (launcher)"

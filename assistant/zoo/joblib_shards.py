@@ -1,0 +1,55 @@
+"""Hang: a joblib preprocessing step whose loky worker is blocked on one shard that never delivers.
+
+``python joblib_shards.py``. The job tokenizes its shards in parallel the way many preprocessing
+scripts do::
+
+    sizes = Parallel(n_jobs=2)(delayed(tokenize)(path) for path in shards)
+
+The last shard is a FIFO that no process writes (a shard streamed by a fetcher that never started):
+the loky worker that takes it blocks in ``open()``, and ``Parallel`` polls for its result for ever
+(joblib's ``_retrieve`` sleeps 0.01 s between looks; no ``timeout`` was given).
+
+READY (``{"pid", "worker_pid", "fifo"}``): once a worker has sat in the FIFO's open for 5
+consecutive samples.
+"""
+
+from __future__ import annotations
+
+import os
+
+import _common
+import psutil
+from joblib import Parallel, delayed
+
+
+def tokenize(path: str) -> int:
+    with open(path, "rb") as f:
+        return len(f.read().split())
+
+
+def main() -> None:
+    wd = _common.workdir()
+    shards = []
+    for index in range(3):
+        shard = wd / f"shard{index}.txt"
+        shard.write_text("tokens " * 100)
+        shards.append(str(shard))
+    fifo = str(wd / "shard3.txt")
+    os.mkfifo(fifo, 0o600)
+    shards.append(fifo)
+
+    def blocked_worker() -> int | None:
+        for child in psutil.Process().children(recursive=True):
+            if _common.blocked_in(child.pid, None, ("wait_for_partner", "fifo_open"), ("openat", "open")):
+                if _common.sleeping_steadily(child.pid):
+                    return child.pid
+        return None
+
+    _common.ready_when(lambda: blocked_worker() is not None, lambda: {"worker_pid": blocked_worker(), "fifo": fifo})
+    print(f"tokenizing {len(shards)} shards with joblib", flush=True)
+    sizes = Parallel(n_jobs=2)(delayed(tokenize)(path) for path in shards)
+    print(f"tokens: {sum(sizes)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
