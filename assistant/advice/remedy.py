@@ -74,7 +74,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     if recorded is not None:
         return recorded
     if finding.get("kind") == "mismatch" and finding.get("sides"):
-        return _mismatch(table.get("mismatch") or {}, finding)
+        return _mismatch(table.get("mismatch") or {}, finding, _uneven_inputs(report))
     chain = report.chain or []
     if not chain:
         return None
@@ -594,7 +594,20 @@ def _enclosing_function(tree: ast.AST, line: int):
 # -- a collective mismatch ---------------------------------------------------------------------------
 
 
-def _mismatch(entry: dict, finding: dict) -> Optional[FixItem]:
+UNEVEN_LINE = "rank progress: uneven loop lengths: "  # debug_stuck.core.logs, from the ranks' own lines
+
+
+def _uneven_inputs(report) -> str:
+    """ "rank 0 counts to 5, rank 1 counts to 3" when the log shows the ranks' loops of unequal length."""
+    for diagnosis in report.diagnoses or []:
+        for item in diagnosis.evidence or []:
+            text = getattr(item, "text", None) or ""
+            if text.startswith(UNEVEN_LINE):
+                return text[len(UNEVEN_LINE) :].rsplit(" (in ", 1)[0]
+    return ""
+
+
+def _mismatch(entry: dict, finding: dict, uneven: str = "") -> Optional[FixItem]:
     if not entry:
         return None
     sides = []
@@ -604,6 +617,13 @@ def _mismatch(entry: dict, finding: dict) -> Optional[FixItem]:
             text += f", called at {side['site']}"
         sides.append(text)
     values = {"sides": "; ".join(sides), "odd": finding.get("odd") or ""}
+    values["uneven"] = (
+        f"The log shows loops of unequal length ({uneven}): the ranks that ran out of batches left the loop "
+        "first. Wrap the loop in DDP's model.join(), or give every rank the same number of batches "
+        "(DistributedSampler(drop_last=True))."
+        if uneven
+        else ""
+    )
     fix = _fill(dict(entry, steps=entry.get("steps") or []), values)
     fix.basis = f"{entry.get('id')}: mismatch"
     return fix

@@ -112,6 +112,9 @@ def _rank_segments(lines: List[str]) -> List[str]:
     return out
 
 
+# "step 2/5", "batch 12 / 500": the count's total, right after the count
+_TOTAL_AFTER = re.compile(r"\s*/\s*(\d+)\b")
+
 # Log lines interleave and buffer per rank, so a gap of one is noise; two or more is a rank that
 # went on (or fell behind) while the others stopped.
 RANK_PROGRESS_GAP = 2
@@ -122,15 +125,25 @@ def _observe_rank_progress(tree: Tree, path: str, lines: List[str], obs: Observa
     different counts of the same loop become a `rank progress:` log line: the ones ahead wait in a
     collective the ones behind never reach (uneven data per rank, a rank-dependent path)."""
     last: Dict[int, tuple] = {}
+    totals: Dict[int, int] = {}
     for text in lines:
         for pattern in tree.rank_progress_lines:
             match = pattern.search(text)
             if match:
                 what = (match.groupdict().get("what") or "step").lower()
-                last[int(match.group("rank"))] = (int(match.group("count")), what)
+                rank = int(match.group("rank"))
+                last[rank] = (int(match.group("count")), what)
+                total = match.groupdict().get("total") or _TOTAL_AFTER.match(text, match.end("count"))
+                if total:
+                    totals[rank] = int(total if isinstance(total, str) else total.group(1))
                 break
     if len(last) < 2:
         return
+    if len(totals) >= 2 and len(set(totals.values())) > 1:
+        # the same loop counts to different totals on different ranks: uneven data per rank
+        shown = ", ".join(f"rank {rank} counts to {total}" for rank, total in sorted(totals.items())[:8])
+        text = f"rank progress: uneven loop lengths: {shown} (in {Path(path).name})"
+        obs.add("log", ObservedLine(text, file=path))
     counts = {rank: count for rank, (count, _) in last.items()}
     if max(counts.values()) - min(counts.values()) < RANK_PROGRESS_GAP:
         return

@@ -6,6 +6,7 @@ whole collection costs about one window however many processes the job has.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -214,7 +215,7 @@ def collect(
 
     alive = [p for p in procs if p.state != "Z"]
     files = job_files([p.pid for p in alive], [p.pid for p in alive if p.role in TRAINING_ROLES])
-    given = [f for f in dict.fromkeys(extra_logs or []) if f not in {jf.path for jf in files}]
+    given = _not_already_read(list(dict.fromkeys(extra_logs or [])), files)
     watched = [jf.read_path for jf in files] + given
     before = sizes_of(watched)
     python_pids = [p.pid for p in procs if p.python and p.state != "Z"]
@@ -366,6 +367,27 @@ def _resolve_waits(snap: Snapshot) -> None:
 
 
 LOCK_FILE_WAITS = ("build-lock", "flock")
+
+
+def _file_id(path: str):
+    """(device, inode) of a path, or None; bounded: the log may sit on a stalled mount."""
+    from debug_stuck.bounded import call_or
+
+    def ident():
+        st = os.stat(path)
+        return st.st_dev, st.st_ino
+
+    return call_or(None, ident, 1.0, f"stat {path}")
+
+
+def _not_already_read(given: List[str], files) -> List[str]:
+    """The logs the user named that are not the job's own open files already read (`--log train.log`
+    for a job whose stdout is /work/run/train.log is one log, read once, not two)."""
+    if not given or not files:
+        return given
+    names = {jf.path for jf in files}
+    ids = {i for i in (_file_id(jf.read_path) for jf in files) if i is not None}
+    return [f for f in given if f not in names and (_file_id(f) not in ids or _file_id(f) is None)]
 
 
 def _lock_files(snap: Snapshot) -> None:

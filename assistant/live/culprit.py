@@ -183,15 +183,19 @@ def _job_site(group: StackGroup) -> Optional[str]:
     such as accelerate's gather sits between), with the library frame that calls it ("via"): under
     a framework's loop the job's own line can be the same on both sides of a mismatch, and the
     library's call is what tells them apart. Else the direct caller."""
-    first, own = _callers(group)
+    first, own = _callers(group, for_site=True)
     if own and first and first != own:
         return f"{own} via {first}"
     return own or first
 
 
-def _callers(group: StackGroup) -> Tuple[Optional[str], Optional[str]]:
-    """(the first Python frame outside torch.distributed, the first of the job's own code there)."""
-    inside, first = False, None
+def _callers(group: StackGroup, for_site: bool = False) -> Tuple[Optional[str], Optional[str]]:
+    """(the first Python frame outside torch.distributed, the first of the job's own code there).
+    `for_site`: a collective with no torch.distributed frame (DDP's gradient all-reduce runs in
+    native code under backward) is called from the stack's first Python frame on."""
+    python = [t for t in group.frames if _frame_file(t).endswith(".py") or _frame_file(t).startswith("<frozen")]
+    inside = for_site and not any(COLLECTIVE_FILE.search(_frame_file(t)) for t in python)
+    first = callee = None
     for text in group.frames:
         file = _frame_file(text)
         if not (file.endswith(".py") or file.startswith("<frozen")):
@@ -203,7 +207,10 @@ def _callers(group: StackGroup) -> Tuple[Optional[str], Optional[str]]:
             continue
         first = first or text
         if not is_library_file(file):
-            return first, text
+            # for the job's site, the library call it made (just inside its own frame) says more
+            # than the innermost one (accelerate's gather, not its _gpu_gather_one)
+            return (callee or first) if for_site else first, text
+        callee = text
     return first, None
 
 

@@ -48,7 +48,15 @@ PROGRAMS = tuple(
     sorted(p.stem for p in ZOO_DIR.glob("*.py") if not p.stem.startswith("_") and p.stem not in _NOT_PROGRAMS)
 )
 NATIVE = {"sleep": ("sleep", "1000")}
-TORCHRUN = {"gloo_straggler", "ddp_workers", "gloo_ranks", "hf_trainer_callback", "rank_waits", "accelerate_gather"}
+TORCHRUN = {
+    "gloo_straggler",
+    "ddp_workers",
+    "gloo_ranks",
+    "hf_trainer_callback",
+    "rank_waits",
+    "accelerate_gather",
+    "ddp_uneven",
+}
 ENV_RENDEZVOUS = {"rendezvous_missing_rank"}
 # inherited variables that would change what a program does
 _SCRUB = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")

@@ -197,3 +197,24 @@ def test_a_wrapped_watchdog_line_is_still_a_collective_timeout(tmp_path, cli_jso
     report = cli_json("--log", log)
     assert "NCCL watchdog on rank 0: a collective timed out" in evidence_of(report, "collective")
     assert "Lightning's training loop ended (max_epochs reached)" in evidence_of(report, "checkpoint-save")
+
+
+def test_one_loop_counting_to_different_totals_on_different_ranks_is_uneven_inputs(tmp_path, cli_json):
+    # each rank prints "step i/len(loader)"; rank 1's loader is shorter: it left the loop first
+    log = tmp_path / "train.log"
+    log.write_text(
+        "".join(f"[rank0]: epoch 0 step {s}/5 loss 0.9\n" for s in range(3))
+        + "".join(f"[rank1]: epoch 0 step {s}/3 loss 0.8\n" for s in range(3))
+    )
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    assert "rank 0 counts to 5, rank 1 counts to 3" in evidence_of(report, "collective"), report["diagnoses"][:2]
+    # tqdm bars behind torchrun's prefix (tqdm's default bar_format: "| n/total [elapsed<...")
+    log.write_text(
+        "[rank0]:Epoch 0:  40%|####      | 2/5 [00:01<00:01,  2.00it/s]\n"
+        "[rank1]:Epoch 0:  67%|######6   | 2/3 [00:01<00:00,  2.00it/s]\n"
+    )
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    assert "rank 0 counts to 5, rank 1 counts to 3" in evidence_of(report, "collective")
+    # the same totals on every rank: no such line
+    log.write_text("".join(f"[rank{r}]: epoch 0 step {s}/5 loss 0.9\n" for s in range(3) for r in (0, 1)))
+    assert "uneven loop lengths" not in str(cli_json("--log", log, "--answer", "phase=mid-run"))

@@ -151,3 +151,17 @@ def test_resume_reads_a_job_s_checkpoints_as_the_job_sees_them(tmp_path, session
     plan = json.loads(result.stdout)
     assert plan["checkpoint"] == str(folder / "ckpt_000007.safetensors"), plan
     assert "ckpt_000099" not in result.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_log_named_by_the_user_that_is_the_jobs_own_stdout_is_read_once(zoo):  # noqa: F811
+    """`--log` given by another name (relative to the job's folder, or with `./`) for the file the job
+    writes its stdout to: one log in the report, its evidence counted once."""
+    job = zoo("producer_died")
+    other_name = os.path.join(str(job.workdir), ".", "log.txt")
+    result = run_subprocess(
+        "diagnose", "--pid", job.proc.pid, "--log", other_name, "--window", "1", "--format", "json", timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    logs = json.loads(result.stdout)["logs"]
+    assert len(logs) == 1 and logs[0]["path"].endswith("log.txt"), logs

@@ -78,6 +78,24 @@ def test_hf_trainer_callback_collective_on_rank_0_alone_names_rank_0(knowledge, 
     assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
 
 
+def test_ddp_with_uneven_inputs_names_both_sides_and_the_unequal_loops(knowledge, zoo):  # noqa: F811
+    """Rank 1 ran out of batches and waits in a barrier; rank 0 waits in DDP's all-reduce in backward
+    (a native wait, no torch.distributed frame): both call sites are the job's own lines, and the
+    ranks' own progress lines ("step i/N", N unequal) name uneven inputs and DDP's join()."""
+    job = zoo("ddp_uneven", ready_timeout=120)
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, rank0)
+    summary = report.verdict.summary
+    expected = "Collective mismatch: rank 0 in DDP's gradient all-reduce (in backward); rank 1 in barrier"
+    assert summary.startswith(expected), summary
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    assert report.culprit is None or report.culprit["pid"] in (rank0, rank1)
+    why = first_fix(report).why
+    site = r"rank 0 in DDP's gradient all-reduce \(in backward\),\s+called at main \([\w/]*ddp_uneven\.py:\d+\)"
+    assert re.search(site + r" via backward", why), why
+    assert "rank 0 counts to 5, rank 1 counts to 3" in why and "model.join()" in why, why
+
+
 def test_accelerate_gather_on_the_main_process_alone_names_both_sides_and_the_jobs_own_line(knowledge, zoo):  # noqa: F811
     """The wrapper (accelerate's gather) is not the line to change: the fix names the job's own call;
     rank 1's wait has no torch.distributed frame (DDP's reducer waits natively) and is still named;
