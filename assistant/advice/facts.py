@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set
 
+from debug_stuck.core.owncode import entry_script_roots, is_library_code
 from debug_stuck.recovery.commandline import option_value, parse_launch
 from debug_stuck.recovery.job import TrainingJob
 
@@ -396,65 +397,28 @@ def _user_files(processes, by_pid) -> List[str]:
     return out
 
 
-LIBRARY_PATH = re.compile(r"/(site-packages|dist-packages)/|/lib/python\d+\.\d+/|^<frozen ")
-
-
 def is_library_frame(frame: dict, own_roots: Sequence[str] = ()) -> bool:
-    """A frame of the standard library or an installed package, not the job's own code. py-spy names
-    a file relative to the sys.path entry it was imported from, so a short name whose first folder
-    is a known package (wandb/sdk/lib/...) is that package wherever it is installed: a pip --target
-    folder, PYTHONPATH, an editable checkout. Not under the job's own folders (`own_roots`, see
-    own_code_roots): a project's own datasets/ package is the job's code."""
-    path = str(frame.get("path") or frame.get("file") or "")
-    if is_library_file(path):
-        return True
-    short = str(frame.get("file") or "").replace("\\", "/")
-    if not short or short == path or os.path.isabs(short) or "/" not in short:
-        return False
-    if any(path.startswith(root.rstrip(os.sep) + os.sep) for root in own_roots):
-        return False
-    from debug_stuck.live.loops import LIBRARY_TOPS
-
-    return short.split("/", 1)[0] in LIBRARY_TOPS
+    """A frame (a report's dict) of the standard library or a library, not the job's own code; under
+    the job's own folders (`own_roots`, see own_code_roots) a short name is the job's (core.owncode)."""
+    return is_library_code(frame.get("file"), frame.get("path"), own_roots)
 
 
 def own_code_roots(processes) -> List[str]:
     """The folders of the job's entry scripts: the file of each thread's outermost `<module>` frame
-    that is not an installed package's (`python train.py` runs train.py's folder first on sys.path,
-    so what lies under it is the job's own code)."""
-    roots: List[str] = []
+    that is not an installed package's."""
+    outer = []
     for p in processes or []:
         for thread in p.get("threads") or []:
             python = [f for f in thread.get("frames") or [] if not f.get("native")]
-            outer = python[-1] if python else None
-            if outer is None or outer.get("function") != "<module>":
-                continue
-            path = str(outer.get("path") or "")
-            if os.path.isabs(path) and not is_library_file(path):
-                root = os.path.dirname(path)
-                if root not in roots:
-                    roots.append(root)
-    return roots
-
-
-def is_library_file(path: str) -> bool:
-    if LIBRARY_PATH.search(path.replace("\\", "/")):
-        return True
-    return any(path.startswith(prefix + os.sep) for prefix in _stdlib_prefixes())
-
-
-def _stdlib_prefixes() -> List[str]:
-    import sysconfig
-
-    paths = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")}
-    return [p for p in paths if p]
+            if python and python[-1].get("function") == "<module>":
+                outer.append(str(python[-1].get("path") or ""))
+    return entry_script_roots(outer)
 
 
 __all__ = [
     "JobFacts",
     "gather_facts",
     "in_package",
-    "is_library_file",
     "is_library_frame",
     "own_code_roots",
     "parse_launch",

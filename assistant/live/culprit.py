@@ -14,7 +14,7 @@ from typing import List, Optional, Tuple
 from debug_stuck.core.facts import parse_frame
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import innermost_wait
-from debug_stuck.live.loops import is_library_file
+from debug_stuck.core.owncode import is_library_file
 from debug_stuck.live.observe import StackGroup, describe_ranks
 
 WAITING_CAUSE = "collective"

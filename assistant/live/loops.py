@@ -11,43 +11,20 @@ the second is busy, which is progress until other evidence (the log's rhythm) sa
 
 from __future__ import annotations
 
-import re
-import sys
 from typing import List, Optional
 
-STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"threading", "socket", "queue", "subprocess"}
-LIBRARY_TOPS = frozenset(
-    "torch torchvision transformers accelerate deepspeed lightning pytorch_lightning lightning_fabric datasets "
-    "huggingface_hub safetensors requests urllib3 httpx httpcore aiohttp boto3 botocore s3fs fsspec gcsfs wandb "
-    "mlflow comet_ml neptune tensorboard numpy pandas tqdm filelock triton apex megatron ultralytics diffusers "
-    "peft trl timm sentencepiece tokenizers ray dask zmq grpc google azure joblib cloudpickle dill multiprocess "
-    "sklearn scipy h5py pyarrow polars zarr lmdb webdataset jax jaxlib flax optax orbax tensorflow keras paddle "
-    "mmcv mmengine detectron2 horovod".split()
-)
-INSTALLED = re.compile(r"/(site|dist)-packages/")
-
-
-def _file_top(file: Optional[str]) -> str:
-    top = (file or "").replace("\\", "/").lstrip("./").split("/", 1)[0]
-    return top[:-3] if top.endswith(".py") else top
+from debug_stuck.core.owncode import STDLIB, is_library_code
 
 
 def is_stdlib(frame) -> bool:
-    top = _file_top(frame.file)
+    top = (frame.file or "").replace("\\", "/").lstrip("./").split("/", 1)[0]
+    top = top[:-3] if top.endswith(".py") else top
     return top in STDLIB or top.startswith("<frozen")
 
 
 def is_library(frame) -> bool:
-    """A frame of the standard library or an installed package, not the job's own code."""
-    if is_library_file(frame.file):
-        return True
-    return bool(frame.path and INSTALLED.search(frame.path.replace("\\", "/")))
-
-
-def is_library_file(file: Optional[str]) -> bool:
-    """A file of the standard library or a well-known package, as py-spy shortens its name."""
-    top = _file_top(file)
-    return top in STDLIB or top.startswith("<frozen") or top in LIBRARY_TOPS or bool(INSTALLED.search(file or ""))
+    """A frame of the standard library or a library, not the job's own code (core.owncode)."""
+    return is_library_code(frame.file, frame.path)
 
 
 def own_frame_index(frames) -> Optional[int]:

@@ -1,0 +1,22 @@
+"""Whose code a frame is: one reading for live stacks, pasted dumps and the advice."""
+
+from __future__ import annotations
+
+from debug_stuck.core.owncode import entry_script_roots, is_library_code
+
+
+def test_a_library_is_one_wherever_it_is_installed_and_the_jobs_own_package_stays_its_own():
+    roots = entry_script_roots(["/work/proj/train.py", "/work/proj/.venv/lib/python3.11/site-packages/x.py", None])
+    assert roots == ["/work/proj"]
+    # installed: a library even inside the project's folder (a venv there)
+    venv_torch = "/work/proj/.venv/lib/python3.11/site-packages/torch/nn/modules/module.py"
+    assert is_library_code("torch/nn/modules/module.py", venv_torch, roots)
+    # a pip --target folder or PYTHONPATH: py-spy's short name starts with the package
+    assert is_library_code("joblib/parallel.py", "/tmp/pkgs/joblib/parallel.py", roots)
+    # the project's own datasets/ package, imported from the script's folder: the job's code
+    assert not is_library_code("datasets/shards.py", "/work/proj/datasets/shards.py", roots)
+    assert is_library_code("datasets/arrow_dataset.py", "/opt/hf/datasets/arrow_dataset.py", roots)
+    # the standard library by its short name (a pasted dump has no path), the job's script by its own
+    assert is_library_code("threading.py", None)
+    assert not is_library_code("train.py", "/work/proj/train.py", roots)
+    assert not is_library_code("datasets.py", None)  # a script that happens to share a package's name
