@@ -39,8 +39,11 @@ POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
 LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
 THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
 POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
-# joblib 1.6.0 joblib/parallel.py: Parallel._retrieve sleeps 0.01 s between looks at the next job's status
-POLLED_POOL_WAIT = re.compile(r"joblib/parallel\.py")
+# Waits for a pool's results that poll in a loop, caught in whatever the poll is doing (a sleep, a
+# lock, a read of the manager's socket): joblib 1.6.0 joblib/parallel.py (Parallel._retrieve sleeps
+# 0.01 s between looks at the next job's status); datasets 5.2.0 datasets/utils/py_utils.py
+# (iflatmap_unordered loops queue.get(timeout=0.05) on a Manager queue while the pool works)
+POLLED_POOL_WAIT = re.compile(r"joblib/parallel\.py|datasets/utils/py_utils\.py")
 # torch 2.x torch/multiprocessing/spawn.py: ProcessContext.join waits on the children's sentinels
 # (multiprocessing.connection.wait), not in wait4.
 SPAWN_JOIN = re.compile(r"torch/multiprocessing/spawn\.py")
@@ -54,7 +57,10 @@ EXIT_JOIN = re.compile(r"^(_shutdown|_python_exit)$")
 EXECUTOR_JOIN = re.compile(r"^(shutdown|_python_exit)$")
 THREAD_SYNC_FILE = re.compile(r"(^|/)(threading|queue)\.py$")
 REPLACEMENT_GAP = 0.1  # seconds between a pool's workers' births that only a replacement shows
-IDLE_QUEUE = re.compile(r"multiprocessing/queues\.py|queue\.py")
+IDLE_QUEUE = re.compile(r"multiprocess(ing)?/queues\.py|(^|/)queue\.py")
+# a child's own code runs inside this machinery when it is not running a task: a pool worker's loop,
+# a Manager's server, their connections (forked children keep their parent's frames below it)
+PROCESS_MACHINERY = re.compile(r"multiprocess(ing)?/|loky/")
 
 KIND_WORDS = {
     "fifo": "the FIFO",
@@ -253,7 +259,7 @@ SYNC_WORDS = (
     ("acquire", "a lock"),
     ("Condition.wait", "a condition to be notified"),
 )
-PLUMBING_FILES = re.compile(r"(^|/)(threading|queue|selectors)\.py$|multiprocessing/")
+PLUMBING_FILES = re.compile(r"(^|/)(threading|queue|selectors)\.py$|multiprocess(ing)?/|^<string>$")
 SYNC_FILES = re.compile(r"(^|/)(threading|queue|selectors)\.py$|concurrent/futures/|multiprocessing/")
 
 
@@ -543,7 +549,7 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
         holder = wait["lock_holders"][0]
         if holder in job.procs:
             return holder, None
-    if hop.op in ("sleep", "futex") and POLLED_POOL_WAIT.search(files) and hop.role != "dataloader-worker":
+    if POLLED_POOL_WAIT.search(files) and hop.role != "dataloader-worker":
         worker = _pool_wait(job, hop)
         if worker is not None:
             return worker, None
@@ -625,7 +631,8 @@ def _pool_wait(job: _Job, hop: Hop) -> Optional[int]:
         return None
     hop.object = ",".join(str(w.pid) for w in workers)
     stuck = next((w for w in workers if w.state in ("Z", "D", "T", "t")), None)
-    busy = stuck or next((w for w in workers if not _idle(job, w.pid)), None)
+    in_task = next((w for w in workers if _in_own_code(job, w.pid)), None)  # not a manager or helper
+    busy = stuck or in_task or next((w for w in workers if not _idle(job, w.pid)), None)
     if busy is not None:
         hop.kind, hop.object = "worker", str(busy.pid)
         hop.detail = "waits for results from its pool workers"
@@ -641,6 +648,15 @@ def _pool_wait(job: _Job, hop: Hop) -> Optional[int]:
     if newest is not None:
         hop.detail += f"; pid {newest.pid} started after its siblings: the replacement"
     return None
+
+
+def _in_own_code(job: _Job, pid: int) -> bool:
+    """The child runs a task of the job's own code: its innermost own frame has no process machinery
+    (a pool's loop, a Manager's server) inside it."""
+    thread = job.thread(pid)
+    py = _python(thread.frames) if thread is not None else []
+    index = own_frame_index(py)
+    return index is not None and not any(PROCESS_MACHINERY.search(f.file or "") for f in py[:index])
 
 
 def _idle(job: _Job, pid: int) -> bool:

@@ -370,3 +370,18 @@ def test_a_joblib_worker_blocked_on_its_shard_is_followed_from_the_polling_paren
     fix = first_fix(report)
     assert fix.title.startswith(f"Nothing will ever write {job.info['fifo']}"), fix
     assert "joblib/parallel.py" not in fix.why  # joblib's own frames are not the job's line
+
+
+def test_a_datasets_map_worker_blocked_on_its_example_is_followed_from_the_polling_parent(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("datasets")
+    job = zoo("datasets_map", ready_timeout=120)
+    worker = job.info["worker_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "io-stall", (top(report), report.chain)
+    first, last = report.chain[0], report.chain[-1]
+    # the parent is caught in the Manager queue's socket read, a poll: the chain goes on to the worker
+    # in the job's own code, not to the Manager's server process
+    assert first["pid"] == job.proc.pid and first["waits_on"]["kind"] == "worker", report.chain
+    assert last["pid"] == worker and last["waits_on"]["object"] == job.info["fifo"], last
+    assert "waits for it in iflatmap_unordered" in report.verdict.summary, report.verdict.summary
+    assert first_fix(report).title.startswith(f"Nothing will ever write {job.info['fifo']}")
