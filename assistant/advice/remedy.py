@@ -383,6 +383,12 @@ def _death(values: Dict[str, str], reader: _Reader, end: dict, table: dict) -> N
     status = proc.get("exit_status")
     signals = table.get("signals") or {}
     worker = proc.get("role") == "dataloader-worker"
+    in_dataloader = any(
+        "torch/utils/data/" in str(f.get("file") or "")
+        for p in reader.processes.values()
+        for t in p.get("threads") or []
+        for f in t.get("frames") or []
+    )
     if isinstance(status, int) and status & 0x7F:
         number = status & 0x7F
         meaning = signals.get(number) or f"signal {number}"
@@ -394,11 +400,18 @@ def _death(values: Dict[str, str], reader: _Reader, end: dict, table: dict) -> N
     else:
         values["death"] = ""
         values["death_short"] = ""
-    if worker:
+    if worker and in_dataloader:
         values["dead_advice"] = (
             "A DataLoader worker that dies this way leaves the trainer waiting for its batch. If dmesg shows "
             "the out-of-memory killer, use fewer workers or a smaller prefetch_factor; give the DataLoader "
             "timeout= so that the next death raises an error instead of hanging."
+        )
+    elif worker:
+        values["dead_advice"] = (
+            "Its traceback or dmesg says why it died. Make its parent notice a death: wait with a timeout "
+            "and check exitcode (Process.join(timeout), Barrier.wait(timeout), Event.wait(timeout)), or run "
+            "the work in concurrent.futures.ProcessPoolExecutor, which raises BrokenProcessPool when a "
+            "worker dies."
         )
     else:
         values["dead_advice"] = (

@@ -39,6 +39,9 @@ POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
 LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
 THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
 POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
+# CPython 3.11.7 Lib/multiprocessing/synchronize.py: Barrier, Event, Condition, Semaphore and Lock
+# across processes: only another process that shares the primitive releases it
+MP_SYNC_FILE = re.compile(r"multiprocess(ing)?/synchronize\.py$")
 # Waits for a pool's results that poll in a loop, caught in whatever the poll is doing (a sleep, a
 # lock, a read of the manager's socket): joblib 1.6.0 joblib/parallel.py (Parallel._retrieve sleeps
 # 0.01 s between looks at the next job's status); datasets 5.2.0 datasets/utils/py_utils.py
@@ -107,6 +110,7 @@ class Hop:
     frames: list = field(default_factory=list, repr=False)  # the thread's frames, innermost first
     host: Optional[str] = None  # on a job of several nodes
     group: Optional[str] = None  # "ranks 0,2,3": the hop stands for every rank of a stack group
+    dataloader_job: bool = True  # some process of the job is in a DataLoader (a dead worker has no frames)
     parties: List[dict] = field(default_factory=list)  # lock-cycle: each waiting thread and its frame
 
     @property
@@ -117,7 +121,7 @@ class Hop:
         label = f"rank {self.rank} ({where}pid {self.pid})" if self.role == "rank" and self.rank is not None else None
         if label is None:
             role = {"dataloader-worker": "DataLoader worker", "launcher": "the launcher"}.get(self.role, "process")
-            if self.role == "dataloader-worker" and self.frames and not self._in_dataloader():
+            if self.role == "dataloader-worker" and not (self._in_dataloader() if self.frames else self.dataloader_job):
                 role = "worker process"  # a forked child of the trainer that runs something else
             label = f"{role} pid {self.pid}" + (f" (rank {self.rank})" if self.rank is not None else "")
             label += f" on {self.host}" if self.host else ""
@@ -181,6 +185,14 @@ class _Job:
     def __init__(self, snap: Snapshot):
         self.snap = snap
         self.procs = {p.pid: p for p in snap.processes}
+        self.has_dataloader = any(
+            DATALOADER_FILE.search(f.file or "")
+            for series in snap.stacks.values()
+            for dump in series.dumps[-1:]
+            for thread in dump.threads
+            for f in thread.frames
+            if not f.native
+        )
 
     def thread(self, pid: int, tid: Optional[int] = None):
         series = self.snap.stacks.get(pid)
@@ -243,6 +255,7 @@ def _hop(job: _Job, pid: int, tid: Optional[int]) -> Hop:
         inside=inside,
         host=host,
         frames=list(thread.frames) if thread is not None else [],
+        dataloader_job=job.has_dataloader,
     )
 
 
@@ -555,6 +568,16 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
             return worker, None
         if hop.facts.get("end"):
             return None
+    if (
+        hop.op == "futex"
+        and thread is not None
+        and any(MP_SYNC_FILE.search(f.file or "") for f in _python(thread.frames))
+    ):
+        party = _sync_party(job, hop.pid)
+        if party is not None:
+            hop.kind, hop.object = "process", str(party)
+            hop.detail = f"waits at a multiprocessing {_sync_wait(hop.frames)[0].split()[-1]} for pid {party}"
+            return party, None
     if hop.op == "futex" and thread is not None:
         if POOL_WAIT.search(files) and hop.role != "dataloader-worker":
             worker = _pool_wait(job, hop)
@@ -648,6 +671,17 @@ def _pool_wait(job: _Job, hop: Hop) -> Optional[int]:
     if newest is not None:
         hop.detail += f"; pid {newest.pid} started after its siblings: the replacement"
     return None
+
+
+def _sync_party(job: _Job, pid: int) -> Optional[int]:
+    """The other process a wait on a shared multiprocessing primitive depends on: a child of pid (or
+    its parent) that is dead, stopped or in the kernel. A live one may not share the primitive at
+    all (a parent joining its children is no party to their barrier): no guess then."""
+    info = job.procs.get(pid)
+    others = [c for c in job.children(pid) if job.procs[c].role != "other"]
+    if info is not None and info.ppid in job.procs:
+        others.append(info.ppid)
+    return next((p for p in others if job.procs[p].state in ("Z", "T", "t", "D")), None)
 
 
 def _in_own_code(job: _Job, pid: int) -> bool:

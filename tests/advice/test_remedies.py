@@ -55,6 +55,8 @@ def test_a_wait_that_ends_at_a_dead_worker_says_how_it_died(zombie, knowledge):
     info = read_process(zombie.pid)
     assert info.state == "Z" and info.exit_status is not None and info.exit_status & 0x7F == signal.SIGKILL
     worker = dict(info.to_dict(), role="dataloader-worker", threads=[])
+    next_batch = {"function": "_next_data", "file": "torch/utils/data/dataloader.py", "line": 1300}
+    trainer = {"pid": 1000, "role": "rank", "threads": [{"tid": 1000, "frames": [next_batch]}]}
     chain = [
         {"pid": 1000, "role": "rank", "who": "process pid 1000", "waits_on": {"kind": "worker", "object": "x"}},
         {
@@ -67,7 +69,7 @@ def test_a_wait_that_ends_at_a_dead_worker_says_how_it_died(zombie, knowledge):
     ]
     report = SimpleNamespace(
         chain=chain,
-        processes=[worker],
+        processes=[trainer, worker],
         verdict=SimpleNamespace(finding={"kind": "chain", "text": ""}),
     )
     fix = remedy_for(report, JobFacts(values={"log": "/tmp/train.log"}), knowledge)
@@ -75,4 +77,8 @@ def test_a_wait_that_ends_at_a_dead_worker_says_how_it_died(zombie, knowledge):
     assert fix.title == f"DataLoader worker pid {zombie.pid} has died (signal 9); process pid 1000 still waits for it"
     assert "killed by signal 9 (SIGKILL: the kernel's out-of-memory killer" in fix.why
     assert "prefetch_factor" in fix.why  # a DataLoader worker's own advice
+    # a worker of a job with no DataLoader (a multiprocessing child): not the DataLoader's advice
+    report.processes = [dict(trainer, threads=[]), worker]
+    plain = remedy_for(report, JobFacts(values={"log": "/tmp/train.log"}), knowledge)
+    assert "prefetch_factor" not in plain.why and "BrokenProcessPool" in plain.why, plain.why
     assert any(f"Killed process {zombie.pid}" in c for c in fix.commands)

@@ -562,7 +562,7 @@ def test_jobs_with_secrets_in_every_shape_show_none_and_print_runnable_commands(
         os.kill(pid, signal.SIGUSR1)
         wait_for(tmp_path / f"READY-{n}")
         for fmt in ("json", "markdown"):
-            result = debug_stuck("diagnose", "--pid", pid, "--format", fmt, "--window", "0.2")
+            result = debug_stuck("diagnose", "--pid", pid, "--format", fmt, "--window", "0.2", "--no-native")
             assert result.returncode == 0, result.stderr
             outputs[f"diagnose {fmt} after line {n}"] = result.stdout + result.stderr
         report = json.loads(outputs[f"diagnose json after line {n}"].split("\ndebug-stuck")[0])

@@ -385,3 +385,19 @@ def test_a_datasets_map_worker_blocked_on_its_example_is_followed_from_the_polli
     assert last["pid"] == worker and last["waits_on"]["object"] == job.info["fifo"], last
     assert "waits for it in iflatmap_unordered" in report.verdict.summary, report.verdict.summary
     assert first_fix(report).title.startswith(f"Nothing will ever write {job.info['fifo']}")
+
+
+def test_a_multiprocessing_barrier_whose_other_party_died_names_the_dead_child(knowledge, zoo):  # noqa: F811
+    job = zoo("mp_barrier_dead")
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    first, last = report.chain[0], report.chain[-1]
+    assert first["waits_on"]["detail"] == f"waits at a multiprocessing barrier for pid {child}", first
+    assert last["pid"] == child and last["waits_on"]["kind"] == "process", last
+    assert report.culprit["pid"] == child, report.culprit
+    # no DataLoader in this job: the child is a worker process, and the advice is not the DataLoader's
+    assert report.verdict.summary.startswith(f"Worker process pid {child} has exited"), report.verdict.summary
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Worker process pid {child} has died (exit code 1)"), fix
+    assert "ProcessPoolExecutor" in fix.why and "DataLoader" not in fix.why, fix.why
