@@ -17,7 +17,7 @@ import shlex
 from typing import Dict, List, Optional
 
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
-from debug_stuck.core.libfacts import match_frame, unwrap_call
+from debug_stuck.core.libfacts import called_function, match_frame, unwrap_call
 from debug_stuck.core.report import FixItem, safety_dict
 
 # The values a remedy's text may name (besides the job's placeholders: pid, main_pid, log, cwd...).
@@ -38,6 +38,11 @@ VALUES = {
     "remote_host": "its host",
     "remote_port": "its port",
     "hub_client": "set when the waiting thread is in huggingface_hub (its timeouts are its own settings)",
+    "remote_silence": "never answers, or stopped sending part-way (a response body that stalled)",
+    "self_lock": "the lock a thread waits for that its own outer frame holds (`_lock`)",
+    "self_lock_name": "that lock's expression as the code writes it (_lock, self.lock)",
+    "self_outer": "the outer frame that holds it (record (metrics.py:12))",
+    "self_inner": "the inner frame that asks for it again",
     "peer_pid": "the local process at the other end",
     "peer_text": "what the other end does",
     "holder_pid": "the process that holds a lock",
@@ -213,6 +218,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _prompt(values, reader, end)
     _sync(values, end, reader)
     _lock_cycle(values, end)
+    _self_lock(values, reader, end)
     first_detail = (first.get("waits_on") or {}).get("detail") or ""
     found = re.search(r"waits in (\S+) for", first_detail)
     values["collective"] = found.group(1) if found else "collective"
@@ -236,9 +242,15 @@ def _connection(values: Dict[str, str], reader: _Reader, end: dict) -> None:
         values["remote_host"], values["remote_port"] = host.strip("[]"), port
     raw = reader.wait(end)
     peer = ((raw.get("object") or {}).get("peer") or [None])[0]
+    stalled = waits.get("body") == "stalled"  # it answered, and its body stopped part-way
+    values["remote_silence"] = "stopped sending part-way" if stalled else "never answers"
     if isinstance(peer, dict) and peer.get("pid"):
         values["peer_pid"] = str(peer["pid"])
-        values["peer_text"] = f"the process there (pid {peer['pid']}, {peer.get('name') or '?'}) never replies."
+        values["peer_text"] = f"the process there (pid {peer['pid']}, {peer.get('name') or '?'}) " + (
+            "sent part of its answer and stopped sending." if stalled else "never replies."
+        )
+    elif stalled:
+        values["peer_text"] = "the service there sent part of its answer (the body) and stopped sending."
     elif waits.get("end") == "never-accepted":
         values["peer_text"] = "the listener there never accepted it: its program is stuck or too busy to serve."
     else:
@@ -248,8 +260,11 @@ def _connection(values: Dict[str, str], reader: _Reader, end: dict) -> None:
         name, site = call
         values["at_call"] = f" {name}()"
         values["at_call_sentence"] = f" ({name} at {site})"
-        if _in_hub_client(reader.python_frames(end)):
+        frames = reader.python_frames(end)
+        if _in_hub_client(frames):
             values["hub_client"] = "yes"  # its timeouts are its own settings (remedies.yaml)
+        elif any(in_package(str(f.get("path") or f.get("file") or ""), "requests") for f in frames):
+            values["timeout_snippet"] = _timeout_snippet("get", streamed=stalled or name == "iter_content")
         else:
             values["timeout_snippet"] = _timeout_snippet(name)
 
@@ -305,7 +320,7 @@ def _network_call(reader: _Reader, end: dict):
             if i == 0:
                 return None
             callee = unwrap_call([_bare(f) for f in frames], i - 1)  # past a decorator's wrapper
-            return _bare(frames[callee]), _site_text(frame)
+            return called_function(frames[callee].get("function") or ""), _site_text(frame)
     return None
 
 
@@ -317,13 +332,20 @@ def _bare(frame: dict) -> str:
     return (frame.get("function") or "").rsplit(".", 1)[-1]
 
 
-def _timeout_snippet(name: str) -> str:
+def _timeout_snippet(name: str, streamed: bool = False) -> str:
     if name == "urlopen":
         return (
             "import urllib.request\n\n"
             'url = "https://example.com/endpoint"  # the address your code opens\n'
             "with urllib.request.urlopen(url, timeout=60) as response:  # raises TimeoutError after 60 s\n"
             "    body = response.read()\n"
+        )
+    if name in ("request", "get", "post", "send") and streamed:
+        return (
+            "import requests\n\n"
+            'url = "https://example.com/file"  # the address your code downloads\n'
+            "# the read timeout bounds each wait for the next bytes of the body, not the whole download\n"
+            "response = requests.get(url, stream=True, timeout=(10, 60))  # (connect, read) seconds\n"
         )
     if name in ("request", "get", "post", "send"):
         return (
@@ -555,6 +577,41 @@ def _lock_cycle(values: Dict[str, str], end: dict) -> None:
     else:
         values["locks"] = "the locks"
         values["order_edit"] = ""
+
+
+def _self_lock(values: Dict[str, str], reader: _Reader, end: dict) -> None:
+    """A thread that waits for a lock its own outer frame holds: the `with` at its innermost own
+    line asks for a lock that a `with` enclosing the call in an outer frame of the same file took."""
+    if (end.get("waits_on") or {}).get("kind") != "futex":
+        return
+    own = [
+        f
+        for f in reader.python_frames(end)
+        if str(f.get("path") or f.get("file") or "").endswith(".py") and not is_library_frame(f, reader.own_roots)
+    ]
+    if len(own) < 2:
+        return
+    _, wanted = _locks_at(_party_of(own[0]), end.get("pid"))
+    if not wanted:
+        return
+    for outer in own[1:]:
+        if (outer.get("path") or outer.get("file")) != (own[0].get("path") or own[0].get("file")):
+            continue  # the same name in another module is another object
+        held, _ = _locks_at(_party_of(outer), end.get("pid"))
+        if wanted in held:
+            values["self_lock"] = _code(wanted)
+            values["self_outer"] = _frame_text(outer)
+            values["self_inner"] = _frame_text(own[0])
+            values["self_lock_name"] = wanted
+            return
+
+
+def _party_of(frame: dict) -> dict:
+    return {"file": frame.get("path") or frame.get("file"), "line": frame.get("line")}
+
+
+def _frame_text(frame: dict) -> str:
+    return f"{_bare(frame)} ({os.path.basename(str(frame.get('path') or frame.get('file')))}:{frame.get('line')})"
 
 
 def _code(text: str) -> str:

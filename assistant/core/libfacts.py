@@ -200,3 +200,32 @@ def match_log_lines(entries, lines: list[str]) -> list[tuple[int, dict, dict]]:
             if groups is not None:
                 results.append((index, entry, groups))
     return results
+
+
+# An HTTP response whose body stopped part-way, not one that never came: the thread reads the body
+# (CPython 3.11.7 Lib/http/client.py HTTPResponse.read/readinto/_safe_read; urllib3 2.x
+# urllib3/response.py HTTPResponse.read/stream/read_chunked), and is not waiting for the status
+# line and headers (http/client.py HTTPResponse.begin/_read_status, HTTPConnection.getresponse).
+_BODY_READ = re.compile(r"^(read|readinto|read1|_safe_read|_fp_read|_raw_read|stream|read_chunked|iter_content)$")
+_HEADERS_WAIT = re.compile(r"^(getresponse|begin|_read_status|parse_headers)$")
+_HTTP_FILES = re.compile(r"(^|/)(http/client\.py|urllib3/response\.py)$")
+
+
+def reads_response_body(frames) -> bool:
+    """(function, file) pairs of one thread, innermost first: it reads an HTTP response's body."""
+    body = headers = False
+    for function, file in frames:
+        name = (function or "").rsplit(".", 1)[-1]
+        if _HTTP_FILES.search(file or ""):
+            body = body or bool(_BODY_READ.match(name))
+            headers = headers or bool(_HEADERS_WAIT.match(name))
+        elif _HEADERS_WAIT.match(name):
+            headers = True
+    return body and not headers
+
+
+def called_function(function: str) -> str:
+    """The function a job called, from the frame inside it: for a generator or closure defined in
+    it (`Response.iter_content.<locals>.generate`), the function it is defined in (`iter_content`)."""
+    outer = function.split(".<locals>.", 1)[0] if ".<locals>." in function else function
+    return outer.rsplit(".", 1)[-1]

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, unwrap_call
+from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, reads_response_body, unwrap_call
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.jobfacts import DATALOADER_FILE
 from debug_stuck.live.loops import is_library, own_frame_index, own_loop
@@ -148,7 +148,7 @@ class Hop:
         for key in ("op",):
             if getattr(self, key):
                 out["waits_on"][key] = getattr(self, key)
-        for key in ("end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit"):
+        for key in ("end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body"):
             if self.facts.get(key):
                 out["waits_on"][key] = self.facts[key]
         if self.parties:
@@ -367,7 +367,12 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
             hop.facts["end"] = "never-accepted"
         elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll"):
             peer = obj.get("peer") or []
-            text += ": the peer never answers" + (f" ({_peer_text(peer)})" if peer else "")
+            peer_text = f" ({_peer_text(peer)})" if peer else ""
+            if reads_response_body([(f.function, f.file) for f in _python(hop.frames)]):
+                text += ": the peer sent part of its answer and stopped" + peer_text
+                hop.facts["body"] = "stalled"
+            else:
+                text += ": the peer never answers" + peer_text
             hop.facts["end"] = "no-answer"
         elif obj.get("state") == "LISTEN":
             text += ": waiting for a connection that never comes"
@@ -390,7 +395,6 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         if locked_by:
             # A lock on the file (flock/fcntl, filelock's UnixFileLock) that a live process holds: polled, not stale.
             hop.kind, hop.facts["end"] = "lock", "held"
-            wait["lock_holders"] = list(locked_by)
             hop.detail = f"waits for a lock on {hop.object}" + (f" at {hop.where}" if hop.where else "")
             hop.detail += f", polling; pid {locked_by[0]} holds it"
             command = (lock_file.get("holder_cmdlines") or {}).get(locked_by[0])
@@ -576,7 +580,7 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
         party = _sync_party(job, hop.pid)
         if party is not None:
             hop.kind, hop.object = "process", str(party)
-            hop.detail = f"waits at a multiprocessing {_sync_wait(hop.frames)[0].split()[-1]} for pid {party}"
+            hop.detail = f"waits at a multiprocessing {_primitive(thread.frames)} for pid {party}"
             return party, None
     if hop.op == "futex" and thread is not None:
         if POOL_WAIT.search(files) and hop.role != "dataloader-worker":
@@ -671,6 +675,20 @@ def _pool_wait(job: _Job, hop: Hop) -> Optional[int]:
     if newest is not None:
         hop.detail += f"; pid {newest.pid} started after its siblings: the replacement"
     return None
+
+
+SYNC_PRIMITIVES = ("Barrier", "Event", "Condition", "BoundedSemaphore", "Semaphore", "RLock", "Lock")
+
+
+def _primitive(frames) -> str:
+    """The primitive the job's code called (multiprocessing's Barrier runs threading.Barrier's code on
+    a multiprocessing Condition): the outermost class name of the synchronisation frames."""
+    for frame in reversed(_python(frames)):
+        if MP_SYNC_FILE.search(frame.file or "") or THREAD_SYNC_FILE.search(frame.file or ""):
+            owner = frame.function.rsplit(".", 1)[0] if "." in frame.function else ""
+            if owner in SYNC_PRIMITIVES:
+                return owner
+    return "primitive"
 
 
 def _sync_party(job: _Job, pid: int) -> Optional[int]:
@@ -906,7 +924,11 @@ def _inside_text(hop: Hop) -> Optional[str]:
         return None
     callee = unwrap_call([f.bare_name for f in py], user - 1) if user > 0 else -1
     if callee >= 0 and py[callee].bare_name not in PLUMBING and py[callee].bare_name not in DECORATOR_WRAPPERS:
-        return py[callee].bare_name
+        function = py[callee].function
+        # a generator or closure defined in the function the job called: that function
+        return (
+            function.split(".<locals>.", 1)[0].rsplit(".", 1)[-1] if ".<locals>." in function else py[callee].bare_name
+        )
     for frame in py[user:]:
         name = frame.bare_name
         private = name.startswith("_") and not (name.startswith("__") and name.endswith("__"))

@@ -423,6 +423,8 @@ def _lock_files(snap: Snapshot) -> None:
         info = snap.process(pid)
         if info is not None and candidates[pid] in info.waits:
             info.waits[candidates[pid]]["lock_file"] = described
+            if described.get("locked_by"):  # a lock another process holds on the file: the chain follows it
+                info.waits[candidates[pid]]["lock_holders"] = list(described["locked_by"])
 
 
 def _refuse_when_nothing_readable(snap: Snapshot) -> None:

@@ -20,3 +20,28 @@ def test_a_library_is_one_wherever_it_is_installed_and_the_jobs_own_package_stay
     assert is_library_code("threading.py", None)
     assert not is_library_code("train.py", "/work/proj/train.py", roots)
     assert not is_library_code("datasets.py", None)  # a script that happens to share a package's name
+
+
+def test_a_response_body_read_is_told_from_a_wait_for_the_headers():
+    from debug_stuck.core.libfacts import called_function, reads_response_body
+
+    # py-spy's frames of a requests download stalled mid-body (recorded on this machine, innermost first)
+    body = [
+        ("SocketIO.readinto", "socket.py"),
+        ("HTTPResponse.read", "http/client.py"),
+        ("HTTPResponse._fp_read", "urllib3/response.py"),
+        ("HTTPResponse.stream", "urllib3/response.py"),
+        ("Response.iter_content.<locals>.generate", "requests/models.py"),
+        ("<module>", "download.py"),
+    ]
+    assert reads_response_body(body)
+    headers = [
+        ("SocketIO.readinto", "socket.py"),
+        ("HTTPResponse._read_status", "http/client.py"),
+        ("HTTPResponse.begin", "http/client.py"),
+        ("HTTPConnection.getresponse", "http/client.py"),
+        ("<module>", "upload.py"),
+    ]
+    assert not reads_response_body(headers)
+    assert called_function("Response.iter_content.<locals>.generate") == "iter_content"
+    assert called_function("Session.get") == "get"

@@ -393,7 +393,7 @@ def test_a_multiprocessing_barrier_whose_other_party_died_names_the_dead_child(k
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True, top(report)
     first, last = report.chain[0], report.chain[-1]
-    assert first["waits_on"]["detail"] == f"waits at a multiprocessing barrier for pid {child}", first
+    assert first["waits_on"]["detail"] == f"waits at a multiprocessing Barrier for pid {child}", first
     assert last["pid"] == child and last["waits_on"]["kind"] == "process", last
     assert report.culprit["pid"] == child, report.culprit
     # no DataLoader in this job: the child is a worker process, and the advice is not the DataLoader's
@@ -401,3 +401,30 @@ def test_a_multiprocessing_barrier_whose_other_party_died_names_the_dead_child(k
     fix = first_fix(report)
     assert fix.title.startswith(f"Worker process pid {child} has died (exit code 1)"), fix
     assert "ProcessPoolExecutor" in fix.why and "DataLoader" not in fix.why, fix.why
+
+
+def test_a_thread_asking_again_for_a_lock_it_holds_is_told_the_lock_is_not_reentrant(knowledge, zoo):  # noqa: F811
+    job = zoo("self_lock")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    fix = first_fix(report)
+    assert (
+        fix.title == f"Process pid {job.proc.pid} waits for `_lock`, which it already holds: a Lock is not re-entrant"
+    )
+    assert re.search(
+        r"took `_lock` in record \(self_lock\.py:\d+\) and, still holding it, asks for it\s+again in flush", fix.why
+    )
+    assert "_lock = threading.RLock()" in fix.commands[-1], fix.commands
+
+
+def test_a_download_whose_body_stalled_part_way_is_not_called_a_server_that_never_answered(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("requests")
+    job = zoo("stalled_download")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "external-service", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "socket" and end.get("body") == "stalled", end
+    assert "sent part of its answer and stopped" in report.verdict.summary, report.verdict.summary
+    fix = first_fix(report)
+    assert fix.title == f"127.0.0.1:{job.info['port']} stopped sending part-way; give the call iter_content() a timeout"
+    assert "stream=True, timeout=(10, 60)" in fix.commands[-1], fix.commands

@@ -1,0 +1,63 @@
+"""Hang: a streamed download whose server sent the headers and part of the body, then stopped.
+
+``python stalled_download.py``. The job fetches its pretrained weights the usual way::
+
+    response = requests.get(url, stream=True)          # no timeout
+    for chunk in response.iter_content(1 << 16):
+        f.write(chunk)
+
+A local server (a child process standing in for a stuck mirror or proxy) answers ``200 OK`` with a
+``Content-Length`` of 10 MB, sends 5,000 bytes of it and goes silent, keeping the connection open.
+The job waits in the socket read under urllib3's ``HTTPResponse.stream`` for ever.
+
+READY (``{"pid", "server_pid", "port"}``): once the main thread has sat in the body read for 5
+consecutive samples.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import _common
+import requests
+
+SERVER = r"""
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+s.listen(4)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10000000\r\n\r\n" + b"x" * 5000)
+    held.append(c)  # the rest of the body never comes
+"""
+
+
+def main() -> None:
+    server = subprocess.Popen([sys.executable, "-I", "-c", SERVER], stdout=subprocess.PIPE, text=True)
+    port = int(server.stdout.readline())
+    main_thread = threading.main_thread()
+
+    def reading_body() -> bool:
+        names = _common.stack_functions(main_thread.ident)
+        return "stream" in names and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
+
+    _common.ready_when(reading_body, lambda: {"server_pid": server.pid, "port": port})
+    target = _common.workdir() / "model.bin"
+    print("downloading pretrained weights", flush=True)
+    response = requests.get(f"http://127.0.0.1:{port}/model.bin", stream=True)  # no timeout: the bug
+    with open(target, "wb") as f:
+        for chunk in response.iter_content(1 << 16):
+            f.write(chunk)
+    print("weights downloaded", flush=True)
+
+
+if __name__ == "__main__":
+    main()
