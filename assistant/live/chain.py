@@ -18,14 +18,30 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, reads_response_body, unwrap_call
+from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, called_function, reads_response_body, unwrap_call
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.jobfacts import DATALOADER_FILE
-from debug_stuck.live.loops import is_library, own_frame_index, own_loop
+from debug_stuck.live.loops import is_library, own_loop
 from debug_stuck.live.observe import describe_ranks
-from debug_stuck.live.progress import frames_in_gc
-from debug_stuck.probes.collectors.procs import SPAWNED_CHILD
-from debug_stuck.probes.collectors.stacks import main_thread
+from debug_stuck.live.parties import (
+    MP_SYNC_FILE,
+    SYNC_FILES,
+    THREAD_JOIN,
+    THREAD_SYNC_FILE,
+    JobView,
+    busy_worker,
+    idle_in_queue,
+    joined_thread,
+    lock_waiters,
+    pool_worker_thread,
+    primitive_of,
+    python_frames,
+    queue_feeder,
+    replacement_worker,
+    runs_own_task,
+    spawn_children,
+    sync_party,
+)
 
 MAX_HOPS = 8
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
@@ -35,35 +51,16 @@ DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightn
 # fill), not any multiprocessing wait: torch.multiprocessing.spawn's join waits in connection.py.
 DATALOADER_WAIT = re.compile(r"_try_get_data|_get_data|_next_data|torch/utils/data/|multiprocessing/queues\.py")
 FUTURE_WAIT = re.compile(r"concurrent/futures/_base\.py|Future\.result|_base\.py")
-POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
 LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
-THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
 POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
-# CPython 3.11.7 Lib/multiprocessing/synchronize.py: Barrier, Event, Condition, Semaphore and Lock
-# across processes: only another process that shares the primitive releases it
-MP_SYNC_FILE = re.compile(r"multiprocess(ing)?/synchronize\.py$")
 # Waits for a pool's results that poll in a loop, caught in whatever the poll is doing (a sleep, a
 # lock, a read of the manager's socket): joblib 1.6.0 joblib/parallel.py (Parallel._retrieve sleeps
 # 0.01 s between looks at the next job's status); datasets 5.2.0 datasets/utils/py_utils.py
 # (iflatmap_unordered loops queue.get(timeout=0.05) on a Manager queue while the pool works)
 POLLED_POOL_WAIT = re.compile(r"joblib/parallel\.py|datasets/utils/py_utils\.py")
-# torch 2.x torch/multiprocessing/spawn.py: ProcessContext.join waits on the children's sentinels
-# (multiprocessing.connection.wait), not in wait4.
-SPAWN_JOIN = re.compile(r"torch/multiprocessing/spawn\.py")
-# CPython 3.8+ Lib/multiprocessing/queues.py: Queue._finalize_join joins the thread that
-# Queue._start_thread names 'QueueFeederThread' (target Queue._feed).
-QUEUE_EXIT_JOIN = re.compile(r"^(_finalize_join|join_thread)$")
-QUEUE_FEEDER = re.compile(r"^_feed$")
 # CPython 3.11.7 Lib/threading.py: _shutdown joins every non-daemon thread at interpreter exit;
 # Lib/concurrent/futures/thread.py: _python_exit (atexit) and shutdown(wait=True) join the pool's threads.
 EXIT_JOIN = re.compile(r"^(_shutdown|_python_exit)$")
-EXECUTOR_JOIN = re.compile(r"^(shutdown|_python_exit)$")
-THREAD_SYNC_FILE = re.compile(r"(^|/)(threading|queue)\.py$")
-REPLACEMENT_GAP = 0.1  # seconds between a pool's workers' births that only a replacement shows
-IDLE_QUEUE = re.compile(r"multiprocess(ing)?/queues\.py|(^|/)queue\.py")
-# a child's own code runs inside this machinery when it is not running a task: a pool worker's loop,
-# a Manager's server, their connections (forked children keep their parent's frames below it)
-PROCESS_MACHINERY = re.compile(r"multiprocess(ing)?/|loky/")
 
 KIND_WORDS = {
     "fifo": "the FIFO",
@@ -181,66 +178,14 @@ class Chain:
 # -- reading the snapshot ------------------------------------------------------------------------------
 
 
-class _Job:
-    def __init__(self, snap: Snapshot):
-        self.snap = snap
-        self.procs = {p.pid: p for p in snap.processes}
-        self.has_dataloader = any(
-            DATALOADER_FILE.search(f.file or "")
-            for series in snap.stacks.values()
-            for dump in series.dumps[-1:]
-            for thread in dump.threads
-            for f in thread.frames
-            if not f.native
-        )
-
-    def thread(self, pid: int, tid: Optional[int] = None):
-        series = self.snap.stacks.get(pid)
-        dump = series.latest() if series is not None else None
-        if dump is None:
-            return None
-        if tid is None:
-            return main_thread(dump, pid)
-        return next((t for t in dump.threads if t.tid == tid), None)
-
-    def threads(self, pid: int):
-        series = self.snap.stacks.get(pid)
-        dump = series.latest() if series is not None else None
-        return list(dump.threads) if dump is not None else []
-
-    def wait(self, pid: int, tid: int) -> Optional[dict]:
-        info = self.procs.get(pid)
-        return (info.waits or {}).get(tid) if info is not None else None
-
-    def motion(self, pid: int, tid: int) -> Optional[str]:
-        series = self.snap.stacks.get(pid)
-        return series.thread_motion().get(tid) if series is not None else None
-
-    def in_gc(self, pid: int, tid: Optional[int]) -> bool:
-        """The thread is in the garbage collector in any sample of the window."""
-        series = self.snap.stacks.get(pid)
-        for dump in series.dumps if series is not None else []:
-            thread = next((t for t in dump.threads if t.tid == tid), None)
-            if thread is not None and frames_in_gc(thread.frames):
-                return True
-        return False
-
-    def children(self, pid: int) -> List[int]:
-        return [p.pid for p in self.snap.processes if p.ppid == pid]
-
-
-def _python(frames) -> list:
-    return [f for f in frames if not f.native]
-
-
 def _where(frames) -> Tuple[Optional[str], List[str]]:
-    py = _python(frames)
+    py = python_frames(frames)
     if not py:
         return None, []
     return py[0].text(), [f.bare_name for f in py]
 
 
-def _hop(job: _Job, pid: int, tid: Optional[int]) -> Hop:
+def _hop(job: JobView, pid: int, tid: Optional[int]) -> Hop:
     info = job.procs.get(pid)
     host = getattr(info, "host", None) if info is not None else None
     thread = job.thread(pid, tid)
@@ -273,13 +218,12 @@ SYNC_WORDS = (
     ("Condition.wait", "a condition to be notified"),
 )
 PLUMBING_FILES = re.compile(r"(^|/)(threading|queue|selectors)\.py$|multiprocess(ing)?/|^<string>$")
-SYNC_FILES = re.compile(r"(^|/)(threading|queue|selectors)\.py$|concurrent/futures/|multiprocessing/")
 
 
 def _sync_wait(frames) -> Tuple[str, Optional[str]]:
     """("an Event nobody sets", "prefetch_shard (data.py:40)"): what a thread in a futex wait waits
     for, from its Python frames, and the first frame of the code that called it."""
-    py = _python(frames)
+    py = python_frames(frames)
     names = [f.function for f in py[:4]]
     what = "a lock or condition"
     for key, words in SYNC_WORDS:
@@ -368,7 +312,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll"):
             peer = obj.get("peer") or []
             peer_text = f" ({_peer_text(peer)})" if peer else ""
-            if reads_response_body([(f.function, f.file) for f in _python(hop.frames)]):
+            if reads_response_body([(f.function, f.file) for f in python_frames(hop.frames)]):
                 text += ": the peer sent part of its answer and stopped" + peer_text
                 hop.facts["body"] = "stalled"
             else:
@@ -438,7 +382,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
 # -- following the chain -------------------------------------------------------------------------------
 
 
-def follow(job: _Job, pid: int, tid: Optional[int] = None, seen: Optional[Set[Tuple[int, int]]] = None) -> List[Hop]:
+def follow(job: JobView, pid: int, tid: Optional[int] = None, seen: Optional[Set[Tuple[int, int]]] = None) -> List[Hop]:
     """The hops from this thread to the end of its wait."""
     seen = seen if seen is not None else set()
     hops: List[Hop] = []
@@ -487,7 +431,7 @@ def follow(job: _Job, pid: int, tid: Optional[int] = None, seen: Optional[Set[Tu
     return hops
 
 
-def _name_own_loop(job: _Job, hop: Hop) -> None:
+def _name_own_loop(job: JobView, hop: Hop) -> None:
     """A thread that turns in one function of the job's own code is named at that function (its
     file:line), not at the standard-library call it polls (os.path.exists, time.time)."""
     loop = own_loop(job.snap.stacks.get(hop.pid), hop.tid)
@@ -498,7 +442,7 @@ def _name_own_loop(job: _Job, hop: Hop) -> None:
     hop.detail = f"keeps running, never waiting, at {hop.where}"
 
 
-def _context(job: _Job, hop: Hop, wait: dict) -> None:
+def _context(job: JobView, hop: Hop, wait: dict) -> None:
     """What the wait means for this job: which descriptor, a connection to its own rendezvous
     master, a wait inside distributed code; and the evidence it was read from."""
     info = job.procs.get(hop.pid)
@@ -529,15 +473,15 @@ def _context(job: _Job, hop: Hop, wait: dict) -> None:
         hop.facts["master"] = "yes"
         hop.detail += f" (MASTER_ADDR:MASTER_PORT of this job is {env.get('MASTER_ADDR', '?')}:{env['MASTER_PORT']})"
     thread = job.thread(hop.pid, hop.tid)
-    if thread is not None and any(DISTRIBUTED_FILE.search(f.file or "") for f in _python(thread.frames)):
+    if thread is not None and any(DISTRIBUTED_FILE.search(f.file or "") for f in python_frames(thread.frames)):
         hop.facts["dist"] = "yes"
 
 
-def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]]:
+def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]]:
     inside = " ".join(hop.inside)
     thread = job.thread(hop.pid, hop.tid)
-    files = " ".join(f.file for f in _python(thread.frames)) if thread is not None else ""
-    spawned = _spawn_join(job, hop, thread)
+    files = " ".join(f.file for f in python_frames(thread.frames)) if thread is not None else ""
+    spawned = spawn_children(job, hop, thread)
     if spawned:
         hop.facts.pop("end", None)
         hop.kind, hop.object = "child", str(spawned[0])
@@ -545,7 +489,7 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
         return spawned[0], None
     # A trainer waiting for a batch: its worker that is not idle in the queue.
     if DATALOADER_WAIT.search(inside + " " + files) and hop.role != "dataloader-worker":
-        worker = _busy_worker(job, hop.pid)
+        worker = busy_worker(job, hop.pid)
         if worker is not None:
             hop.kind, hop.object = "worker", str(worker)
             hop.detail = "waits for a batch from its DataLoader workers"
@@ -575,12 +519,12 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
     if (
         hop.op == "futex"
         and thread is not None
-        and any(MP_SYNC_FILE.search(f.file or "") for f in _python(thread.frames))
+        and any(MP_SYNC_FILE.search(f.file or "") for f in python_frames(thread.frames))
     ):
-        party = _sync_party(job, hop.pid)
+        party = sync_party(job, hop.pid)
         if party is not None:
             hop.kind, hop.object = "process", str(party)
-            hop.detail = f"waits at a multiprocessing {_primitive(thread.frames)} for pid {party}"
+            hop.detail = f"waits at a multiprocessing {primitive_of(thread.frames)} for pid {party}"
             return party, None
     if hop.op == "futex" and thread is not None:
         if POOL_WAIT.search(files) and hop.role != "dataloader-worker":
@@ -590,28 +534,28 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
             if hop.facts.get("end"):
                 return None
         if FUTURE_WAIT.search(files):
-            worker = _pool_worker(job, hop.pid, hop.tid)
+            worker = pool_worker_thread(job, hop.pid, hop.tid)
             if worker is not None:
                 hop.kind, hop.object = "thread", str(worker)
                 hop.detail = "waits for a result from a pool worker thread"
                 return hop.pid, worker
-        feeder = _queue_feeder(job, hop.pid, thread)
+        feeder = queue_feeder(job, hop.pid, thread)
         if feeder is not None:
             hop.kind, hop.object = "thread", str(feeder)
             hop.detail = "waits, at exit, for its multiprocessing queue's feeder thread to flush what it put"
             hop.facts["end"] = "queue-flush"
             return hop.pid, feeder
         if hop.inside and (LOCK_WAIT.match(hop.inside[0]) or THREAD_JOIN.search(inside)):
-            others = _lock_waiters(job, hop.pid, hop.tid)
+            others = lock_waiters(job, hop.pid, hop.tid)
             if len(others) >= 2 or (others and hop.inside[0] == "acquire"):
                 hop.kind = "lock-cycle"
                 hop.parties = [_party(t) for t in others[:3]]
                 names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])
                 hop.detail = f"waits while threads {names} each wait for a lock the other holds: a lock-order deadlock"
                 hop.facts["end"] = "deadlock"
-        joined = _joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
+        joined = joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
         if joined is not None:
-            at_exit = any(EXIT_JOIN.match(f.bare_name) for f in _python(thread.frames))
+            at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))
             hop.kind, hop.object = "thread", str(joined.tid)
             hop.detail = f"waits for thread {joined.name!r} to finish" + (
                 " before the interpreter can exit (Python joins its non-daemon and pool threads at exit)"
@@ -633,24 +577,24 @@ def _next(job: _Job, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]
 
 def _party(thread) -> dict:
     """A thread of a lock cycle: its name and the frame of the job's code where it waits."""
-    caller = next((f for f in _python(thread.frames) if not SYNC_FILES.search(f.file or "")), None)
+    caller = next((f for f in python_frames(thread.frames) if not SYNC_FILES.search(f.file or "")), None)
     out = {"tid": thread.tid, "name": thread.name}
     if caller is not None:
         out.update(function=caller.bare_name, file=caller.path or caller.file, line=caller.line, where=caller.text())
     return out
 
 
-def _alone_on_thread_sync(job: _Job, hop: Hop, thread) -> bool:
+def _alone_on_thread_sync(job: JobView, hop: Hop, thread) -> bool:
     """The thread waits on a threading or queue primitive (Condition, Event, Queue, Semaphore: in
     CPython's source only another thread of the same process notifies them), and it is the only
     Python thread left."""
-    py = _python(thread.frames)
+    py = python_frames(thread.frames)
     if not py or not THREAD_SYNC_FILE.search(py[0].file or ""):
         return False
     return all(t.tid == thread.tid for t in job.threads(hop.pid))
 
 
-def _pool_wait(job: _Job, hop: Hop) -> Optional[int]:
+def _pool_wait(job: JobView, hop: Hop) -> Optional[int]:
     """A process waiting for a multiprocessing Pool's results: its worker that is dead, stopped or
     working; when every worker idles waiting for a task, the task in flight was lost."""
     workers = [p for p in job.snap.processes if p.ppid == hop.pid and p.role == "dataloader-worker"]
@@ -658,8 +602,8 @@ def _pool_wait(job: _Job, hop: Hop) -> Optional[int]:
         return None
     hop.object = ",".join(str(w.pid) for w in workers)
     stuck = next((w for w in workers if w.state in ("Z", "D", "T", "t")), None)
-    in_task = next((w for w in workers if _in_own_code(job, w.pid)), None)  # not a manager or helper
-    busy = stuck or in_task or next((w for w in workers if not _idle(job, w.pid)), None)
+    in_task = next((w for w in workers if runs_own_task(job, w.pid)), None)  # not a manager or helper
+    busy = stuck or in_task or next((w for w in workers if not idle_in_queue(job, w.pid)), None)
     if busy is not None:
         hop.kind, hop.object = "worker", str(busy.pid)
         hop.detail = "waits for results from its pool workers"
@@ -671,162 +615,16 @@ def _pool_wait(job: _Job, hop: Hop) -> Optional[int]:
         f"waits for a result from its pool, but every worker (pid {pids}) idles waiting for a task: the task "
         "in flight was lost, as when a worker dies mid-task (killed, out of memory) and the pool replaces it"
     )
-    newest = _replacement(workers)
+    newest = replacement_worker(workers)
     if newest is not None:
         hop.detail += f"; pid {newest.pid} started after its siblings: the replacement"
     return None
 
 
-SYNC_PRIMITIVES = ("Barrier", "Event", "Condition", "BoundedSemaphore", "Semaphore", "RLock", "Lock")
-
-
-def _primitive(frames) -> str:
-    """The primitive the job's code called (multiprocessing's Barrier runs threading.Barrier's code on
-    a multiprocessing Condition): the outermost class name of the synchronisation frames."""
-    for frame in reversed(_python(frames)):
-        if MP_SYNC_FILE.search(frame.file or "") or THREAD_SYNC_FILE.search(frame.file or ""):
-            owner = frame.function.rsplit(".", 1)[0] if "." in frame.function else ""
-            if owner in SYNC_PRIMITIVES:
-                return owner
-    return "primitive"
-
-
-def _sync_party(job: _Job, pid: int) -> Optional[int]:
-    """The other process a wait on a shared multiprocessing primitive depends on: a child of pid (or
-    its parent) that is dead, stopped or in the kernel. A live one may not share the primitive at
-    all (a parent joining its children is no party to their barrier): no guess then."""
-    info = job.procs.get(pid)
-    others = [c for c in job.children(pid) if job.procs[c].role != "other"]
-    if info is not None and info.ppid in job.procs:
-        others.append(info.ppid)
-    return next((p for p in others if job.procs[p].state in ("Z", "T", "t", "D")), None)
-
-
-def _in_own_code(job: _Job, pid: int) -> bool:
-    """The child runs a task of the job's own code: its innermost own frame has no process machinery
-    (a pool's loop, a Manager's server) inside it."""
-    thread = job.thread(pid)
-    py = _python(thread.frames) if thread is not None else []
-    index = own_frame_index(py)
-    return index is not None and not any(PROCESS_MACHINERY.search(f.file or "") for f in py[:index])
-
-
-def _idle(job: _Job, pid: int) -> bool:
-    thread = job.thread(pid)
-    if thread is None:
-        return False
-    py = _python(thread.frames)
-    library_part = py[: own_frame_index(py)]  # what it runs above the job's own code
-    return any(IDLE_QUEUE.search(f.file or "") for f in library_part)
-
-
-def _replacement(workers):
-    """The worker born well after all its siblings (pools fork theirs together)."""
-    born = sorted((w for w in workers if w.create_time is not None), key=lambda w: w.create_time)
-    if len(born) < 2 or born[-1].create_time - born[-2].create_time < REPLACEMENT_GAP:
-        return None
-    return born[-1]
-
-
-def _busy_worker(job: _Job, pid: int) -> Optional[int]:
-    """The DataLoader worker of pid that is not idle waiting for work (or any dead one)."""
-    workers = [p for p in job.snap.processes if p.ppid == pid and p.role == "dataloader-worker"]
-    for worker in workers:
-        if worker.state in ("Z", "D", "T"):
-            return worker.pid
-    for worker in workers:
-        thread = job.thread(worker.pid)
-        if thread is None:
-            continue
-        py = _python(thread.frames)
-        if py and not IDLE_QUEUE.search(py[0].file) and py[0].bare_name not in ("get", "_recv", "_recv_bytes", "poll"):
-            return worker.pid
-    return None
-
-
-def _pool_worker(job: _Job, pid: int, tid: Optional[int]) -> Optional[int]:
-    for thread in job.threads(pid):
-        if thread.tid == tid:
-            continue
-        py = _python(thread.frames)
-        if any(POOL_WORKER.search(f.file) for f in py) and py and not IDLE_QUEUE.search(py[0].file):
-            return thread.tid
-    return None
-
-
-def _spawn_join(job: _Job, hop: Hop, thread) -> List[int]:
-    """The children a parent waits for in torch.multiprocessing's ProcessContext.join, the ones not
-    idle first (a spawned child has the parent's command line or multiprocessing's spawn main)."""
-    if thread is None or not any(
-        f.bare_name == "join" and SPAWN_JOIN.search(f.file or "") for f in _python(thread.frames)
-    ):
-        return []
-    mine = job.procs[hop.pid].cmdline if hop.pid in job.procs else None
-    kids = [
-        pid
-        for pid in job.children(hop.pid)
-        if job.procs[pid].cmdline == mine or SPAWNED_CHILD.search(" ".join(job.procs[pid].cmdline or ()))
-    ]
-    return sorted(kids, key=lambda pid: _idle(job, pid))
-
-
-def _queue_feeder(job: _Job, pid: int, thread) -> Optional[int]:
-    """The feeder thread a process's exit waits for: a multiprocessing.Queue joins it until every
-    item put has gone into the pipe, which only a reader draining the pipe lets happen."""
-    if thread is None or not _in_queue_code(thread, QUEUE_EXIT_JOIN):
-        return None
-    for other in job.threads(pid):
-        if other.tid != thread.tid and _in_queue_code(other, QUEUE_FEEDER):
-            return other.tid
-    return None
-
-
-def _joined_thread(job: _Job, pid: int, thread):
-    """The thread a Thread.join waits for: a ThreadPoolExecutor's shutdown joins its worker that is
-    running a task; any other join, the one other thread of the process not idle in a queue."""
-    if thread is None:
-        return None
-    py = _python(thread.frames)
-    if not any(THREAD_JOIN.search(f.bare_name) for f in py[:3]):
-        return None
-    others = [t for t in job.threads(pid) if t.tid != thread.tid and _python(t.frames)]
-    if any(EXECUTOR_JOIN.match(f.bare_name) and POOL_WORKER.search(f.file or "") for f in py):
-        running = [t for t in others if any(POOL_WORKER.search(f.file or "") for f in _python(t.frames))]
-        running = [t for t in running if not IDLE_QUEUE.search(_python(t.frames)[0].file or "")]
-        return running[0] if running else None
-    busy = [t for t in others if not IDLE_QUEUE.search(_python(t.frames)[0].file or "")]
-    return busy[0] if len(busy) == 1 else None
-
-
-def _in_queue_code(thread, function: re.Pattern) -> bool:
-    return any(function.match(f.bare_name) and IDLE_QUEUE.search(f.file or "") for f in _python(thread.frames))
-
-
-def _lock_waiters(job: _Job, pid: int, tid: Optional[int]):
-    """The other threads of pid that wait to acquire a lock (their top frames show acquire, or the
-    user's own code sits in a futex wait: a C lock taken in a `with` line has no frame of its own)."""
-    out = []
-    for thread in job.threads(pid):
-        if thread.tid == tid:
-            continue
-        py = _python(thread.frames)
-        if not py:
-            continue
-        wait = job.wait(pid, thread.tid) or {}
-        acquiring = any(f.bare_name == "acquire" for f in py[:3])
-        user_futex = wait.get("op") == "futex" and not SYNC_FILES.search(py[0].file or "")
-        if acquiring or user_futex:
-            out.append(thread)
-    return out
-
-
-# -- the chains of a job -------------------------------------------------------------------------------
-
-
 def build_chains(snap: Snapshot, groups, culprit) -> List[Chain]:
     """One chain per stack group (its first rank), the culprit's first; for a job with no ranks,
     its first process. The culprit's chain starts at a rank waiting for it."""
-    job = _Job(snap)
+    job = JobView(snap)
     chains: List[Chain] = []
     done: Set[int] = set()
     if culprit is not None:
@@ -887,7 +685,7 @@ def chain_sentence(chain: Chain) -> str:
 def _waiting_in(hop: Hop) -> str:
     """The function a waiting thread is in, above the threading and queue plumbing: "result",
     "all_reduce", "_try_get_data"."""
-    py = _python(hop.frames)
+    py = python_frames(hop.frames)
     caller = next((f for f in py if not PLUMBING_FILES.search(f.file or "")), None)
     if caller is not None:
         return caller.bare_name
@@ -915,7 +713,7 @@ def _relation(before: Hop, hop: Hop) -> str:
 def _inside_text(hop: Hop) -> Optional[str]:
     """What the thread was doing, in the job's own terms: the library call its code made (save,
     urlopen, all_reduce), else its own innermost function (__getitem__, fifo_read)."""
-    py = _python(hop.frames)
+    py = python_frames(hop.frames)
     if hop.where and hop.kind in ("cpu", "sleep"):
         named = next((i for i, f in enumerate(py) if f.text() == hop.where), 0)
         py = py[named + 1 :]  # the frame named already, and what it calls
@@ -924,11 +722,7 @@ def _inside_text(hop: Hop) -> Optional[str]:
         return None
     callee = unwrap_call([f.bare_name for f in py], user - 1) if user > 0 else -1
     if callee >= 0 and py[callee].bare_name not in PLUMBING and py[callee].bare_name not in DECORATOR_WRAPPERS:
-        function = py[callee].function
-        # a generator or closure defined in the function the job called: that function
-        return (
-            function.split(".<locals>.", 1)[0].rsplit(".", 1)[-1] if ".<locals>." in function else py[callee].bare_name
-        )
+        return called_function(py[callee].function)
     for frame in py[user:]:
         name = frame.bare_name
         private = name.startswith("_") and not (name.startswith("__") and name.endswith("__"))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import threading
@@ -188,3 +189,41 @@ def announce_rank_wait(rank: int, function: str, condition: Callable[[], bool] =
             mark_ready(rank0_pid=os.getpid(), rank1_pid=read_marker("waiting-1")["pid"])
 
     threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
+
+
+_SILENT_SERVER = r"""
+import socket, sys
+reply = bytes.fromhex(sys.argv[1])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+s.listen(8)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    c, _ = s.accept()
+    if reply:
+        c.recv(65536)
+        c.sendall(reply)
+    held.append(c)  # keeps the connection open and says nothing (more)
+"""
+
+
+def start_silent_server(reply: bytes = b"") -> tuple[subprocess.Popen, int]:
+    """A local server (a child process) that accepts connections and never answers, or answers
+    ``reply`` and then goes silent: a stuck tracker, object store or mirror. Returns it and its port."""
+    server = subprocess.Popen(
+        [sys.executable, "-I", "-c", _SILENT_SERVER, reply.hex()], stdout=subprocess.PIPE, text=True
+    )
+    return server, int(server.stdout.readline())
+
+
+def child_blocked_in_open() -> int | None:
+    """A child (at any depth) of this process that sleeps steadily in the open() of a FIFO."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        if blocked_in(child.pid, None, ("wait_for_partner", "fifo_open"), ("openat", "open")):
+            if sleeping_steadily(child.pid):
+                return child.pid
+    return None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 
 import _common
-import psutil
 from datasets import Dataset
 
 
@@ -37,14 +36,10 @@ def main() -> None:
         paths.append(str(path))
     fifo = paths[5]
 
-    def blocked_worker() -> int | None:
-        for child in psutil.Process().children(recursive=True):
-            if _common.blocked_in(child.pid, None, ("wait_for_partner", "fifo_open"), ("openat", "open")):
-                if _common.sleeping_steadily(child.pid):
-                    return child.pid
-        return None
-
-    _common.ready_when(lambda: blocked_worker() is not None, lambda: {"worker_pid": blocked_worker(), "fifo": fifo})
+    _common.ready_when(
+        lambda: _common.child_blocked_in_open() is not None,
+        lambda: {"worker_pid": _common.child_blocked_in_open(), "fifo": fifo},
+    )
     print("mapping with 2 processes", flush=True)
     loaded = Dataset.from_dict({"path": paths}).map(load, num_proc=2)
     print(f"loaded {sum(loaded['size'])} bytes", flush=True)

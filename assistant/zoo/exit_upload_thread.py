@@ -16,25 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import _common
-
-SERVER = r"""
-import socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 0))
-s.listen(8)
-print(s.getsockname()[1], flush=True)
-held = []
-while True:
-    held.append(s.accept()[0])  # accepts, reads nothing, never answers
-"""
 
 
 def post_metrics(url: str, metrics: dict) -> None:
@@ -43,8 +29,7 @@ def post_metrics(url: str, metrics: dict) -> None:
 
 
 def main() -> None:
-    server = subprocess.Popen([sys.executable, "-I", "-c", SERVER], stdout=subprocess.PIPE, text=True)
-    port = int(server.stdout.readline())
+    server, port = _common.start_silent_server()
     url = f"http://127.0.0.1:{port}/api/metrics"
     uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-upload")
     main_thread = threading.main_thread()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 
 import _common
-import psutil
 from joblib import Parallel, delayed
 
 
@@ -38,14 +37,10 @@ def main() -> None:
     os.mkfifo(fifo, 0o600)
     shards.append(fifo)
 
-    def blocked_worker() -> int | None:
-        for child in psutil.Process().children(recursive=True):
-            if _common.blocked_in(child.pid, None, ("wait_for_partner", "fifo_open"), ("openat", "open")):
-                if _common.sleeping_steadily(child.pid):
-                    return child.pid
-        return None
-
-    _common.ready_when(lambda: blocked_worker() is not None, lambda: {"worker_pid": blocked_worker(), "fifo": fifo})
+    _common.ready_when(
+        lambda: _common.child_blocked_in_open() is not None,
+        lambda: {"worker_pid": _common.child_blocked_in_open(), "fifo": fifo},
+    )
     print(f"tokenizing {len(shards)} shards with joblib", flush=True)
     sizes = Parallel(n_jobs=2)(delayed(tokenize)(path) for path in shards)
     print(f"tokens: {sum(sizes)}", flush=True)

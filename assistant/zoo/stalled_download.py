@@ -17,32 +17,15 @@ consecutive samples.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 
 import _common
 import requests
 
-SERVER = r"""
-import socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 0))
-s.listen(4)
-print(s.getsockname()[1], flush=True)
-held = []
-while True:
-    c, _ = s.accept()
-    c.recv(65536)
-    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10000000\r\n\r\n" + b"x" * 5000)
-    held.append(c)  # the rest of the body never comes
-"""
-
 
 def main() -> None:
-    server = subprocess.Popen([sys.executable, "-I", "-c", SERVER], stdout=subprocess.PIPE, text=True)
-    port = int(server.stdout.readline())
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 10000000\r\n\r\n" + b"x" * 5000  # then silence
+    server, port = _common.start_silent_server(answer)
     main_thread = threading.main_thread()
 
     def reading_body() -> bool:

@@ -20,31 +20,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import subprocess
-import sys
 import threading
 import urllib.request
 
 import _common
 import torch
 from torch import nn
-
-SERVER = r"""
-import socket, time
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 0))
-s.listen(8)
-print(s.getsockname()[1], flush=True)
-held = []
-while True:
-    held.append(s.accept()[0])  # accepts, reads nothing, never answers
-"""
-
-
-def start_artifact_server() -> tuple[subprocess.Popen, int]:
-    server = subprocess.Popen([sys.executable, "-I", "-c", SERVER], stdout=subprocess.PIPE, text=True)
-    return server, int(server.stdout.readline())
 
 
 def announce_when_reading(**info) -> None:
@@ -79,7 +60,7 @@ def train(model: nn.Module, steps: int) -> None:
 
 def main() -> None:
     torch.set_num_threads(1)
-    server, port = start_artifact_server()
+    server, port = _common.start_silent_server()
     model = nn.Linear(8, 1)
     train(model, 3)
     path = str(_common.workdir() / "ckpt.pt")

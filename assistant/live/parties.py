@@ -1,0 +1,238 @@
+"""Who a wait depends on: the worker process, thread or other party that would release it.
+
+The chain (debug_stuck.live.chain) asks these at each hop: which of a pool's workers runs the task a
+parent waits for, which thread a join or a queue's exit waits for, which dead or stopped process a
+shared multiprocessing primitive waits for. Each reads one job's snapshot through `JobView`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.jobfacts import DATALOADER_FILE
+from debug_stuck.live.loops import own_frame_index
+from debug_stuck.live.progress import frames_in_gc
+from debug_stuck.probes.collectors.procs import SPAWNED_CHILD
+from debug_stuck.probes.collectors.stacks import main_thread
+
+POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
+THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
+# CPython 3.11.7 Lib/multiprocessing/synchronize.py: Barrier, Event, Condition, Semaphore and Lock
+# across processes: only another process that shares the primitive releases it
+MP_SYNC_FILE = re.compile(r"multiprocess(ing)?/synchronize\.py$")
+# torch 2.x torch/multiprocessing/spawn.py: ProcessContext.join waits on the children's sentinels
+# (multiprocessing.connection.wait), not in wait4.
+SPAWN_JOIN = re.compile(r"torch/multiprocessing/spawn\.py")
+# CPython 3.8+ Lib/multiprocessing/queues.py: Queue._finalize_join joins the thread that
+# Queue._start_thread names 'QueueFeederThread' (target Queue._feed).
+QUEUE_EXIT_JOIN = re.compile(r"^(_finalize_join|join_thread)$")
+QUEUE_FEEDER = re.compile(r"^_feed$")
+# CPython 3.11.7 Lib/concurrent/futures/thread.py: shutdown(wait=True) and _python_exit join the pool's threads
+EXECUTOR_JOIN = re.compile(r"^(shutdown|_python_exit)$")
+THREAD_SYNC_FILE = re.compile(r"(^|/)(threading|queue)\.py$")
+REPLACEMENT_GAP = 0.1  # seconds between a pool's workers' births that only a replacement shows
+IDLE_QUEUE = re.compile(r"multiprocess(ing)?/queues\.py|(^|/)queue\.py")
+# a child's own code runs inside this machinery when it is not running a task: a pool worker's loop,
+# a Manager's server, their connections (forked children keep their parent's frames below it)
+PROCESS_MACHINERY = re.compile(r"multiprocess(ing)?/|loky/")
+SYNC_FILES = re.compile(r"(^|/)(threading|queue|selectors)\.py$|concurrent/futures/|multiprocessing/")
+
+
+class JobView:
+    def __init__(self, snap: Snapshot):
+        self.snap = snap
+        self.procs = {p.pid: p for p in snap.processes}
+        self.has_dataloader = any(
+            DATALOADER_FILE.search(f.file or "")
+            for series in snap.stacks.values()
+            for dump in series.dumps[-1:]
+            for thread in dump.threads
+            for f in thread.frames
+            if not f.native
+        )
+
+    def thread(self, pid: int, tid: Optional[int] = None):
+        series = self.snap.stacks.get(pid)
+        dump = series.latest() if series is not None else None
+        if dump is None:
+            return None
+        if tid is None:
+            return main_thread(dump, pid)
+        return next((t for t in dump.threads if t.tid == tid), None)
+
+    def threads(self, pid: int):
+        series = self.snap.stacks.get(pid)
+        dump = series.latest() if series is not None else None
+        return list(dump.threads) if dump is not None else []
+
+    def wait(self, pid: int, tid: int) -> Optional[dict]:
+        info = self.procs.get(pid)
+        return (info.waits or {}).get(tid) if info is not None else None
+
+    def motion(self, pid: int, tid: int) -> Optional[str]:
+        series = self.snap.stacks.get(pid)
+        return series.thread_motion().get(tid) if series is not None else None
+
+    def in_gc(self, pid: int, tid: Optional[int]) -> bool:
+        """The thread is in the garbage collector in any sample of the window."""
+        series = self.snap.stacks.get(pid)
+        for dump in series.dumps if series is not None else []:
+            thread = next((t for t in dump.threads if t.tid == tid), None)
+            if thread is not None and frames_in_gc(thread.frames):
+                return True
+        return False
+
+    def children(self, pid: int) -> List[int]:
+        return [p.pid for p in self.snap.processes if p.ppid == pid]
+
+
+def python_frames(frames) -> list:
+    return [f for f in frames if not f.native]
+
+
+SYNC_PRIMITIVES = ("Barrier", "Event", "Condition", "BoundedSemaphore", "Semaphore", "RLock", "Lock")
+
+
+def primitive_of(frames) -> str:
+    """The primitive the job's code called (multiprocessing's Barrier runs threading.Barrier's code on
+    a multiprocessing Condition): the outermost class name of the synchronisation frames."""
+    for frame in reversed(python_frames(frames)):
+        if MP_SYNC_FILE.search(frame.file or "") or THREAD_SYNC_FILE.search(frame.file or ""):
+            owner = frame.function.rsplit(".", 1)[0] if "." in frame.function else ""
+            if owner in SYNC_PRIMITIVES:
+                return owner
+    return "primitive"
+
+
+def sync_party(job: JobView, pid: int) -> Optional[int]:
+    """The other process a wait on a shared multiprocessing primitive depends on: a child of pid (or
+    its parent) that is dead, stopped or in the kernel. A live one may not share the primitive at
+    all (a parent joining its children is no party to their barrier): no guess then."""
+    info = job.procs.get(pid)
+    others = [c for c in job.children(pid) if job.procs[c].role != "other"]
+    if info is not None and info.ppid in job.procs:
+        others.append(info.ppid)
+    return next((p for p in others if job.procs[p].state in ("Z", "T", "t", "D")), None)
+
+
+def runs_own_task(job: JobView, pid: int) -> bool:
+    """The child runs a task of the job's own code: its innermost own frame has no process machinery
+    (a pool's loop, a Manager's server) inside it."""
+    thread = job.thread(pid)
+    py = python_frames(thread.frames) if thread is not None else []
+    index = own_frame_index(py)
+    return index is not None and not any(PROCESS_MACHINERY.search(f.file or "") for f in py[:index])
+
+
+def idle_in_queue(job: JobView, pid: int) -> bool:
+    thread = job.thread(pid)
+    if thread is None:
+        return False
+    py = python_frames(thread.frames)
+    library_part = py[: own_frame_index(py)]  # what it runs above the job's own code
+    return any(IDLE_QUEUE.search(f.file or "") for f in library_part)
+
+
+def replacement_worker(workers):
+    """The worker born well after all its siblings (pools fork theirs together)."""
+    born = sorted((w for w in workers if w.create_time is not None), key=lambda w: w.create_time)
+    if len(born) < 2 or born[-1].create_time - born[-2].create_time < REPLACEMENT_GAP:
+        return None
+    return born[-1]
+
+
+def busy_worker(job: JobView, pid: int) -> Optional[int]:
+    """The DataLoader worker of pid that is not idle waiting for work (or any dead one)."""
+    workers = [p for p in job.snap.processes if p.ppid == pid and p.role == "dataloader-worker"]
+    for worker in workers:
+        if worker.state in ("Z", "D", "T"):
+            return worker.pid
+    for worker in workers:
+        thread = job.thread(worker.pid)
+        if thread is None:
+            continue
+        py = python_frames(thread.frames)
+        if py and not IDLE_QUEUE.search(py[0].file) and py[0].bare_name not in ("get", "_recv", "_recv_bytes", "poll"):
+            return worker.pid
+    return None
+
+
+def pool_worker_thread(job: JobView, pid: int, tid: Optional[int]) -> Optional[int]:
+    for thread in job.threads(pid):
+        if thread.tid == tid:
+            continue
+        py = python_frames(thread.frames)
+        if any(POOL_WORKER.search(f.file) for f in py) and py and not IDLE_QUEUE.search(py[0].file):
+            return thread.tid
+    return None
+
+
+def spawn_children(job: JobView, hop, thread) -> List[int]:
+    """The children a parent waits for in torch.multiprocessing's ProcessContext.join, the ones not
+    idle first (a spawned child has the parent's command line or multiprocessing's spawn main)."""
+    if thread is None or not any(
+        f.bare_name == "join" and SPAWN_JOIN.search(f.file or "") for f in python_frames(thread.frames)
+    ):
+        return []
+    mine = job.procs[hop.pid].cmdline if hop.pid in job.procs else None
+    kids = [
+        pid
+        for pid in job.children(hop.pid)
+        if job.procs[pid].cmdline == mine or SPAWNED_CHILD.search(" ".join(job.procs[pid].cmdline or ()))
+    ]
+    return sorted(kids, key=lambda pid: idle_in_queue(job, pid))
+
+
+def queue_feeder(job: JobView, pid: int, thread) -> Optional[int]:
+    """The feeder thread a process's exit waits for: a multiprocessing.Queue joins it until every
+    item put has gone into the pipe, which only a reader draining the pipe lets happen."""
+    if thread is None or not in_queue_code(thread, QUEUE_EXIT_JOIN):
+        return None
+    for other in job.threads(pid):
+        if other.tid != thread.tid and in_queue_code(other, QUEUE_FEEDER):
+            return other.tid
+    return None
+
+
+def joined_thread(job: JobView, pid: int, thread):
+    """The thread a Thread.join waits for: a ThreadPoolExecutor's shutdown joins its worker that is
+    running a task; any other join, the one other thread of the process not idle in a queue."""
+    if thread is None:
+        return None
+    py = python_frames(thread.frames)
+    if not any(THREAD_JOIN.search(f.bare_name) for f in py[:3]):
+        return None
+    others = [t for t in job.threads(pid) if t.tid != thread.tid and python_frames(t.frames)]
+    if any(EXECUTOR_JOIN.match(f.bare_name) and POOL_WORKER.search(f.file or "") for f in py):
+        running = [t for t in others if any(POOL_WORKER.search(f.file or "") for f in python_frames(t.frames))]
+        running = [t for t in running if not IDLE_QUEUE.search(python_frames(t.frames)[0].file or "")]
+        return running[0] if running else None
+    busy = [t for t in others if not IDLE_QUEUE.search(python_frames(t.frames)[0].file or "")]
+    return busy[0] if len(busy) == 1 else None
+
+
+def in_queue_code(thread, function: re.Pattern) -> bool:
+    return any(function.match(f.bare_name) and IDLE_QUEUE.search(f.file or "") for f in python_frames(thread.frames))
+
+
+def lock_waiters(job: JobView, pid: int, tid: Optional[int]):
+    """The other threads of pid that wait to acquire a lock (their top frames show acquire, or the
+    user's own code sits in a futex wait: a C lock taken in a `with` line has no frame of its own)."""
+    out = []
+    for thread in job.threads(pid):
+        if thread.tid == tid:
+            continue
+        py = python_frames(thread.frames)
+        if not py:
+            continue
+        wait = job.wait(pid, thread.tid) or {}
+        acquiring = any(f.bare_name == "acquire" for f in py[:3])
+        user_futex = wait.get("op") == "futex" and not SYNC_FILES.search(py[0].file or "")
+        if acquiring or user_futex:
+            out.append(thread)
+    return out
+
+
+# -- the chains of a job -------------------------------------------------------------------------------
