@@ -191,12 +191,14 @@ def judge_progress(
     ranks = [p for p in snap.processes if p.role == "rank"]
     trainers = [p for p in snap.processes if p.role in ("rank", "dataloader-worker")]
     motion = {}
+    retried = []  # ranks whose moving frames are a retrying wait's loop
     for info in ranks:
         series = snap.stacks.get(info.pid)
         thread = main_thread(series.latest(), info.pid) if series is not None else None
         motion[info.pid] = thread_motion(series, thread.tid) if thread is not None else None
         if motion[info.pid] in ("moving", "looping") and retrying is not None and retrying(info.pid):
             motion[info.pid] = "frozen"  # waiting, one retry after another
+            retried.append(info)
     moving = [p for p in ranks if motion.get(p.pid) == "moving"]
     looping = [p for p in ranks if motion.get(p.pid) == "looping"]
     frozen = [p for p in ranks if motion.get(p.pid) == "frozen"]
@@ -265,7 +267,7 @@ def judge_progress(
             )
         return Progress(None, [f"{where} loops in one place: not progress by itself; no log tells its rhythm"])
     sampled = [snap.stacks.get(p.pid) for p in trainers]
-    retry_waits = any(motion.get(p.pid) == "frozen" and not _running(p) for p in ranks)
+    retry_waits = any(not _running(p) for p in retried)
     if any(s is not None and s.frozen() for s in sampled) or retry_waits or any(p.state in "DZT" for p in trainers):
         return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
     return Progress(None, ["too little was sampled to tell"])
