@@ -229,3 +229,18 @@ def called_function(function: str) -> str:
     it (`Response.iter_content.<locals>.generate`), the function it is defined in (`iter_content`)."""
     outer = function.split(".<locals>.", 1)[0] if ".<locals>." in function else function
     return outer.rsplit(".", 1)[-1]
+
+
+FEEDER_WRITING = "queue feeder: writing into its pipe (multiprocessing/queues.py _feed)"
+_QUEUES_FILE = re.compile(r"multiprocess(ing)?/queues\.py$")
+
+
+def feeder_writing(frames) -> bool:
+    """(function, file) pairs of one thread, innermost first: a multiprocessing queue's feeder thread
+    (CPython Lib/multiprocessing/queues.py Queue._feed) in the middle of a send, not idle in its
+    `notempty.wait()` for the next item (the state every feeder of a live queue sits in)."""
+    for index, (function, file) in enumerate(frames):
+        if (function or "").rsplit(".", 1)[-1] == "_feed" and _QUEUES_FILE.search(file or ""):
+            called = (frames[index - 1][0] or "").rsplit(".", 1)[-1] if index > 0 else ""
+            return bool(called) and called != "wait"
+    return False

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional
 
 from debug_stuck.core.answers import Answer
 from debug_stuck.core.classify import Observations, ObservedLine
+from debug_stuck.core.libfacts import FEEDER_WRITING, feeder_writing
 from debug_stuck.core.logstacks import extract_stacks
 from debug_stuck.core.logtext import LogTail, parse_progress
 from debug_stuck.core.tree import Tree
@@ -58,6 +59,8 @@ def _observe_stacks(path: str, lines: List[str], obs: Observations) -> None:
         who = f"{thread.kind} {thread.name!r} in {name}" if thread.name != thread.kind else f"{thread.kind} in {name}"
         for frame in thread.frames:
             obs.add("stack", ObservedLine(frame.text(), subject=who, file=path))
+        if feeder_writing([(f.function, f.file) for f in thread.frames if not f.native]):
+            obs.add("stack", ObservedLine(FEEDER_WRITING, subject=who, file=path))
 
 
 def _observe_rank_census(tree: Tree, path: str, lines: List[str], obs: Observations) -> None:

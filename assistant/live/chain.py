@@ -539,6 +539,12 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
                 hop.kind, hop.object = "thread", str(worker)
                 hop.detail = "waits for a result from a pool worker thread"
                 return hop.pid, worker
+            # a ProcessPoolExecutor's future: its worker processes compute it
+            process = _pool_wait(job, hop) if hop.role != "dataloader-worker" else None
+            if process is not None:
+                return process, None
+            if hop.facts.get("end"):
+                return None
         feeder = queue_feeder(job, hop.pid, thread)
         if feeder is not None:
             hop.kind, hop.object = "thread", str(feeder)

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 
 from debug_stuck.core.answers import Answer
 from debug_stuck.core.classify import Observations, ObservedLine
+from debug_stuck.core.libfacts import FEEDER_WRITING, feeder_writing
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.probes.collectors.procs import is_library_helper
 from debug_stuck.probes.collectors.stacks import main_thread
@@ -80,6 +81,8 @@ def observe(snap: Snapshot, obs: Observations) -> None:
             who = f"{info.label()} thread {thread.name!r}"
             for frame in thread.frames:
                 obs.add("stack", ObservedLine(frame.text(), subject=who, pid=info.pid))
+            if feeder_writing([(f.function, f.file) for f in thread.frames if not f.native]):
+                obs.add("stack", ObservedLine(FEEDER_WRITING, subject=who, pid=info.pid))
     if snap.gpus is not None:
         for device in job_devices(snap):
             obs.add("gpu", ObservedLine(device.fact_line(), subject=f"GPU {device.index}"))

@@ -267,7 +267,8 @@ def judge_progress(
             )
         return Progress(None, [f"{where} loops in one place: not progress by itself; no log tells its rhythm"])
     sampled = [snap.stacks.get(p.pid) for p in trainers]
-    retry_waits = any(not _running(p) for p in retried)
+    # a retry loop uses little CPU; the state it was read in (R between two sleeps) says nothing
+    retry_waits = any(max(p.cpu_percent or 0.0, p.cpu_demand or 0.0) < BUSY_CPU for p in retried)
     if any(s is not None and s.frozen() for s in sampled) or retry_waits or any(p.state in "DZT" for p in trainers):
         return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
     return Progress(None, ["too little was sampled to tell"])

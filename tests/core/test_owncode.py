@@ -45,3 +45,15 @@ def test_a_response_body_read_is_told_from_a_wait_for_the_headers():
     assert not reads_response_body(headers)
     assert called_function("Response.iter_content.<locals>.generate") == "iter_content"
     assert called_function("Session.get") == "get"
+
+
+def test_a_queue_feeder_is_writing_only_when_it_is_inside_a_send():
+    from debug_stuck.core.libfacts import feeder_writing
+
+    tail = [("Queue._feed", "multiprocessing/queues.py"), ("Thread.run", "threading.py")]
+    # every live multiprocessing queue has a feeder idle in notempty.wait() (recorded: ProcessPoolExecutor)
+    assert not feeder_writing([("Condition.wait", "threading.py"), *tail])
+    assert feeder_writing(
+        [("_send", "multiprocessing/connection.py"), ("send_bytes", "multiprocessing/connection.py"), *tail]
+    )
+    assert not feeder_writing([("Condition.wait", "threading.py")])

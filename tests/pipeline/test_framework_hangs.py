@@ -428,3 +428,15 @@ def test_a_download_whose_body_stalled_part_way_is_not_called_a_server_that_neve
     fix = first_fix(report)
     assert fix.title == f"127.0.0.1:{job.info['port']} stopped sending part-way; give the call iter_content() a timeout"
     assert "stream=True, timeout=(10, 60)" in fix.commands[-1], fix.commands
+
+
+def test_a_process_pool_future_follows_to_the_worker_and_an_idle_feeder_is_no_evidence(knowledge, zoo):  # noqa: F811
+    job = zoo("process_pool_shard")
+    worker = job.info["worker_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "io-stall", top(report)
+    assert [h["pid"] for h in report.chain] == [job.proc.pid, worker], report.chain
+    assert report.chain[-1]["waits_on"]["object"] == job.info["fifo"]
+    # the executor's queue feeder thread idles in its wait for the next item: not "cannot finish writing"
+    details = [e.detail for d in report.diagnoses for e in d.evidence]
+    assert not any("feeder thread cannot finish writing" in d for d in details), details
