@@ -57,6 +57,7 @@ POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
 # lock, a read of the manager's socket): joblib 1.6.0 joblib/parallel.py (Parallel._retrieve sleeps
 # 0.01 s between looks at the next job's status); datasets 5.2.0 datasets/utils/py_utils.py
 # (iflatmap_unordered loops queue.get(timeout=0.05) on a Manager queue while the pool works)
+PROCESS_POOL_FILE = re.compile(r"concurrent/futures/process\.py$")
 POLLED_POOL_WAIT = re.compile(r"joblib/parallel\.py|datasets/utils/py_utils\.py")
 # CPython 3.11.7 Lib/threading.py: _shutdown joins every non-daemon thread at interpreter exit;
 # Lib/concurrent/futures/thread.py: _python_exit (atexit) and shutdown(wait=True) join the pool's threads.
@@ -539,8 +540,12 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
                 hop.kind, hop.object = "thread", str(worker)
                 hop.detail = "waits for a result from a pool worker thread"
                 return hop.pid, worker
-            # a ProcessPoolExecutor's future: its worker processes compute it
-            process = _pool_wait(job, hop) if hop.role != "dataloader-worker" else None
+            # a ProcessPoolExecutor's future (its manager thread runs in concurrent/futures/process.py):
+            # its worker processes compute it
+            manager = any(
+                PROCESS_POOL_FILE.search(f.file or "") for t in job.threads(hop.pid) for f in python_frames(t.frames)
+            )
+            process = _pool_wait(job, hop) if manager and hop.role != "dataloader-worker" else None
             if process is not None:
                 return process, None
             if hop.facts.get("end"):
