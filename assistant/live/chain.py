@@ -511,7 +511,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         holder = wait["lock_holders"][0]
         if holder in job.procs:
             return holder, None
-    if POLLED_POOL_WAIT.search(files) and hop.role != "dataloader-worker":
+    if hop.role != "dataloader-worker" and _waits_on_process_pool(job, hop, files):
         worker = _pool_wait(job, hop)
         if worker is not None:
             return worker, None
@@ -528,28 +528,12 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.detail = f"waits at a multiprocessing {primitive_of(thread.frames)} for pid {party}"
             return party, None
     if hop.op == "futex" and thread is not None:
-        if POOL_WAIT.search(files) and hop.role != "dataloader-worker":
-            worker = _pool_wait(job, hop)
-            if worker is not None:
-                return worker, None
-            if hop.facts.get("end"):
-                return None
         if FUTURE_WAIT.search(files):
             worker = pool_worker_thread(job, hop.pid, hop.tid)
             if worker is not None:
                 hop.kind, hop.object = "thread", str(worker)
                 hop.detail = "waits for a result from a pool worker thread"
                 return hop.pid, worker
-            # a ProcessPoolExecutor's future (its manager thread runs in concurrent/futures/process.py):
-            # its worker processes compute it
-            manager = any(
-                PROCESS_POOL_FILE.search(f.file or "") for t in job.threads(hop.pid) for f in python_frames(t.frames)
-            )
-            process = _pool_wait(job, hop) if manager and hop.role != "dataloader-worker" else None
-            if process is not None:
-                return process, None
-            if hop.facts.get("end"):
-                return None
         feeder = queue_feeder(job, hop.pid, thread)
         if feeder is not None:
             hop.kind, hop.object = "thread", str(feeder)
@@ -603,6 +587,24 @@ def _alone_on_thread_sync(job: JobView, hop: Hop, thread) -> bool:
     if not py or not THREAD_SYNC_FILE.search(py[0].file or ""):
         return False
     return all(t.tid == thread.tid for t in job.threads(hop.pid))
+
+
+def _waits_on_process_pool(job: JobView, hop: Hop, files: str) -> bool:
+    """The thread waits for results that a pool's worker processes compute: a pool that polls
+    (joblib, datasets) caught in any call, a multiprocessing Pool's result, or a future of a
+    ProcessPoolExecutor (its manager thread runs in concurrent/futures/process.py; a thread pool's
+    future has a worker thread of its own instead)."""
+    if POLLED_POOL_WAIT.search(files):
+        return True
+    if hop.op != "futex" or not files:
+        return False
+    if POOL_WAIT.search(files):
+        return True
+    return (
+        bool(FUTURE_WAIT.search(files))
+        and pool_worker_thread(job, hop.pid, hop.tid) is None
+        and any(PROCESS_POOL_FILE.search(f.file or "") for t in job.threads(hop.pid) for f in python_frames(t.frames))
+    )
 
 
 def _pool_wait(job: JobView, hop: Hop) -> Optional[int]:

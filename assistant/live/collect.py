@@ -387,7 +387,12 @@ def _not_already_read(given: List[str], files) -> List[str]:
         return given
     names = {jf.path for jf in files}
     ids = {i for i in (_file_id(jf.read_path) for jf in files) if i is not None}
-    return [f for f in given if f not in names and (_file_id(f) not in ids or _file_id(f) is None)]
+    kept = []
+    for f in given:
+        ident = None if f in names else _file_id(f)
+        if f not in names and (ident is None or ident not in ids):
+            kept.append(f)
+    return kept
 
 
 def _lock_files(snap: Snapshot) -> None:

@@ -14,7 +14,8 @@ DISTRIBUTED_FILE = re.compile(r"torch/distributed/")
 DATASET_PROTOCOL = "__getitem__"  # what a DataLoader calls on a Dataset, in any job's own code
 
 
-def _frames(snap) -> Iterable:
+def snapshot_frames(snap) -> Iterable:
+    """The Python frames of every thread of the snapshot's latest dumps."""
     for series in snap.stacks.values():
         dump = series.latest()
         for thread in dump.threads if dump is not None else []:
@@ -41,7 +42,7 @@ def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Sequen
     one of them is a sign of other ranks as good as their frames."""
     facts: Set[str] = set()
     processes = [p for snap in snapshots for p in snap.processes]
-    frames = [f for snap in snapshots for f in _frames(snap)]
+    frames = [f for snap in snapshots for f in snapshot_frames(snap)]
     proven = table_facts(frames, frames_table) if frames_table else set()
     if any(p.role == "dataloader-worker" for p in processes):
         facts.add("worker-process")

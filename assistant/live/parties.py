@@ -11,7 +11,7 @@ import re
 from typing import List, Optional
 
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.jobfacts import DATALOADER_FILE
+from debug_stuck.live.jobfacts import DATALOADER_FILE, snapshot_frames
 from debug_stuck.live.loops import own_frame_index
 from debug_stuck.live.progress import frames_in_gc
 from debug_stuck.probes.collectors.procs import SPAWNED_CHILD
@@ -44,14 +44,7 @@ class JobView:
     def __init__(self, snap: Snapshot):
         self.snap = snap
         self.procs = {p.pid: p for p in snap.processes}
-        self.has_dataloader = any(
-            DATALOADER_FILE.search(f.file or "")
-            for series in snap.stacks.values()
-            for dump in series.dumps[-1:]
-            for thread in dump.threads
-            for f in thread.frames
-            if not f.native
-        )
+        self.has_dataloader = any(DATALOADER_FILE.search(f.file or "") for f in snapshot_frames(snap))
 
     def thread(self, pid: int, tid: Optional[int] = None):
         series = self.snap.stacks.get(pid)

@@ -218,6 +218,20 @@ def start_silent_server(reply: bytes = b"") -> tuple[subprocess.Popen, int]:
     return server, int(server.stdout.readline())
 
 
+def shard_files(name: str, count: int, fifo_at: int, content: bytes = b"x" * 100) -> list[str]:
+    """`count` files ``<workdir>/<name><i>.bin`` with `content`, except number `fifo_at`: a FIFO that no
+    process writes (a shard a fetcher never streams), whose open() blocks its reader for ever."""
+    paths = []
+    for index in range(count):
+        path = workdir() / f"{name}{index}.bin"
+        if index == fifo_at:
+            os.mkfifo(path, 0o600)
+        else:
+            path.write_bytes(content)
+        paths.append(str(path))
+    return paths
+
+
 def child_blocked_in_open() -> int | None:
     """A child (at any depth) of this process that sleeps steadily in the open() of a FIFO."""
     import psutil

@@ -12,8 +12,6 @@ consecutive samples.
 
 from __future__ import annotations
 
-import os
-
 import _common
 from datasets import Dataset
 
@@ -25,15 +23,7 @@ def load(example: dict) -> dict:
 
 
 def main() -> None:
-    wd = _common.workdir()
-    paths = []
-    for index in range(8):
-        path = wd / f"example{index}.bin"
-        if index == 5:
-            os.mkfifo(path, 0o600)
-        else:
-            path.write_bytes(b"x" * 100)
-        paths.append(str(path))
+    paths = _common.shard_files("example", 8, fifo_at=5)
     fifo = paths[5]
 
     _common.ready_when(

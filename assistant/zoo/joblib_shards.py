@@ -15,8 +15,6 @@ consecutive samples.
 
 from __future__ import annotations
 
-import os
-
 import _common
 from joblib import Parallel, delayed
 
@@ -27,15 +25,8 @@ def tokenize(path: str) -> int:
 
 
 def main() -> None:
-    wd = _common.workdir()
-    shards = []
-    for index in range(3):
-        shard = wd / f"shard{index}.txt"
-        shard.write_text("tokens " * 100)
-        shards.append(str(shard))
-    fifo = str(wd / "shard3.txt")
-    os.mkfifo(fifo, 0o600)
-    shards.append(fifo)
+    shards = _common.shard_files("shard", 4, fifo_at=3, content=b"tokens " * 100)
+    fifo = shards[3]
 
     _common.ready_when(
         lambda: _common.child_blocked_in_open() is not None,

@@ -15,7 +15,6 @@ consecutive samples.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ProcessPoolExecutor
 
 import _common
@@ -27,15 +26,7 @@ def load(path: str) -> int:
 
 
 def main() -> None:
-    wd = _common.workdir()
-    shards = []
-    for index in range(4):
-        shard = wd / f"shard{index}.bin"
-        if index == 2:
-            os.mkfifo(shard, 0o600)
-        else:
-            shard.write_bytes(b"x" * 100)
-        shards.append(str(shard))
+    shards = _common.shard_files("shard", 4, fifo_at=2)
     _common.ready_when(
         lambda: _common.child_blocked_in_open() is not None,
         lambda: {"worker_pid": _common.child_blocked_in_open(), "fifo": shards[2]},
