@@ -23,7 +23,7 @@ LIBRARY_TOPS = frozenset(
     "mlflow comet_ml neptune tensorboard numpy pandas tqdm filelock triton apex megatron ultralytics diffusers "
     "peft trl timm sentencepiece tokenizers ray dask zmq grpc google azure joblib cloudpickle dill multiprocess "
     "sklearn scipy h5py pyarrow polars zarr lmdb webdataset jax jaxlib flax optax orbax tensorflow keras paddle "
-    "mmcv mmengine detectron2 horovod".split()
+    "mmcv mmengine detectron2 horovod pytest _pytest".split()
 )
 INSTALLED_PATH = re.compile(r"/(site-packages|dist-packages)/|/lib/python\d+\.\d+/|^<frozen ")
 

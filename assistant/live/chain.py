@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, called_function, reads_response_body, unwrap_call
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.jobfacts import DATALOADER_FILE
-from debug_stuck.live.loops import is_library, own_loop
+from debug_stuck.live.loops import is_library, job_roots, own_loop
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.parties import (
     MP_SYNC_FILE,
@@ -730,7 +730,8 @@ def _inside_text(hop: Hop) -> Optional[str]:
     if hop.where and hop.kind in ("cpu", "sleep"):
         named = next((i for i, f in enumerate(py) if f.text() == hop.where), 0)
         py = py[named + 1 :]  # the frame named already, and what it calls
-    user = next((i for i, f in enumerate(py) if not is_library(f)), None)
+    roots = job_roots([py])
+    user = next((i for i, f in enumerate(py) if not is_library(f, roots)), None)
     if user is None:
         return None
     callee = unwrap_call([f.bare_name for f in py], user - 1) if user > 0 else -1

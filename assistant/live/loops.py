@@ -11,9 +11,9 @@ the second is busy, which is progress until other evidence (the log's rhythm) sa
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
-from debug_stuck.core.owncode import STDLIB, is_library_code
+from debug_stuck.core.owncode import STDLIB, entry_script_roots, is_library_code
 
 
 def is_stdlib(frame) -> bool:
@@ -22,15 +22,30 @@ def is_stdlib(frame) -> bool:
     return top in STDLIB or top.startswith("<frozen")
 
 
-def is_library(frame) -> bool:
-    """A frame of the standard library or a library, not the job's own code (core.owncode)."""
-    return is_library_code(frame.file, frame.path)
+def job_roots(thread_frames) -> List[str]:
+    """The job's own folders: where the entry script of each thread's outermost `<module>` frame
+    lies (core.owncode), from lists of a process's frames (innermost first)."""
+    outer = []
+    for frames in thread_frames:
+        python = [f for f in frames if not f.native]
+        if python and python[-1].function == "<module>":
+            outer.append(python[-1].path or python[-1].file)
+    return entry_script_roots(outer)
 
 
-def own_frame_index(frames) -> Optional[int]:
-    """The index (innermost first) of the innermost Python frame of the job's own code."""
+def is_library(frame, roots: Sequence[str] = ()) -> bool:
+    """A frame of the standard library or a library, not the job's own code (core.owncode); under
+    the job's own folders (`roots`) a short name is the job's: its own `datasets/` is not HF's."""
+    return is_library_code(frame.file, frame.path, roots)
+
+
+def own_frame_index(frames, roots: Optional[Sequence[str]] = None) -> Optional[int]:
+    """The index (innermost first) of the innermost Python frame of the job's own code. Without
+    `roots`, the job's folders are read from the thread's own outermost frame."""
+    if roots is None:
+        roots = job_roots([frames])
     for index, frame in enumerate(frames):
-        if not frame.native and not is_library(frame):
+        if not frame.native and not is_library(frame, roots):
             return index
     return None
 
@@ -52,10 +67,11 @@ def own_loop(series, tid: int):
     samples = _samples(series, tid)
     if len(samples) < 2:
         return None
+    roots = job_roots([t.frames for dump in series.dumps for t in dump.threads])
     owners = set()
     last = None
     for frames in samples:
-        index = own_frame_index(frames)
+        index = own_frame_index(frames, roots)
         if index is None:
             return None
         if any(not f.native and not is_stdlib(f) for f in frames[:index]):

@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from debug_stuck.bounded import run_tree
+from debug_stuck.core.owncode import is_library_code
 from debug_stuck.interpreter import isolated_python_code
 from debug_stuck.probes.targeted.base import OOM_CHECK, Finding, ProbeContext, ProbeResult, ProbeUsageError, signal_name
 
@@ -159,11 +159,6 @@ _IO_NATIVE = re.compile(
     r"stat|stat64|statx|fstatat|fstatat64|lstat)(_nocancel)?$"
 )
 _IO_PYTHON = {"read", "readinto", "readline", "readlines", "read1", "open", "recv", "recv_into", "peek"}
-_LIBRARIES = {"torch", "numpy", "_pytest", "pytest", "site-packages", "dist-packages"}
-_STDLIB = set(getattr(sys, "stdlib_module_names", ())) or {
-    "threading", "queue", "selectors", "multiprocessing", "concurrent", "importlib", "socket", "subprocess",
-    "runpy", "contextlib", "asyncio", "io", "os", "time", "signal", "pickle", "functools", "traceback",
-}  # fmt: skip
 
 
 @dataclass
@@ -376,23 +371,13 @@ def _io_wait(frames: list, kernel: dict) -> Optional[str]:
     return None
 
 
-def _is_library(path: str) -> bool:
-    """True for frames of the standard library, torch and the like (py-spy names files relative to
-    sys.path: "threading.py", "torch/utils/data/dataloader.py")."""
-    if path.startswith("<"):
-        return True
-    parts = path.replace("\\", "/").split("/")
-    if any(part in _LIBRARIES or re.match(r"python\d", part) for part in parts[:-1]):
-        return True
-    top = parts[0] if len(parts) > 1 else parts[0].rsplit(".", 1)[0]
-    return top in _STDLIB or top in _LIBRARIES
+def _user_frames(frames: list, roots: Sequence[str]) -> list:
+    """The frames of the user's code: under the folders the probe put on sys.path, or not a library's
+    (core.owncode)."""
+    return [f for f in frames if not f.native and not is_library_code(f.file, f.path, roots)]
 
 
-def _user_frames(frames: list) -> list:
-    return [f for f in frames if not f.native and not _is_library(f.file)]
-
-
-def dump_tree(root_pid: int, timeout: float = 4.0) -> List[dict]:
+def dump_tree(root_pid: int, roots: Sequence[str] = (), timeout: float = 4.0) -> List[dict]:
     """Stacks of the child and its workers, with the kernel's view of each thread; never raises."""
     import psutil
 
@@ -415,7 +400,7 @@ def dump_tree(root_pid: int, timeout: float = 4.0) -> List[dict]:
             continue
         for thread in dump.threads:
             kernel = _thread_kernel_wait(pid, thread.tid)
-            user = _user_frames(thread.frames)
+            user = _user_frames(thread.frames, roots)
             record["threads"].append(
                 {
                     "tid": thread.tid,
@@ -446,7 +431,9 @@ def stuck_thread(processes: List[dict]) -> Optional[dict]:
 # --- the probe ------------------------------------------------------------------------------------
 
 
-def _run_child(argv: list, cwd: Optional[str], limit: float, budget: float, asked: int) -> _Run:
+def _run_child(
+    argv: list, cwd: Optional[str], limit: float, budget: float, asked: int, roots: Sequence[str] = ()
+) -> _Run:
     run = _Run(limit, budget, asked)
 
     def before_kill(root_pid: int) -> None:
@@ -456,7 +443,7 @@ def _run_child(argv: list, cwd: Optional[str], limit: float, budget: float, aske
             # every few seconds): read how each worker ended before anything is killed.
             run.dead_workers = [d for d in (worker_end(pid) for pid in target.worker_pids) if d is not None]
         if run.hung is not None or run.current is not None or run.loaded is None:
-            processes = dump_tree(root_pid)
+            processes = dump_tree(root_pid, roots)
             target = run.hung or run.current
             if target is not None:
                 target.stuck = {"processes": processes, "thread": stuck_thread(processes)}
@@ -580,7 +567,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
     while todo and remaining() > 1.0:
         ctx.progress(f"fetching {batches} batch(es) with num_workers={','.join(todo)}")
         argv = [*isolated_python_code(_RUNNER), ctx.factory, search, ",".join(todo), str(batches)]
-        child = _run_child(argv, cwd, limit, remaining(), len(todo))
+        child = _run_child(argv, cwd, limit, remaining(), len(todo), search.split(os.pathsep))
         loaded = loaded or child.loaded
         output = child.output or output
         if child.load_error is not None:

@@ -440,3 +440,13 @@ def test_a_process_pool_future_follows_to_the_worker_and_an_idle_feeder_is_no_ev
     # the executor's queue feeder thread idles in its wait for the next item: not "cannot finish writing"
     details = [e.detail for d in report.diagnoses for e in d.evidence]
     assert not any("feeder thread cannot finish writing" in d for d in details), details
+
+
+def test_a_spin_in_the_jobs_own_package_named_like_a_library_is_the_jobs_own_loop(knowledge, zoo):  # noqa: F811
+    job = zoo("own_package_spin")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "cpu-spin", top(report)
+    fix = first_fix(report)
+    # py-spy's short name is HF's too (datasets/...): under the entry script's folder it is the job's
+    assert fix.title == "Fix the loop at wait_for_shard (datasets/shards.py:6): it spins and never ends", fix.title
+    assert f"py-spy dump --locals --pid {job.proc.pid}" in fix.commands, fix.commands
