@@ -341,10 +341,56 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
         if info.role == "dataloader-worker":
             info.rank = None  # the parent's rank, given to it as a worker: a spawned rank has its own
         info.role = "rank"
+    _ranks_of_spawned_children(snap, promoted)
     for info in promoted:
         parent = snap.process(info.ppid)
         if parent is not None and parent.role == "rank" and parent not in promoted and not distributed(parent.pid):
             parent.role = "launcher"
+
+
+SPAWN_WRAP = ("_wrap", "torch/multiprocessing/spawn.py")
+OTHER_NODE_ENV = ("NODE_RANK", "GROUP_RANK", "SLURM_NODEID")
+
+
+def _ranks_of_spawned_children(snap: Snapshot, promoted) -> None:
+    """torch.multiprocessing.spawn (and start_processes under Lightning's ddp_spawn, accelerate's
+    notebook_launcher) calls each child's function as `fn(i, *args)` from `_wrap(fn, i, args,
+    error_file)` (torch/multiprocessing/spawn.py): `i` is its process index on the node, the rank
+    the job's code is given, with no RANK in its environment. It is read with py-spy --locals, that
+    one argument kept. It is the global rank on the first node; a job that says it runs on another
+    node (NODE_RANK, GROUP_RANK, SLURM_NODEID above 0) gets it as its local rank only."""
+    function, file_end = SPAWN_WRAP
+
+    def spawned(info) -> bool:
+        series = snap.stacks.get(info.pid)
+        dump = series.latest() if series is not None else None
+        frames = [f for t in (dump.threads if dump is not None else []) for f in t.frames]
+        return any(f.function == function and (f.path or f.file or "").endswith(file_end) for f in frames)
+
+    todo = [info for info in promoted if info.rank is None and info.local_rank is None and spawned(info)]
+    if not todo:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from debug_stuck.probes.collectors.stacks import frame_arguments
+
+    with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
+        indices = list(pool.map(lambda info: frame_arguments(info.pid, function, file_end).get("i"), todo))
+    read = 0
+    for info, index in zip(todo, indices):
+        if index is None or not index.isdigit():
+            continue
+        read += 1
+        info.local_rank = int(index)
+        if all(str(info.env.get(name, "0")).strip() in ("", "0") for name in OTHER_NODE_ENV):
+            info.rank = info.local_rank
+    if read:
+        snap.notes.append(
+            f"ranks of {read} torch.multiprocessing.spawn children: the index torch passes to each as _wrap's "
+            "argument i, read with py-spy --locals (only that argument kept)"
+        )
+    if read < len(todo):
+        snap.notes.append(f"{len(todo) - read} spawned ranks' index could not be read (py-spy --locals)")
 
 
 def _resolve_waits(snap: Snapshot) -> None:

@@ -442,6 +442,32 @@ def _pyspy_threads(
         raise error
 
 
+def frame_arguments(pid: int, function: str, file_end: str, timeout: float = 2.0) -> dict:
+    """The arguments of pid's frame `function` in a file whose name ends with `file_end`, as py-spy
+    --locals prints each (its repr), or {} when it cannot tell. Every other local of every frame is
+    dropped unread: they hold the job's data, secrets included. Bounded; a process with a write
+    part-way done, or stopped, is read without a pause (see PARTIAL_WRITE_WAITS)."""
+    exe = _find_py_spy()
+    if exe is None:
+        return {}
+    argv = [exe, "dump", "--pid", str(pid), "--json", "--locals"]
+    if _writing_threads(pid) or _read_proc(pid).state in ("T", "t"):
+        argv.append("--nonblocking")
+    result = run_command(argv, timeout, env=_py_spy_env())
+    if result.timed_out or result.returncode != 0:
+        return {}
+    try:
+        threads = json.loads(result.stdout)
+        for thread in threads:
+            for frame in thread.get("frames") or []:
+                name = str(frame.get("filename") or "").replace("\\", "/")
+                if frame.get("name") == function and name.endswith(file_end):
+                    return {str(v.get("name")): str(v.get("repr")) for v in frame.get("locals") or [] if v.get("arg")}
+    except (ValueError, TypeError, AttributeError):
+        return {}
+    return {}
+
+
 # --- pystack ------------------------------------------------------------------------------------
 
 # Runs in a child interpreter: a ptrace attach that never returns then blocks a process we can kill,

@@ -133,7 +133,12 @@ def test_mp_spawn_ranks_are_ranks_and_the_one_blocked_on_its_shard_is_the_culpri
     roles = {p["pid"]: p["role"] for p in report.processes}
     assert roles[job.proc.pid] == "launcher" and roles[rank0] == roles[rank1] == "rank", roles
     assert sorted(pid for pid, role in roles.items() if role == "rank") == sorted([rank0, rank1]), roles
+    # no RANK in their environment: each one's index, as torch's _wrap was given it
+    ranks = {p["pid"]: (p["rank"], p["local_rank"]) for p in report.processes}
+    assert ranks[rank0] == (0, 0) and ranks[rank1] == (1, 1), ranks
+    assert any("_wrap's argument i" in note for note in report.notes), report.notes
     assert report.culprit is not None and report.culprit["pid"] == rank1, top(report)
+    assert report.culprit["rank"] == 1, report.culprit
     end = report.chain[-1]
     assert end["pid"] == rank1 and end["waits_on"]["kind"] == "fifo", report.chain
     assert report.verdict.cause == "io-stall" and report.verdict.hung is True, top(report)
