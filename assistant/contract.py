@@ -84,6 +84,7 @@ PLACEHOLDERS = {
     "nnodes": "the number of nodes the launcher was told (--nnodes, --num_machines)",
     "python": "the job's Python interpreter",
     "dataset_path": "a data file or folder the job reads",
+    "writer_pid": "the job's process blocked writing its output to a pipe or terminal (else the stuck process)",
     "reader_pid": "the process holding the read end of the pipe the job is blocked writing (tee, a wrapper, a parent)",
 }
 
@@ -100,6 +101,9 @@ FIX_CONTEXT = {
     # a library the fix is about (a tracker, the Hub client): seen in the job's frames, imports or
     # log messages, the fix applies; not seen, it is kept last "if you use" it (absence proves nothing)
     "uses": ("wandb", "huggingface_hub"),
+    # the process reading the pipe the job is blocked writing (reader_pid): stopped (state T or t),
+    # or running (any other state: it is alive but does not read)
+    "reader": ("stopped", "running"),
 }
 
 # Every report file the tool writes (session save, stop, watch incidents) is named

@@ -9,9 +9,17 @@ from typing import AbstractSet, Dict, List, Optional, Tuple
 
 from debug_stuck.recovery.commandline import has_option
 
-FRAMEWORK_NAMES = {"kohya": "sd-scripts (kohya)", "hf-trainer": "the Hugging Face Trainer", "python": "plain Python"}
+FRAMEWORK_NAMES = {
+    "kohya": "sd-scripts (kohya)",
+    "hf-trainer": "the Hugging Face Trainer",
+    "python": "plain Python",
+    "stopped": "a stopped reader",
+    "running": "a reader that runs",
+}
 
 APPLIES, CONDITIONAL, NOT_HERE = "applies", "conditional", "not-here"
+# How a fix whose context is not known reads ("on cuda", "if you use kohya").
+CONDITION_WORDS = {"framework": "if you use {names}", "launcher": "if you use {names}", "reader": "for {names}"}
 # What a context key is taken to be when nothing says: the tool's jobs train with torch.
 PRESUMED = {"stack": "torch"}
 
@@ -42,7 +50,7 @@ def judge(
                 return NOT_HERE, f"for {names}; this job's library is not known ({PRESUMED[key]} presumed)"
             continue
         if have is None:
-            conditions.append(f"if you use {names}" if key in ("framework", "launcher") else f"on {names}")
+            conditions.append(CONDITION_WORDS.get(key, "on {names}").format(names=names))
         elif have not in wanted:
             return NOT_HERE, f"for {names}; this job: {FRAMEWORK_NAMES.get(have, have)}"
     if flag:

@@ -108,9 +108,14 @@ def gather_facts(report) -> JobFacts:
     blocked = _blocked_path(report.chain)
     if blocked:
         values["blocked_path"] = blocked
+    writer = _output_writer(report.chain)
+    if writer is not None or focus is not None:
+        values["writer_pid"] = str(writer if writer is not None else focus)
     reader = _pipe_reader(report.chain, by_pid)
     if reader is not None:
-        values["reader_pid"] = str(reader)
+        values["reader_pid"] = str(reader["pid"])
+        if reader.get("state"):
+            facts.context["reader"] = "stopped" if reader["state"] in ("T", "t") else "running"
     partial = _partial_checkpoint(_blocked_save(report.chain), resume)
     if partial:
         values["partial_checkpoint"] = partial
@@ -232,8 +237,19 @@ def _libraries_used(report, paths: List[str], job: Optional[TrainingJob]) -> Set
     return used
 
 
-def _pipe_reader(chain, by_pid: Dict[int, dict]) -> Optional[int]:
-    """The process holding the read end of the pipe or FIFO a hop of the chain is blocked writing."""
+def _output_writer(chain) -> Optional[int]:
+    """The process of a hop blocked writing a pipe, FIFO or terminal: the job's output is stuck there,
+    whoever the chain goes on to (the pipe's reader)."""
+    for hop in chain or []:
+        waits = hop.get("waits_on") or {}
+        if waits.get("kind") in ("pipe", "fifo", "tty") and waits.get("op") == "write" and hop.get("pid"):
+            return hop["pid"]
+    return None
+
+
+def _pipe_reader(chain, by_pid: Dict[int, dict]) -> Optional[dict]:
+    """The process holding the read end of the pipe or FIFO a hop of the chain is blocked writing
+    ({"pid", "state"}: its state as the wait's reading saw it)."""
     for hop in chain or []:
         waits = hop.get("waits_on") or {}
         if waits.get("kind") not in ("pipe", "fifo") or waits.get("op") != "write":
@@ -242,7 +258,7 @@ def _pipe_reader(chain, by_pid: Dict[int, dict]) -> Optional[int]:
         raw = ((by_pid.get(hop.get("pid")) or {}).get("waits") or {}).get(str(tid)) or {}
         for peer in raw.get("peers") or []:
             if peer.get("mode") in ("r", "rw") and peer.get("pid") != hop.get("pid"):
-                return peer["pid"]
+                return peer
     return None
 
 

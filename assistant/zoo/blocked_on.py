@@ -7,6 +7,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``fifo_write``: ``open()`` of ``<workdir>/out.fifo`` for writing; nothing ever reads it.
 - ``pipe_reader``: reads the stdout pipe of a child that writes one line a second; the test then
   SIGSTOPs the child (READY names it ``writer_pid``) and the read never returns.
+- ``tee_child``: the job sends its own stdout through a child (``os.dup2`` of the child's stdin pipe
+  onto fd 1, as scripts that tee their output to a log file do); the child never reads, so a
+  ``print`` blocks in ``pipe_write`` once 64 KiB are buffered. The test may SIGSTOP the child.
 - ``connect``: ``connect()`` to a listener (a child process) whose accept queue is full and which
   never accepts: the SYN is dropped, the socket stays in SYN_SENT.
 - ``recv``: ``recv()`` on a connection a child accepted and never answers.
@@ -62,6 +65,9 @@ if what == "writer":
 if what == "reader":
     sys.stdin.readline()
     sys.exit(0)
+if what == "sink":  # holds its stdin and never reads it (a tee stuck on its own output)
+    while True:
+        time.sleep(3600)
 if what == "locker":
     f = open(sys.argv[2], "w")
     fcntl.flock(f, fcntl.LOCK_EX)
@@ -91,6 +97,7 @@ SYSCALLS = {
         "flock": (73,),
         "wait4": (61, 247),
         "sleep": (35, 230),
+        "write": (1, 20),
     },
     "aarch64": {
         "open": (56,),
@@ -100,6 +107,7 @@ SYSCALLS = {
         "flock": (32,),
         "wait4": (260, 95),
         "sleep": (101, 115),
+        "write": (64, 66),
     },
 }
 WCHANS = {
@@ -110,6 +118,7 @@ WCHANS = {
     "flock": ("locks_lock_inode_wait", "flock_lock_inode_wait", "locks_wait"),
     "wait4": ("do_wait", "kernel_wait4"),
     "sleep": ("hrtimer_nanosleep", "do_nanosleep", "clock_nanosleep"),
+    "write": ("pipe_write", "anon_pipe_write"),
 }
 
 
@@ -172,6 +181,16 @@ def pipe_reader() -> None:
     ready_in("recv", peer_pid=child.pid)
     while True:
         child.stdout.readline()
+
+
+def tee_child() -> None:
+    tee = _peer("sink")
+    os.dup2(tee.stdin.fileno(), 1)  # as a script that tees its own output through a child
+    ready_in("write", peer_pid=tee.pid)
+    step = 0
+    while True:
+        step += 1
+        print(f"step {step} loss 0.5 " + "." * 200, flush=True)
 
 
 def _listener(kind: str) -> tuple[subprocess.Popen, int]:
@@ -334,6 +353,7 @@ SCENARIOS = {
     "fifo_read": fifo_read,
     "fifo_write": fifo_write,
     "pipe_reader": pipe_reader,
+    "tee_child": tee_child,
     "connect": connect,
     "recv": recv,
     "recv_unaccepted": lambda: recv(accepting=False),

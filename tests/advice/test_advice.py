@@ -46,13 +46,16 @@ def test_fill_marks_what_it_cannot_know_and_keeps_literals():
         ({}, "--num-workers", {}, ["python", "t.py", "--num_workers", "8"], APPLIES),
         ({}, "--num-workers", {}, [], CONDITIONAL),
         ({"platform": ["rocm"]}, None, {"platform": "cpu"}, [], NOT_HERE),
+        ({"reader": ["stopped"]}, None, {"reader": "running"}, [], NOT_HERE),
+        ({"reader": ["stopped"]}, None, {"reader": "stopped"}, [], APPLIES),
+        ({"reader": ["stopped"]}, None, {}, [], CONDITIONAL),
     ],
 )
 def test_fixes_apply_by_framework_platform_and_the_commands_own_flags(applies, flag, context, argv, expected):
     verdict, why = judge(applies, flag, context, argv)
     assert verdict == expected
     if expected == CONDITIONAL:
-        assert why.startswith(("if ", "on "))
+        assert why.startswith(("if ", "on ", "for "))
 
 
 def test_a_framework_the_job_uses_makes_its_fix_apply_and_a_library_never_seen_keeps_it_conditional():

@@ -167,6 +167,34 @@ def test_a_pipe_whose_writer_is_stopped(knowledge, zoo):  # noqa: F811
     assert any("SIGSTOP" in e or "stopped" in e for d in report.diagnoses[:1] for e in map(str, d.evidence))
 
 
+def test_output_through_a_child_that_stops_reading_is_looked_at_on_the_writer(knowledge, zoo):  # noqa: F811
+    """A job teeing its stdout through a child: the checks and the drain read the writer's fd 1 (the
+    chain's end is the reader, whose own stdout is another pipe); resuming the reader is offered
+    only once it is stopped."""
+    from debug_stuck.advice import advise
+
+    job = zoo("blocked_on", args=["tee_child"])
+    tee = job.info["peer_pid"]
+
+    def advised():
+        report = diagnose(knowledge, job.proc.pid)
+        assert report.verdict.cause == "output-blocked", top(report)
+        assert [hop["pid"] for hop in report.chain] == [job.proc.pid, tee], report.chain
+        return advise(report, load_knowledge()).diagnoses[0]
+
+    running = advised()
+    commands = "\n".join(c for fix in running.fixes for c in fix.commands)
+    assert f"nohup cat /proc/{job.proc.pid}/fd/1 >>" in commands and f"/proc/{tee}/fd/1" not in commands, commands
+    assert f"ls -l /proc/{job.proc.pid}/fd/1 /proc/{job.proc.pid}/fd/2" in running.checks[0], running.checks
+    left_out = {fix["title"]: fix["why"] for fix in running.fixes_left_out}
+    assert left_out.get("Unblock the reader") == "for a stopped reader; this job: a reader that runs", left_out
+
+    spawn.stop_signal(job, tee)
+    stopped = advised()
+    assert f"kill -CONT {tee}" in stopped.fixes[0].commands, stopped.fixes[0]
+    assert "Unblock the reader" not in {fix["title"] for fix in stopped.fixes_left_out}
+
+
 def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["child_stdin"])
     child = job.info["peer_pid"]
