@@ -17,7 +17,7 @@ from typing import List, Optional
 
 from debug_stuck.advice.applies import APPLIES, NOT_HERE, job_flag_spelling, judge, order
 from debug_stuck.advice.facts import JobFacts, gather_facts
-from debug_stuck.advice.fill import fill
+from debug_stuck.advice.fill import fill, without_a_pause
 from debug_stuck.contract import SAFETY_LABELS
 from debug_stuck.recovery.commandline import set_option
 
@@ -33,6 +33,7 @@ def personalize(report, knowledge=None) -> JobFacts:
     if report.diagnoses:
         _lead_with_the_finding(report, facts, knowledge)
     for diagnosis in report.diagnoses:
+        _read_without_a_pause(diagnosis, facts)
         _drop_repeated_commands(diagnosis)
     from debug_stuck.advice.edits import propose_edits
 
@@ -105,6 +106,17 @@ def _lead_with_the_finding(report, facts: JobFacts, knowledge) -> None:
     fix.languages = [lang for _, lang, _ in safe]
     fix.safety = [s for _, _, s in safe]
     report.diagnoses[0].fixes.insert(0, fix)
+
+
+def _read_without_a_pause(diagnosis, facts: JobFacts) -> None:
+    """No check or fix pauses a process that is part-way through a write (advice.fill.without_a_pause)."""
+    if not facts.writing_pids:
+        return
+    for fix in diagnosis.fixes:
+        fix.commands = [without_a_pause(c, facts.writing_pids) for c in fix.commands]
+    for item in diagnosis.check_items:
+        item.command = without_a_pause(item.command, facts.writing_pids)
+    diagnosis.checks = [without_a_pause(c, facts.writing_pids) for c in diagnosis.checks]
 
 
 def _drop_repeated_commands(diagnosis) -> None:

@@ -35,6 +35,8 @@ class JobFacts:
     running: bool = False  # the report looked at a live job
     valid_checkpoint: Optional[str] = None  # the one resume starts from: no fix may move or remove it
     uses: Set[str] = field(default_factory=set)  # every framework and fix library the job is seen to use
+    # processes with a thread part-way through a write: a command that pauses them would cut it short
+    writing_pids: Set[int] = field(default_factory=set)
 
     def to_dict(self) -> dict:
         return {"values": dict(self.values), "context": dict(self.context)}
@@ -47,6 +49,7 @@ def gather_facts(report) -> JobFacts:
     by_pid = {p["pid"]: p for p in processes}
     values = facts.values
 
+    facts.writing_pids = {p["pid"] for p in processes if _writes_part_way(p)}
     focus = _focus_pid(report, processes)
     if focus is not None:
         values["pid"] = str(focus)
@@ -235,6 +238,13 @@ def _libraries_used(report, paths: List[str], job: Optional[TrainingJob]) -> Set
         if any(library in (log.get("libraries") or ()) for log in report.logs or []):
             used.add(library)
     return used
+
+
+def _writes_part_way(process: dict) -> bool:
+    from debug_stuck.probes.collectors.stacks import PARTIAL_WRITE_WAITS
+
+    waits = [process.get("wchan"), *(process.get("thread_wchans") or {}).values()]
+    return any(w in PARTIAL_WRITE_WAITS for w in waits if w)
 
 
 def _output_writer(chain) -> Optional[int]:

@@ -47,3 +47,22 @@ def fill(text: str, values: Dict[str, str], language: str = "bash") -> Tuple[str
 def _inside_quotes(text: str, at: int) -> bool:
     line = text[text.rfind("\n", 0, at) + 1 : at]
     return line.count('"') % 2 == 1 or line.count("'") % 2 == 1
+
+
+PAUSING_READ = re.compile(r"\bpy-spy\s+(dump|top|record)\b[^\n]*?--pid[ =]'?(\d+)\b")
+
+
+def without_a_pause(text: str, pids) -> str:
+    """py-spy commands on a process with a write part-way done read it without pausing it: a pause
+    (py-spy's default, and --native, which needs one) makes that write return short and Python drops
+    the rest of it (see probes.collectors.stacks.PARTIAL_WRITE_WAITS)."""
+    if not pids:
+        return text
+    lines = []
+    for line in text.split("\n"):
+        match = PAUSING_READ.search(line)
+        if match is not None and int(match.group(2)) in pids and "--nonblocking" not in line:
+            line = re.sub(r"\s--native\b", "", line)
+            line = re.sub(r"\bpy-spy\s+(dump|top|record)\b", r"py-spy \1 --nonblocking", line, count=1)
+        lines.append(line)
+    return "\n".join(lines)

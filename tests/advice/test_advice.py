@@ -58,6 +58,18 @@ def test_fixes_apply_by_framework_platform_and_the_commands_own_flags(applies, f
         assert why.startswith(("if ", "on ", "for "))
 
 
+def test_py_spy_never_pauses_a_process_with_a_write_part_way():
+    from debug_stuck.advice.fill import without_a_pause
+
+    text = "py-spy dump --native --pid 41\npy-spy dump --locals --pid 42\npy-spy top --pid=41 --native"
+    assert without_a_pause(text, {41}).split("\n") == [
+        "py-spy dump --nonblocking --pid 41",
+        "py-spy dump --locals --pid 42",
+        "py-spy top --nonblocking --pid=41",
+    ]
+    assert without_a_pause("py-spy dump --nonblocking --pid 41", {41}) == "py-spy dump --nonblocking --pid 41"
+
+
 def test_a_framework_the_job_uses_makes_its_fix_apply_and_a_library_never_seen_keeps_it_conditional():
     # checkpoints plain PyTorch, but the job calls accelerate: accelerate's fix is for it
     accelerate = {"framework": ["accelerate"]}

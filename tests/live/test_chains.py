@@ -186,6 +186,12 @@ def test_output_through_a_child_that_stops_reading_is_looked_at_on_the_writer(kn
     commands = "\n".join(c for fix in running.fixes for c in fix.commands)
     assert f"nohup cat /proc/{job.proc.pid}/fd/1 >>" in commands and f"/proc/{tee}/fd/1" not in commands, commands
     assert f"ls -l /proc/{job.proc.pid}/fd/1 /proc/{job.proc.pid}/fd/2" in running.checks[0], running.checks
+    pausing = [
+        line
+        for line in "\n".join([commands, *running.checks]).split("\n")
+        if "py-spy" in line and f"--pid {job.proc.pid}" in line and "--nonblocking" not in line
+    ]
+    assert not pausing, pausing  # a pause would cut the writer's half-done write short
     left_out = {fix["title"]: fix["why"] for fix in running.fixes_left_out}
     assert left_out.get("Unblock the reader") == "for a stopped reader; this job: a reader that runs", left_out
 
