@@ -207,7 +207,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
         values["object"] = str(obj)
         values["object_dir"] = os.path.dirname(str(obj)) or "/"
         values["object_name"] = os.path.basename(str(obj))
-    elif obj and waits.get("kind") in ("socket", "fifo", "file", "dir", "device"):
+    elif obj and waits.get("kind") in ("socket", "fifo", "file", "dir", "device", "pool"):
         values["object"] = str(obj)
     _connection(values, reader, end)
     _pipe_peer(values, reader, end)

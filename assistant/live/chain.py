@@ -24,12 +24,14 @@ from debug_stuck.live.jobfacts import DATALOADER_FILE
 from debug_stuck.live.loops import is_library, job_roots, own_loop
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.parties import (
+    FUTURE_WAIT,
     MP_SYNC_FILE,
     SYNC_FILES,
     THREAD_JOIN,
     THREAD_SYNC_FILE,
     JobView,
     busy_worker,
+    exhausted_pool,
     idle_in_queue,
     joined_thread,
     lock_waiters,
@@ -50,7 +52,6 @@ DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightn
 # A trainer's wait for a batch (the DataLoader's own functions, or a multiprocessing queue its workers
 # fill), not any multiprocessing wait: torch.multiprocessing.spawn's join waits in connection.py.
 DATALOADER_WAIT = re.compile(r"_try_get_data|_get_data|_next_data|torch/utils/data/|multiprocessing/queues\.py")
-FUTURE_WAIT = re.compile(r"concurrent/futures/_base\.py|Future\.result|_base\.py")
 LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
 POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
 # Waits for a pool's results that poll in a loop, caught in whatever the poll is doing (a sleep, a
@@ -528,6 +529,17 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.detail = f"waits at a multiprocessing {primitive_of(thread.frames)} for pid {party}"
             return party, None
     if hop.op == "futex" and thread is not None:
+        pool = exhausted_pool(job, hop.pid, thread) if FUTURE_WAIT.search(files) else None
+        if pool is not None:
+            name, size = pool
+            hop.kind, hop.object = "pool", name
+            hop.facts["end"] = "exhausted"
+            every = "it is that pool's only worker" if size == 1 else f"all {size} of that pool's workers do the same"
+            hop.detail = (
+                f"waits inside a task of thread pool {name!r} for a future, and {every}: "
+                "a task queued in the pool cannot start until a worker is free"
+            )
+            return None
         if FUTURE_WAIT.search(files):
             worker = pool_worker_thread(job, hop.pid, hop.tid)
             if worker is not None:

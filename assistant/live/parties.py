@@ -8,7 +8,7 @@ shared multiprocessing primitive waits for. Each reads one job's snapshot throug
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.jobfacts import DATALOADER_FILE, snapshot_frames
@@ -18,6 +18,7 @@ from debug_stuck.probes.collectors.procs import SPAWNED_CHILD
 from debug_stuck.probes.collectors.stacks import main_thread
 
 POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
+FUTURE_WAIT = re.compile(r"concurrent/futures/_base\.py|Future\.result|_base\.py")
 THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
 # CPython 3.11.7 Lib/multiprocessing/synchronize.py: Barrier, Event, Condition, Semaphore and Lock
 # across processes: only another process that shares the primitive releases it
@@ -159,6 +160,33 @@ def pool_worker_thread(job: JobView, pid: int, tid: Optional[int]) -> Optional[i
         py = python_frames(thread.frames)
         if any(POOL_WORKER.search(f.file) for f in py) and py and not IDLE_QUEUE.search(py[0].file):
             return thread.tid
+    return None
+
+
+def pool_of(name: str) -> str:
+    """The pool a ThreadPoolExecutor worker belongs to, from its thread's name: CPython's
+    ThreadPoolExecutor._adjust_thread_count names each '<prefix>_<n>', the prefix
+    thread_name_prefix or 'ThreadPoolExecutor-<k>' (Lib/concurrent/futures/thread.py)."""
+    head, _, number = (name or "").rpartition("_")
+    return head if head and number.isdigit() else ""
+
+
+def exhausted_pool(job: JobView, pid: int, thread) -> Optional[Tuple[str, int]]:
+    """(the pool's name, its size) when `thread` is a ThreadPoolExecutor worker waiting inside its
+    task for a future, and every worker of its pool does the same: a task queued in that pool
+    starts only when a worker is free, and none will be (the deadlock the concurrent.futures docs
+    show for a callable that waits on another future of a max_workers=1 pool)."""
+    pool = pool_of(thread.name) if thread is not None else ""
+    if not pool:
+        return None
+    members = [t for t in job.threads(pid) if pool_of(t.name) == pool]
+
+    def waits_in_task(t) -> bool:
+        files = " ".join(f.file or "" for f in python_frames(t.frames))
+        return bool(POOL_WORKER.search(files) and FUTURE_WAIT.search(files))
+
+    if members and all(waits_in_task(t) for t in members):
+        return pool, len(members)
     return None
 
 

@@ -455,3 +455,15 @@ def test_a_spin_in_the_jobs_own_package_named_like_a_library_is_the_jobs_own_loo
     # py-spy's short name is HF's too (datasets/...): under the entry script's folder it is the job's
     assert fix.title == "Fix the loop at wait_for_shard (datasets/shards.py:6): it spins and never ends", fix.title
     assert f"py-spy dump --locals --pid {job.proc.pid}" in fix.commands, fix.commands
+
+
+def test_tasks_waiting_on_their_own_thread_pool_are_named_an_exhausted_pool(knowledge, zoo):  # noqa: F811
+    job = zoo("pool_nested_wait")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "pool" and end["object"] == "prefetch" and end.get("end") == "exhausted", report.chain
+    assert "all 2 of that pool's workers do the same" in end["detail"], end
+    fix = first_fix(report)
+    assert fix.title == "A task of thread pool prefetch waits for another task of the same pool: none can start"
+    assert re.search(r"waits at load \(\S*pool_nested_wait\.py:\d+\)", fix.why), fix.why
