@@ -18,6 +18,7 @@ from debug_stuck.probes.collectors.procs import SPAWNED_CHILD
 from debug_stuck.probes.collectors.stacks import main_thread
 
 POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
+EVENT_LOOP = re.compile(r"asyncio/base_events\.py")
 FUTURE_WAIT = re.compile(r"concurrent/futures/_base\.py|Future\.result|_base\.py")
 THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
 # CPython 3.11.7 Lib/multiprocessing/synchronize.py: Barrier, Event, Condition, Semaphore and Lock
@@ -185,7 +186,9 @@ def exhausted_pool(job: JobView, pid: int, thread) -> Optional[Tuple[str, int]]:
         files = " ".join(f.file or "" for f in python_frames(t.frames))
         return bool(POOL_WORKER.search(files) and FUTURE_WAIT.search(files))
 
-    if members and all(waits_in_task(t) for t in members):
+    # a future may also be set from an event loop's thread (asyncio.run_coroutine_threadsafe)
+    loops = [t for t in job.threads(pid) if any(EVENT_LOOP.search(f.file or "") for f in python_frames(t.frames))]
+    if members and all(waits_in_task(t) for t in members) and not loops:
         return pool, len(members)
     return None
 
