@@ -32,6 +32,7 @@ VALUES = {
     "first_who": "the first waiter of the chain",
     "first_pid": "its PID",
     "first_at_site": "where its own code waits",
+    "first_waiter": '", and rank 0 (pid 41) waits for it": the first waiter, when it is another process',
     "prev_who": "the hop before the end",
     "prev_pid": "its PID",
     "remote": "the address at the other end of a connection",
@@ -54,6 +55,8 @@ VALUES = {
     "prompt_text": "the question a process asks on its terminal",
     "cycle": "the threads of a lock-order deadlock, with the lock each holds and waits for",
     "sides": "the collectives of each side of a mismatch",
+    "thread_name": "a thread the end of the wait waits for (Python's exit waits for it)",
+    "thread_site": "where that thread's own code waits (uploader (train.py:12))",
 }
 
 # phrases a remedy's prose may leave out when the report does not know them
@@ -61,7 +64,7 @@ OPTIONAL = (
     "at_site", "at_site_short", "first_at_site", "at_call", "at_call_sentence", "lock_library", "death",
     "death_short", "dead_advice", "in_wchan", "on_mount", "prompt_text", "prompt_short", "prompt_release",
     "inside_text", "in_functions", "order_edit", "holder_doing", "peer_name", "peer_state", "peer_doing",
-    "stream", "pipe_op",
+    "stream", "pipe_op", "first_waiter",
 )  # fmt: skip
 
 
@@ -196,6 +199,8 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     values["first_who"] = first.get("who") or f"pid {first.get('pid')}"
     plural = re.search(r"\branks\b| and ", values["first_who"])
     values["first_waits"] = "wait" if plural else "waits"
+    if first.get("pid") != end.get("pid"):
+        values["first_waiter"] = f", and {values['first_who']} {values['first_waits']} for it"
     first_site = _site_text(reader.own_frame(first))
     if first_site:
         values["first_at_site"] = f" at {first_site}"
@@ -219,6 +224,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _sync(values, end, reader)
     _lock_cycle(values, end)
     _self_lock(values, reader, end)
+    _waited_thread(values, end)
     first_detail = (first.get("waits_on") or {}).get("detail") or ""
     found = re.search(r"waits in (\S+) for", first_detail)
     values["collective"] = found.group(1) if found else "collective"
@@ -526,6 +532,15 @@ def _sync(values: Dict[str, str], end: dict, reader: _Reader) -> None:
         values["at_site"] = f" at {found.group(2)}"
     if found.group(2):
         values["at_site_short"] = f" at {found.group(2)}"
+
+
+def _waited_thread(values: Dict[str, str], end: dict) -> None:
+    """The thread the end of the wait waits for, when the chain names it (a thread idle at exit)."""
+    threads = (end.get("waits_on") or {}).get("threads") or []
+    if len(threads) == 1 and (end.get("waits_on") or {}).get("kind") == "thread":
+        values["thread_name"] = str(threads[0].get("name") or f"tid {threads[0].get('tid')}")
+        if threads[0].get("where"):
+            values["thread_site"] = str(threads[0]["where"])
 
 
 # -- a lock-order deadlock: both sites, and the order ------------------------------------------------

@@ -32,6 +32,7 @@ from debug_stuck.live.parties import (
     JobView,
     busy_worker,
     exhausted_pool,
+    idle_for_work,
     idle_in_queue,
     joined_thread,
     lock_waiters,
@@ -564,6 +565,15 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         if joined is not None:
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))
             hop.kind, hop.object = "thread", str(joined.tid)
+            idle = idle_for_work(joined) if at_exit else None
+            if idle is not None:
+                hop.parties = [_party(joined)]
+                hop.detail = (
+                    f"has ended its main code, and Python's exit waits for its non-daemon thread {joined.name!r}, "
+                    f"which idles in {idle}() waiting for work nobody will give it"
+                )
+                hop.facts.update(end="exit-idle-thread", exit="yes")
+                return None
             hop.detail = f"waits for thread {joined.name!r} to finish" + (
                 " before the interpreter can exit (Python joins its non-daemon and pool threads at exit)"
                 if at_exit

@@ -346,6 +346,17 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
         parent = snap.process(info.ppid)
         if parent is not None and parent.role == "rank" and parent not in promoted and not distributed(parent.pid):
             parent.role = "launcher"
+    # a script that starts its ranks with RANK in their environment (subprocess, as launch scripts
+    # do) and takes no part itself: no rank of its own, no distributed library's frame
+    for info in [p for p in snap.processes if p.role == "rank" and p.rank is not None]:
+        parent = snap.process(info.ppid)
+        if (
+            parent is not None
+            and parent.role == "rank"
+            and (parent.rank, parent.local_rank) == (None, None)
+            and not distributed(parent.pid)
+        ):
+            parent.role = "launcher"
 
 
 SPAWN_WRAP = ("_wrap", "torch/multiprocessing/spawn.py")

@@ -226,7 +226,9 @@ def joined_thread(job: JobView, pid: int, thread):
     if thread is None:
         return None
     py = python_frames(thread.frames)
-    if not any(THREAD_JOIN.search(f.bare_name) for f in py[:3]):
+    # CPython 3.11.7 Lib/threading.py: _shutdown acquires each non-daemon thread's tstate lock itself
+    at_shutdown = bool(py) and py[0].bare_name == "_shutdown" and bool(THREAD_SYNC_FILE.search(py[0].file or ""))
+    if not at_shutdown and not any(THREAD_JOIN.search(f.bare_name) for f in py[:3]):
         return None
     others = [t for t in job.threads(pid) if t.tid != thread.tid and python_frames(t.frames)]
     if any(EXECUTOR_JOIN.match(f.bare_name) and POOL_WORKER.search(f.file or "") for f in py):
@@ -234,7 +236,20 @@ def joined_thread(job: JobView, pid: int, thread):
         running = [t for t in running if not IDLE_QUEUE.search(python_frames(t.frames)[0].file or "")]
         return running[0] if running else None
     busy = [t for t in others if not IDLE_QUEUE.search(python_frames(t.frames)[0].file or "")]
-    return busy[0] if len(busy) == 1 else None
+    if len(busy) == 1:
+        return busy[0]
+    # at exit, the one other thread, idle or not: Python waits for it unless it is a daemon
+    return others[0] if at_shutdown and not busy and len(others) == 1 else None
+
+
+def idle_for_work(thread) -> Optional[str]:
+    """The queue call a thread idles in, waiting for work (queue.Queue.get, a multiprocessing
+    queue's get), or None."""
+    py = python_frames(thread.frames) if thread is not None else []
+    inside = [f for f in py[:3] if IDLE_QUEUE.search(f.file or "") and f.bare_name == "get"]
+    if inside and all(SYNC_FILES.search(f.file or "") for f in py[: py.index(inside[0])]):
+        return inside[0].bare_name
+    return None
 
 
 def in_queue_code(thread, function: re.Pattern) -> bool:

@@ -467,3 +467,24 @@ def test_tasks_waiting_on_their_own_thread_pool_are_named_an_exhausted_pool(know
     fix = first_fix(report)
     assert fix.title == "A task of thread pool prefetch waits for another task of the same pool: none can start"
     assert re.search(r"waits at load \(\S*pool_nested_wait\.py:\d+\)", fix.why), fix.why
+
+
+def test_a_rank_that_raised_but_cannot_exit_for_its_idle_thread_is_the_culprit(knowledge, zoo):  # noqa: F811
+    """The launch script takes no part (its ranks carry RANK in their environment): it is the
+    launcher, not a rank to blame; the rank that raised waits at exit for its non-daemon thread."""
+    pytest.importorskip("torch")
+    job = zoo("rank_exit_thread", ready_timeout=120)
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    roles = {p["pid"]: (p["role"], p["rank"]) for p in report.processes}
+    assert roles[job.proc.pid] == ("launcher", None), roles
+    assert roles[rank0] == ("rank", 0) and roles[rank1] == ("rank", 1), roles
+    assert report.culprit is not None and report.culprit["pid"] == rank1, top(report)
+    end = report.chain[-1]
+    assert end["pid"] == rank1 and end["waits_on"].get("end") == "exit-idle-thread", report.chain
+    assert "non-daemon thread 'metrics-uploader', which idles in get()" in end["waits_on"]["detail"], end
+    fix = first_fix(report)
+    title = f"Rank 1 (pid {rank1}) cannot exit: its thread metrics-uploader waits for work that will never come"
+    assert fix.title == title, fix.title
+    assert re.search(r"idles at upload \(\S*rank_exit_thread\.py:\d+\)", fix.why), fix.why
+    assert f"rank 0 (pid {rank0}) waits for it" in fix.why, fix.why
