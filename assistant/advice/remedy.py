@@ -248,6 +248,10 @@ def _connection(values: Dict[str, str], reader: _Reader, end: dict) -> None:
         values["remote_host"], values["remote_port"] = host.strip("[]"), port
     raw = reader.wait(end)
     peer = ((raw.get("object") or {}).get("peer") or [None])[0]
+    for watched in raw.get("watched") or []:  # an event loop's connections (its epoll's descriptors)
+        obj = watched.get("object") or {}
+        if peer is None and obj.get("remote") == remote and obj.get("peer"):
+            peer = obj["peer"][0]
     stalled = waits.get("body") == "stalled"  # it answered, and its body stopped part-way
     values["remote_silence"] = "stopped sending part-way" if stalled else "never answers"
     if isinstance(peer, dict) and peer.get("pid"):
@@ -261,6 +265,10 @@ def _connection(values: Dict[str, str], reader: _Reader, end: dict) -> None:
         values["peer_text"] = "the listener there never accepted it: its program is stuck or too busy to serve."
     else:
         values["peer_text"] = "the service there never replies."
+    if waits.get("event_loop") == "asyncio":
+        values["at_call"] = " it awaits"
+        values["timeout_snippet"] = ASYNCIO_TIMEOUT
+        return
     call = _network_call(reader, end)
     if call is not None:
         name, site = call
@@ -336,6 +344,18 @@ def _in_hub_client(frames: List[dict]) -> bool:
 
 def _bare(frame: dict) -> str:
     return (frame.get("function") or "").rsplit(".", 1)[-1]
+
+
+# asyncio streams use non-blocking sockets: socket timeouts do not bound an await (Python docs,
+# asyncio.timeout (3.11+) and asyncio.wait_for; aiohttp's ClientTimeout(total, sock_read))
+ASYNCIO_TIMEOUT = (
+    "import asyncio\n\n\n"
+    "async def fetch(reader: asyncio.StreamReader) -> bytes:  # your coroutine that awaits the network\n"
+    "    async with asyncio.timeout(60):  # Python 3.11+; before: await asyncio.wait_for(..., timeout=60)\n"
+    "        return await reader.read(65536)  # raises TimeoutError after 60 s without an answer\n\n\n"
+    "# aiohttp: aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300, sock_read=60))\n"
+    "# httpx: httpx.AsyncClient(timeout=httpx.Timeout(60.0))\n"
+)
 
 
 def _timeout_snippet(name: str, streamed: bool = False) -> str:

@@ -47,6 +47,8 @@ from debug_stuck.live.parties import (
 )
 
 MAX_HOPS = 8
+# the hop facts a report's waits_on carries (docs/contract.md, chain)
+WAIT_FACTS = ("end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop")
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightning/fabric/strategies|c10d")
@@ -60,6 +62,8 @@ POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
 # 0.01 s between looks at the next job's status); datasets 5.2.0 datasets/utils/py_utils.py
 # (iflatmap_unordered loops queue.get(timeout=0.05) on a Manager queue while the pool works)
 PROCESS_POOL_FILE = re.compile(r"concurrent/futures/process\.py$")
+# CPython Lib/asyncio/base_events.py: run_forever -> _run_once -> selector.select, the loop's only wait
+ASYNCIO_FILE = re.compile(r"asyncio/base_events\.py")
 POLLED_POOL_WAIT = re.compile(r"joblib/parallel\.py|datasets/utils/py_utils\.py")
 # CPython 3.11.7 Lib/threading.py: _shutdown joins every non-daemon thread at interpreter exit;
 # Lib/concurrent/futures/thread.py: _python_exit (atexit) and shutdown(wait=True) join the pool's threads.
@@ -148,7 +152,20 @@ class Hop:
         for key in ("op",):
             if getattr(self, key):
                 out["waits_on"][key] = getattr(self, key)
-        for key in ("end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body"):
+        for key in (
+            "end",
+            "fd",
+            "state",
+            "master",
+            "gc",
+            "loop",
+            "via",
+            "lockfile",
+            "stdin",
+            "exit",
+            "body",
+            "event_loop",
+        ):
             if self.facts.get(key):
                 out["waits_on"][key] = self.facts[key]
         if self.parties:
@@ -372,6 +389,8 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     if op in ("poll", "select", "epoll"):
         hop.kind = "poll"
         watched = [w.get("object") or {} for w in wait.get("watched") or []]
+        if _waits_on_silent_connections(hop, op, watched):
+            return
         kinds = sorted({w.get("kind", "?") for w in watched})
         hop.detail = f"waits in {OP_WORDS.get(op, op)}" + (f" on {', '.join(kinds)}" if kinds else "")
         return
@@ -380,6 +399,31 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         hop.detail = f"waits for I/O in the kernel ({wait.get('wchan')})"
         return
     hop.detail = f"waits ({wait.get('syscall') or wait.get('wchan') or op or 'unknown'})"
+
+
+def _waits_on_silent_connections(hop: Hop, op: str, watched: List[dict]) -> bool:
+    """An event loop (asyncio's, a selector's) idle in poll/epoll whose only network descriptors are
+    established TCP connections to one address: what it runs waits on them, and nothing arrives (no
+    listening socket among them: a server idle between clients is not this)."""
+    tcp = [w for w in watched if w.get("kind") == "socket" and w.get("proto") == "tcp"]
+    conns = [w for w in tcp if w.get("state") == "ESTABLISHED"]
+    remotes = sorted({str(w.get("remote")) for w in conns})
+    if not conns or len(conns) != len(tcp) or len(remotes) != 1:
+        return False
+    loop = "asyncio" if any(ASYNCIO_FILE.search(f.file or "") for f in python_frames(hop.frames)) else None
+    count = f"{len(conns)} connections" if len(conns) > 1 else "a connection"
+    peer = next((w.get("peer") for w in conns if w.get("peer")), None)
+    hop.kind, hop.object = "socket", remotes[0]
+    hop.detail = (
+        f"waits in {OP_WORDS.get(op, op)} on {count} to {remotes[0]}"
+        + (" (asyncio's event loop: its tasks wait on them)" if loop else "")
+        + ": the peer never answers"
+        + (f" ({_peer_text(peer)})" if peer else "")
+    )
+    hop.facts.update(end="no-answer", state="ESTABLISHED")
+    if loop:
+        hop.facts["event_loop"] = loop
+    return True
 
 
 # -- following the chain -------------------------------------------------------------------------------

@@ -16,6 +16,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``recv_unaccepted``: ``recv()`` on a connection the listening child never even accepted.
 - ``http``: ``urllib.request.urlopen`` without a timeout against a child that accepts and never
   answers (stack: ``http.client`` ``getresponse`` -> socket read).
+- ``asyncio_reads``: three ``asyncio.open_connection`` streams to a child that accepts and never
+  answers, each awaiting ``reader.read()`` under ``asyncio.gather``: the main thread is asyncio's event
+  loop, idle in ``epoll_wait`` on the three connections.
 - ``hub``: ``huggingface_hub.hf_hub_download`` against an endpoint (``HF_ENDPOINT``) that accepts and
   never answers, with the Hub's own timeouts raised to a day (stack: huggingface_hub -> its HTTP
   client -> socket read).
@@ -98,6 +101,7 @@ SYSCALLS = {
         "wait4": (61, 247),
         "sleep": (35, 230),
         "write": (1, 20),
+        "epoll": (232, 281),
     },
     "aarch64": {
         "open": (56,),
@@ -108,6 +112,7 @@ SYSCALLS = {
         "wait4": (260, 95),
         "sleep": (101, 115),
         "write": (64, 66),
+        "epoll": (22,),
     },
 }
 WCHANS = {
@@ -119,6 +124,7 @@ WCHANS = {
     "wait4": ("do_wait", "kernel_wait4"),
     "sleep": ("hrtimer_nanosleep", "do_nanosleep", "clock_nanosleep"),
     "write": ("pipe_write", "anon_pipe_write"),
+    "epoll": ("do_epoll_wait", "ep_poll"),
 }
 
 
@@ -229,6 +235,27 @@ def http() -> None:
     child, port = _listener("silent")
     ready_in("recv", peer_pid=child.pid, port=port)
     urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/embeddings")  # no timeout: the bug
+    _common.sleep_forever()
+
+
+def asyncio_reads() -> None:
+    """Three shard requests in flight on asyncio streams to a server that accepts and never answers:
+    the event loop idles in epoll_wait on their connections (no recv of its own on any stack)."""
+    import asyncio
+
+    child, port = _listener("silent")
+
+    async def fetch(shard: int) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET /shard-{shard} HTTP/1.0\r\n\r\n".encode())
+        await writer.drain()
+        return await reader.read(65536)  # no timeout: the bug
+
+    async def main() -> None:
+        await asyncio.gather(*(fetch(shard) for shard in range(3)))
+
+    ready_in("epoll", peer_pid=child.pid, port=port)
+    asyncio.run(main())
     _common.sleep_forever()
 
 
@@ -359,6 +386,7 @@ SCENARIOS = {
     "recv_unaccepted": lambda: recv(accepting=False),
     "http": http,
     "hub": hub,
+    "asyncio_reads": asyncio_reads,
     "flock": flock,
     "child_stdin": child_stdin,
     "queue_join": queue_join,

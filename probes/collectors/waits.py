@@ -527,6 +527,7 @@ def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[in
                 wait.watched.append({"fd": fd, "object": target_object(pid, fd, fd_target(pid, fd))})
                 events.append(wanted_events)
         if len(wait.watched) != 1:
+            _resolve_watched_sockets(pid, wait, wanted, sockets)
             return
         # A poll on one descriptor is a read or write with a timeout (socket.settimeout, an HTTP
         # client's read timeout): the wait is on that descriptor, resolved as a direct read or write
@@ -544,26 +545,40 @@ def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[in
         if kind in ("pipe", "socket") or (kind == "fifo" and target):
             wanted.setdefault(target if kind != "fifo" else wait.object["path"], []).append((pid, wait.tid))
         if kind == "socket":
-            # one read of /proc/net per network namespace, not per process (73 ranks and workers
-            # of one job share one)
-            space = _bounded(lambda: os.readlink(f"/proc/{pid}/ns/net"), f"netns of {pid}") or pid
-            table = sockets.get(space)
-            if table is None:
-                table = sockets[space] = socket_tables(pid)
-            entry = table.get(wait.object["inode"])
-            if entry:
-                wait.object.update(entry)
-                _socket_peer(wait, table, wanted)
+            _resolve_socket(pid, wait.object, wait.tid, wanted, sockets)
         if kind in ("file", "fifo") and wait.op == "lock" and "inode" in wait.object:
             wait.lock_holders = [p for p in locks_on(wait.object["inode"]) if p != pid]
         if wait.op == "epoll":
             wait.watched = _epoll_targets(pid, wait.fd)
+            _resolve_watched_sockets(pid, wait, wanted, sockets)
         return
 
 
-def _socket_peer(wait: Wait, table: Dict[int, dict], wanted: Dict[str, list]) -> None:
+def _resolve_socket(pid: int, obj: dict, tid: int, wanted: Dict[str, list], sockets: Dict) -> None:
+    """A socket's addresses and state, and for a local TCP connection the socket at its other end.
+    One read of /proc/net per network namespace, not per process (73 ranks and workers of one job
+    share one)."""
+    space = _bounded(lambda: os.readlink(f"/proc/{pid}/ns/net"), f"netns of {pid}") or pid
+    table = sockets.get(space)
+    if table is None:
+        table = sockets[space] = socket_tables(pid)
+    entry = table.get(obj.get("inode"))
+    if entry:
+        obj.update(entry)
+        _socket_peer(obj, tid, table, wanted)
+
+
+def _resolve_watched_sockets(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict) -> None:
+    """The sockets a poll or an event loop's epoll watches: an asyncio program waits on its
+    connections there, not in a recv of its own."""
+    for watched in wait.watched[:MAX_POLL_FDS]:
+        obj = watched.get("object") or {}
+        if obj.get("kind") == "socket" and "inode" in obj:
+            _resolve_socket(pid, obj, wait.tid, wanted, sockets)
+
+
+def _socket_peer(obj: dict, tid: int, table: Dict[int, dict], wanted: Dict[str, list]) -> None:
     """A TCP connection to this machine: the socket at the other end, and whether anyone holds it."""
-    obj = wait.object
     if obj.get("proto") != "tcp" or obj.get("state") not in ("ESTABLISHED", "SYN_SENT", "CLOSE_WAIT"):
         return
     extra = table.get(-1, {})
@@ -574,7 +589,7 @@ def _socket_peer(wait: Wait, table: Dict[int, dict], wanted: Dict[str, list]) ->
     for inode, entry in table.items():
         if inode > 0 and entry.get("local") == obj["remote"] and entry.get("remote") == obj["local"]:
             obj["peer_inode"] = inode
-            wanted.setdefault(f"socket:[{inode}]", []).append((-1, wait.tid))
+            wanted.setdefault(f"socket:[{inode}]", []).append((-1, tid))
             return
     if any(e["local"] == obj["remote"] and e["remote"] == obj["local"] for e in extra.get("unowned", [])):
         obj["peer_unaccepted"] = True  # the kernel accepted the connection; no process ever called accept()
@@ -582,6 +597,10 @@ def _socket_peer(wait: Wait, table: Dict[int, dict], wanted: Dict[str, list]) ->
 
 
 def _attach_peers(pid: int, wait: Wait, holders: Dict[str, List[dict]], incomplete: bool) -> None:
+    for watched in wait.watched:
+        held = watched.get("object") or {}
+        if held.get("peer_inode"):
+            held["peer"] = holders.get(f"socket:[{held['peer_inode']}]", [])[:4]
     obj = wait.object
     if not obj:
         return
@@ -593,8 +612,7 @@ def _attach_peers(pid: int, wait: Wait, holders: Dict[str, List[dict]], incomple
     if key is not None and key in holders:
         wait.peers = [h for h in holders[key] if not (h["pid"] == pid and h["fd"] == wait.fd)]
     if obj.get("peer_inode"):
-        peer = holders.get(f"socket:[{obj['peer_inode']}]", [])
-        obj["peer"] = peer[:4]
+        obj["peer"] = holders.get(f"socket:[{obj['peer_inode']}]", [])[:4]
     if incomplete:
         obj["holders_incomplete"] = True
 

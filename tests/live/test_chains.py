@@ -133,6 +133,24 @@ def test_the_summary_names_what_the_job_waits_on(knowledge, zoo, scenario, kind,
     assert first.verdict.cause == cause, top(first)
 
 
+def test_an_asyncio_loop_idle_on_silent_connections_waits_on_that_service(knowledge, zoo):  # noqa: F811
+    """No recv on any stack: asyncio's event loop waits in epoll_wait on the connections its tasks
+    await. Those connections name the service; the timeout advice is asyncio's (socket timeouts do
+    not bound an await)."""
+    from debug_stuck.advice import advise
+
+    job = zoo("blocked_on", args=["asyncio_reads"])
+    remote = f"127.0.0.1:{job.info['port']}"
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.cause == EXT, top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "socket" and end["object"] == remote and end.get("event_loop") == "asyncio", end
+    assert f"on 3 connections to {remote}" in end["detail"] and f"pid {job.info['peer_pid']}" in end["detail"], end
+    fix = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    assert fix.title == f"{remote} never answers; give the call it awaits a timeout", fix.title
+    assert "async with asyncio.timeout(60)" in fix.commands[-1] and "setdefaulttimeout" not in fix.commands[-1]
+
+
 def test_a_hub_download_gets_the_hubs_own_timeouts_and_the_tracker_fix_waits_for_a_tracker(knowledge, zoo):  # noqa: F811
     """huggingface_hub passes its own timeouts to its HTTP client: socket.setdefaulttimeout would not
     bound it. A wandb fix for a job with no wandb in sight is kept, last, on its condition."""
