@@ -44,25 +44,31 @@ def parse_frame(text: str) -> Tuple[str, Optional[str]]:
 
 def thread_facts(frames_table: Sequence[dict], frames: Iterable[str], main: bool) -> Tuple[Optional[str], List[str]]:
     """(the wait fact of one thread, the job facts its frames prove); frames innermost first."""
-    wait_line = None
     via = None
     job: List[str] = []
     libraries: List[str] = []
+    entries = []
     for text in frames:
         function, file = parse_frame(text)
         entry = match_frame(frames_table, function, file)
         if entry is None:
             continue
+        entries.append(entry)
         if entry.get("library") and entry["library"] not in libraries:
             libraries.append(entry["library"])
         for fact in entry.get("facts") or ():
             if fact not in job:
                 job.append(fact)
-        if wait_line is None and entry.get("wait") != "busy":
-            who = "main" if main else "other"
-            wait_line = f"wait={entry['wait']} entry={entry['id']} lib={entry.get('library', '?')} thread={who}"
-        elif wait_line is not None and via is None and entry.get("wait") == "busy":
-            via = entry["id"]
+    waits = [i for i, e in enumerate(entries) if e.get("wait") != "busy"]
+    # CPython's C frame of a call (os.read, a lock's acquire) says how it waits; a library frame
+    # above it with a wait of its own says what for (frames.yaml `defers`)
+    chosen = next((i for i in waits if not entries[i].get("defers")), waits[0] if waits else None)
+    wait_line = None
+    if chosen is not None:
+        entry = entries[chosen]
+        who = "main" if main else "other"
+        wait_line = f"wait={entry['wait']} entry={entry['id']} lib={entry.get('library', '?')} thread={who}"
+        via = next((e["id"] for e in entries[chosen + 1 :] if e.get("wait") == "busy"), None)
     if wait_line is not None and job:
         wait_line += " facts=" + ",".join(job)  # what the thread's frames prove, for rules that need both
     if wait_line is not None and via is not None:

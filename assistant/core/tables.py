@@ -211,6 +211,9 @@ def _check_frames(data: dict, file: str) -> List[TableProblem]:
             problems.append((file, f"{where}.{missing[0]}", f"required: {', '.join(FRAME_KEYS)}"))
         elif not isinstance(entry["facts"], list):
             problems.append((file, f"{where}.facts", "a list of job facts ([] for none)"))
+        if "defers" in entry and not isinstance(entry["defers"], bool):
+            why = "true or false: a C frame that yields to a library frame above it"
+            problems.append((file, f"{where}.defers", why))
         if "call" in entry and not (isinstance(entry["call"], str) and entry["call"]):
             problems.append((file, f"{where}.call", "the collective's name as the job would say it (a string)"))
     return problems

@@ -64,8 +64,10 @@ def test_every_frame_entry_is_well_formed(frames):
     for entry in frames:
         where = entry.get("id")
         assert FRAME_KEYS <= set(entry), (where, FRAME_KEYS - set(entry))
-        assert set(entry) <= FRAME_KEYS | {"file", "call"}, (where, set(entry) - FRAME_KEYS)
+        assert set(entry) <= FRAME_KEYS | {"file", "call", "defers"}, (where, set(entry) - FRAME_KEYS)
         assert "call" not in entry or entry["wait"] == "collective", where  # a collective's name
+        # only a C frame of CPython's, with no file of its own, says "how" and defers to a frame above
+        assert "defers" not in entry or (entry["defers"] is True and "file" not in entry), where
         re.compile(entry["function"])
         if "file" in entry:
             re.compile(entry["file"])
@@ -159,6 +161,26 @@ def test_py_spy_dataloader_frame_matches_only_the_dataloader_entry(frames):
 def test_frames_from_every_dump_format(frames, function, file, expected):
     entry = match_frame(frames, function, file)
     assert entry is not None and entry["id"] == expected
+
+
+def test_a_c_frame_of_a_call_yields_to_the_library_frame_that_says_what_it_waits_for(frames):
+    """An idle pool worker reads its task pipe: CPython's os_read says how, multiprocessing's
+    Connection._recv what for (a message from the parent, not a file read of the job's)."""
+    from debug_stuck.core.facts import thread_facts
+
+    worker = [
+        "read (libc.so.6)",
+        "os_read (posixmodule.c)",
+        "_recv (multiprocessing/connection.py)",
+        "_recv_bytes (multiprocessing/connection.py)",
+        "recv (multiprocessing/connection.py)",
+        "worker (multiprocessing/pool.py)",
+    ]
+    wait, _ = thread_facts(frames, worker, main=True)
+    assert wait.startswith("wait=pipe entry=mp-connection-recv "), wait
+    # with no library frame above it, the C frame is all there is to say
+    wait, _ = thread_facts(frames, ["os_read (posixmodule.c)", "load_shard (train.py)"], main=True)
+    assert wait.startswith("wait=file-read entry=cpython-native-os-read "), wait
 
 
 @pytest.mark.parametrize(
