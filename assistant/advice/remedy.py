@@ -55,6 +55,7 @@ VALUES = {
     "prompt_text": "the question a process asks on its terminal",
     "cycle": "the threads of a lock-order deadlock, with the lock each holds and waits for",
     "sides": "the collectives of each side of a mismatch",
+    "debugger_site": "where a process stopped in pdb (the line after its breakpoint())",
     "thread_name": "a thread the end of the wait waits for (Python's exit waits for it)",
     "thread_site": "where that thread's own code waits (uploader (train.py:12))",
 }
@@ -164,7 +165,7 @@ class _Reader:
             token += "+write"
         if waits.get("lockfile") == "yes":
             token += "+lockfile"
-        if waits.get("stdin") == "parent" or (waits.get("fd") == "0" and waits.get("end") == "no-writer"):
+        if waits.get("stdin") in ("parent", "prompt") or (waits.get("fd") == "0" and waits.get("end") == "no-writer"):
             token += "+stdin"  # input() has no frame of its own; a data feed (zcat | python) is not a prompt
         return token
 
@@ -482,6 +483,10 @@ def _prompt(values: Dict[str, str], reader: _Reader, end: dict) -> None:
     if not (waits.get("kind") == "tty" or (entry and entry.get("wait") == "input")):
         return
     own = reader.own_frame(end)
+    if entry is not None and "debugger" in (entry.get("facts") or ()):
+        # pdb shows the next line to run, not a question: the breakpoint() or set_trace() is just before it
+        values["debugger_site"] = _site_text(own) or values.get("where") or "?"
+        return
     question = _question_at(own, end.get("pid")) if own else None
     values["prompt_text"] = f": {question!r}" if question else ""
     values["prompt_short"] = f" {question.strip()[:60]!r}" if question else ""

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, called_function, reads_response_body, unwrap_call
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.jobfacts import DATALOADER_FILE
+from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove
 from debug_stuck.live.loops import is_library, job_roots, own_loop
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.parties import (
@@ -507,6 +507,12 @@ def _context(job: JobView, hop: Hop, wait: dict) -> None:
         writers = {p["pid"] for p in wait.get("peers") or [] if p.get("mode") in ("w", "rw") and p["pid"] != hop.pid}
         if writers == {info.ppid}:
             hop.facts["stdin"] = "parent"  # its standard input, which only its parent can write: a prompt
+    thread = job.thread(hop.pid, hop.tid)
+    if wait.get("fd") == 0 and wait.get("op") == "read" and thread is not None and "stdin" not in hop.facts:
+        if frames_prove(thread.frames, "stdin"):
+            # input() or a debugger's prompt (frames.yaml facts: [stdin]): a person answers it, not
+            # whatever holds the other end of the pipe (a shell's `sleep | python`, a tmux pane)
+            hop.facts["stdin"] = "prompt"
     if obj.get("kind") in ("fifo", "pipe") and hop.facts.get("end") in ("no-writer", "no-reader"):
         scanned = "some processes could not be read" if obj.get("holders_incomplete") else "every process's fds"
         hop.evidence.append(f"no other holder of {obj.get('path') or hop.object} found ({scanned} scanned)")
@@ -519,7 +525,6 @@ def _context(job: JobView, hop: Hop, wait: dict) -> None:
     if env.get("MASTER_PORT") and remote.endswith(":" + env["MASTER_PORT"]):
         hop.facts["master"] = "yes"
         hop.detail += f" (MASTER_ADDR:MASTER_PORT of this job is {env.get('MASTER_ADDR', '?')}:{env['MASTER_PORT']})"
-    thread = job.thread(hop.pid, hop.tid)
     if thread is not None and any(DISTRIBUTED_FILE.search(f.file or "") for f in python_frames(thread.frames)):
         hop.facts["dist"] = "yes"
 
@@ -528,6 +533,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     inside = " ".join(hop.inside)
     thread = job.thread(hop.pid, hop.tid)
     files = " ".join(f.file for f in python_frames(thread.frames)) if thread is not None else ""
+    if hop.facts.get("stdin") == "prompt":
+        return None
     spawned = spawn_children(job, hop, thread)
     if spawned:
         hop.facts.pop("end", None)

@@ -37,6 +37,19 @@ def table_facts(frames, frames_table: Sequence[dict]) -> Set[str]:
     return found
 
 
+def frames_prove(frames, fact: str) -> bool:
+    """Whether these frames prove a job fact of the frame table (skills/data/frames.yaml `facts`);
+    False when the table cannot be read (the diagnosis reports a broken table itself)."""
+    from debug_stuck.errors import KnowledgeError
+    from debug_stuck.kb import load_table
+
+    try:
+        table = load_table("frames.yaml").get("frames") or []
+    except KnowledgeError:
+        return False
+    return fact in table_facts(frames, table)
+
+
 def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Sequence[str] = ()) -> Set[str]:
     """`logged`: the log facts (log-catalog.yaml `distributed_facts`) that the job's own logs print:
     one of them is a sign of other ranks as good as their frames."""

@@ -25,6 +25,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``flock``: ``fcntl.flock(LOCK_EX)`` on ``<workdir>/train.lock``, held by a child for ever.
 - ``child_stdin``: ``subprocess.Popen(stdin=PIPE).wait()`` on a child that reads its stdin: the
   parent holds the pipe's write end and waits, the child waits for input that never comes.
+- ``breakpoint_left``: a ``breakpoint()`` left in the loop, with stdin a pipe that a child holds
+  open and never writes: pdb waits for a command on it.
 - ``stale_lock``: ``filelock.SoftFileLock(<workdir>/model.lock).acquire()`` on an empty lock file that
   a killed earlier run left behind (an empty marker: filelock never breaks it, as torch's FileBaton
   never does): the thread polls for ever, in time.sleep between tries, and no process has the file open.
@@ -356,6 +358,26 @@ def stdin_feed() -> None:
     _common.sleep_forever()
 
 
+def breakpoint_left() -> None:
+    """A breakpoint() left in the training loop; stdin is a pipe from a producer that holds it open
+    and never writes (a shell's `sleep infinity | python train.py`, a wrapper): pdb waits there."""
+    read_end, write_end = os.pipe()
+    holder = subprocess.Popen(
+        [sys.executable, "-I", "-c", "import time\nwhile True: time.sleep(3600)"],
+        stdout=write_end,
+        stdin=subprocess.DEVNULL,
+    )
+    os.close(write_end)
+    os.dup2(read_end, 0)
+    os.close(read_end)
+    ready_in("recv", peer_pid=holder.pid)
+    for step in range(10):
+        print(f"step {step} loss 0.5", flush=True)
+        if step == 2:
+            breakpoint()  # left in while chasing a NaN
+    _common.sleep_forever()
+
+
 def stale_lock() -> None:
     import filelock  # torch's own dependency
 
@@ -392,6 +414,7 @@ SCENARIOS = {
     "queue_join": queue_join,
     "spawn_barrier": spawn_barrier,
     "stdin_feed": stdin_feed,
+    "breakpoint_left": breakpoint_left,
     "stale_lock": stale_lock,
     "prompt": prompt,
 }

@@ -151,6 +151,22 @@ def test_an_asyncio_loop_idle_on_silent_connections_waits_on_that_service(knowle
     assert "async with asyncio.timeout(60)" in fix.commands[-1] and "setdefaulttimeout" not in fix.commands[-1]
 
 
+def test_a_breakpoint_left_in_the_code_ends_the_chain_at_the_debugger(knowledge, zoo):  # noqa: F811
+    """pdb reads a pipe another process holds open: the prompt is the end (a person answers it),
+    not the process at the pipe's other end; the fix is about the breakpoint()."""
+    from debug_stuck.advice import advise
+
+    job = zoo("blocked_on", args=["breakpoint_left"], env={"PYTHONBREAKPOINT": ""})
+    report = diagnose(knowledge, job.proc.pid)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid], report.chain
+    assert report.chain[0]["waits_on"].get("stdin") == "prompt", report.chain
+    assert report.verdict.cause == "input-wait", top(report)
+    fix = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    stopped_at = rf"Process pid {job.proc.pid} is stopped in the debugger at \S+ \(\S*blocked_on\.py:\d+\)"
+    assert re.match(stopped_at, fix.title), fix.title
+    assert "export PYTHONBREAKPOINT=0  # breakpoint() does nothing" in "\n".join(fix.commands), fix.commands
+
+
 def test_a_hub_download_gets_the_hubs_own_timeouts_and_the_tracker_fix_waits_for_a_tracker(knowledge, zoo):  # noqa: F811
     """huggingface_hub passes its own timeouts to its HTTP client: socket.setdefaulttimeout would not
     bound it. A wandb fix for a job with no wandb in sight is kept, last, on its condition."""
