@@ -546,7 +546,11 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         worker = busy_worker(job, hop.pid)
         if worker is not None:
             hop.kind, hop.object = "worker", str(worker)
-            hop.detail = "waits for a batch from its DataLoader workers"
+            hop.detail = (
+                "waits for a batch from its DataLoader workers"
+                if job.has_dataloader
+                else "waits for an item from its worker processes (a multiprocessing queue or pipe)"
+            )
             return worker, None
     if hop.op == "wait-child":
         child = wait.get("child")

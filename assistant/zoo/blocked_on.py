@@ -34,6 +34,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   returns; the parent ``join()``s it before reading the queue. The child cannot exit until its
   feeder thread has written the item into the pipe, which only the parent's read would drain
   (the "joining processes that use queues" pitfall of the multiprocessing docs).
+- ``queue_producer``: a ``multiprocessing.Process`` (spawn) produces into a ``multiprocessing.Queue``
+  from a FIFO nobody writes; the main process waits in ``queue.get()``. No DataLoader anywhere.
 - ``spawn_barrier``: ``torch.multiprocessing.spawn`` starts 2 processes (spawn context) that meet at
   a ``multiprocessing.Barrier`` set for 3 parties; the parent waits in ``ProcessContext.join`` (a
   poll on the children's sentinels, not wait4). multiprocessing's resource tracker runs beside
@@ -298,6 +300,31 @@ def _fill_queue(queue) -> None:
     queue.put(b"x" * (1 << 20))  # far more than a pipe buffer holds
 
 
+def _produce_from_feed(queue, path: str) -> None:
+    queue.put("header")
+    with open(path) as feed:  # the upstream feed never opens its end
+        for line in feed:
+            queue.put(line)
+
+
+def queue_producer() -> None:
+    import multiprocessing
+
+    path = _common.workdir() / "feed.fifo"
+    os.mkfifo(path)
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=_produce_from_feed, args=(queue, str(path)), name="feeder")
+    child.start()
+    queue.get()  # the header: the producer runs
+    _common.ready_when(
+        lambda: _common.child_blocked_in_open() == child.pid,
+        lambda: dict(scenario=sys.argv[1], peer_pid=child.pid, path=str(path)),
+    )
+    queue.get()  # the next item never comes
+    _common.sleep_forever()
+
+
 def queue_join() -> None:
     import multiprocessing
 
@@ -412,6 +439,7 @@ SCENARIOS = {
     "flock": flock,
     "child_stdin": child_stdin,
     "queue_join": queue_join,
+    "queue_producer": queue_producer,
     "spawn_barrier": spawn_barrier,
     "stdin_feed": stdin_feed,
     "breakpoint_left": breakpoint_left,

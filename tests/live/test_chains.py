@@ -167,6 +167,17 @@ def test_a_breakpoint_left_in_the_code_ends_the_chain_at_the_debugger(knowledge,
     assert "export PYTHONBREAKPOINT=0  # breakpoint() does nothing" in "\n".join(fix.commands), fix.commands
 
 
+def test_a_queue_fed_by_a_process_follows_to_that_process_and_no_dataloader_is_named(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["queue_producer"])
+    producer = job.info["peer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, producer], report.chain
+    first, last = report.chain[0]["waits_on"], report.chain[-1]["waits_on"]
+    assert first["detail"] == "waits for an item from its worker processes (a multiprocessing queue or pipe)", first
+    assert last["kind"] == "fifo" and last["object"] == job.info["path"], last
+    assert report.verdict.cause == "io-stall" and "DataLoader" not in report.verdict.summary, top(report)
+
+
 def test_a_hub_download_gets_the_hubs_own_timeouts_and_the_tracker_fix_waits_for_a_tracker(knowledge, zoo):  # noqa: F811
     """huggingface_hub passes its own timeouts to its HTTP client: socket.setdefaulttimeout would not
     bound it. A wandb fix for a job with no wandb in sight is kept, last, on its condition."""
