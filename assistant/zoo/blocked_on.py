@@ -370,24 +370,8 @@ def spawn_barrier() -> None:
     _common.sleep_forever()
 
 
-def stdin_feed() -> None:
-    read_end, write_end = os.pipe()
-    producer = subprocess.Popen(
-        [sys.executable, "-I", "-c", "import time\nwhile True: time.sleep(3600)"],
-        stdout=write_end,
-        stdin=subprocess.DEVNULL,
-    )
-    os.close(write_end)
-    os.dup2(read_end, 0)
-    os.close(read_end)
-    ready_in("recv", peer_pid=producer.pid)
-    sys.stdin.buffer.read(1 << 16)  # the next chunk of data never comes
-    _common.sleep_forever()
-
-
-def breakpoint_left() -> None:
-    """A breakpoint() left in the training loop; stdin is a pipe from a producer that holds it open
-    and never writes (a shell's `sleep infinity | python train.py`, a wrapper): pdb waits there."""
+def _stdin_from_a_silent_child() -> subprocess.Popen:
+    """Make this process's stdin a pipe whose write end only a child holds, and never writes."""
     read_end, write_end = os.pipe()
     holder = subprocess.Popen(
         [sys.executable, "-I", "-c", "import time\nwhile True: time.sleep(3600)"],
@@ -397,6 +381,20 @@ def breakpoint_left() -> None:
     os.close(write_end)
     os.dup2(read_end, 0)
     os.close(read_end)
+    return holder
+
+
+def stdin_feed() -> None:
+    producer = _stdin_from_a_silent_child()
+    ready_in("recv", peer_pid=producer.pid)
+    sys.stdin.buffer.read(1 << 16)  # the next chunk of data never comes
+    _common.sleep_forever()
+
+
+def breakpoint_left() -> None:
+    """A breakpoint() left in the training loop; stdin is a pipe from a producer that holds it open
+    and never writes (a shell's `sleep infinity | python train.py`, a wrapper): pdb waits there."""
+    holder = _stdin_from_a_silent_child()
     ready_in("recv", peer_pid=holder.pid)
     for step in range(10):
         print(f"step {step} loss 0.5", flush=True)
