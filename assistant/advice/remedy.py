@@ -542,6 +542,7 @@ SYNC_FEEDS = {
     "an Event nobody sets": "set the event",
     "a future's result": "finish the task",
     "a condition to be notified": "notify the condition",
+    "a threading barrier": "reach the barrier",
 }
 
 

@@ -28,12 +28,12 @@ from debug_stuck.live.parties import (
     MP_SYNC_FILE,
     SYNC_FILES,
     THREAD_JOIN,
-    THREAD_SYNC_FILE,
     JobView,
     busy_worker,
     exhausted_pool,
     idle_for_work,
     idle_in_queue,
+    in_thread_sync,
     joined_thread,
     lock_waiters,
     pool_worker_thread,
@@ -620,6 +620,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         if joined is not None:
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))
             hop.kind, hop.object = "thread", str(joined.tid)
+            alike = [t for t in job.threads(hop.pid) if t.tid not in (joined.tid, thread.tid) and in_thread_sync(t)]
             idle = idle_for_work(joined) if at_exit else None
             if idle is not None:
                 hop.parties = [_party(joined)]
@@ -629,7 +630,12 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
                 )
                 hop.facts.update(end="exit-idle-thread", exit="yes")
                 return None
-            hop.detail = f"waits for thread {joined.name!r} to finish" + (
+            hop.detail = f"waits for thread {joined.name!r}" + (
+                f" (and {len(alike)} more that {'wait' if len(alike) > 1 else 'waits'} alike)"
+                if alike and in_thread_sync(joined)
+                else ""
+            )
+            hop.detail += " to finish" + (
                 " before the interpreter can exit (Python joins its non-daemon and pool threads at exit)"
                 if at_exit
                 else ""
@@ -637,11 +643,15 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             if at_exit:
                 hop.facts["exit"] = "yes"
             return hop.pid, joined.tid
-        if "end" not in hop.facts and _alone_on_thread_sync(job, hop, thread):
+        if "end" not in hop.facts and _none_left_to_release(job, hop, thread):
             what, where = _sync_wait(hop.frames)
-            hop.detail = (
-                f"waits for {what}" + (f" at {where}" if where else "") + ", and no other thread is left in the "
-                "process to provide it: the thread that would have has ended"
+            others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
+            hop.detail = f"waits for {what}" + (f" at {where}" if where else "") + ", and no other thread is left "
+            hop.detail += (
+                "in the process to provide it: the thread that would have has ended"
+                if not others
+                else f"to provide it (the process's {len(others) + 1} threads all wait on threading primitives): "
+                "the thread that would have has ended"
             )
             hop.facts["end"] = "no-thread"
     return None
@@ -656,14 +666,18 @@ def _party(thread) -> dict:
     return out
 
 
-def _alone_on_thread_sync(job: JobView, hop: Hop, thread) -> bool:
-    """The thread waits on a threading or queue primitive (Condition, Event, Queue, Semaphore: in
-    CPython's source only another thread of the same process notifies them), and it is the only
-    Python thread left."""
-    py = python_frames(thread.frames)
-    if not py or not THREAD_SYNC_FILE.search(py[0].file or ""):
+def _none_left_to_release(job: JobView, hop: Hop, thread) -> bool:
+    """The thread waits on a threading or queue primitive (Condition, Event, Barrier, Queue,
+    Semaphore: in CPython's source only another thread of the same process releases them), and it
+    is the only Python thread left; or it waits at a threading.Barrier and every other Python
+    thread of the process waits on such a primitive too: a party never arrives. (An Event or a
+    future with every thread waiting may still be one nobody was ever going to set: no claim.)"""
+    others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
+    if not in_thread_sync(thread):
         return False
-    return all(t.tid == thread.tid for t in job.threads(hop.pid))
+    if not others:
+        return True
+    return _sync_wait(thread.frames)[0] == "a threading barrier" and all(in_thread_sync(t) for t in others)
 
 
 def _waits_on_process_pool(job: JobView, hop: Hop, files: str) -> bool:
@@ -795,6 +809,8 @@ def _relation(before: Hop, hop: Hop) -> str:
         return f", the child of pid {before.pid},"
     if before.kind == "thread" and before.facts.get("end") == "queue-flush":
         return ", its queue's feeder thread,"
+    if before.kind == "thread" and before.detail.startswith("waits for thread"):
+        return ", the thread it joins,"
     if before.kind == "thread":
         return ", the pool's worker thread,"
     return ""

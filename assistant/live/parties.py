@@ -238,8 +238,16 @@ def joined_thread(job: JobView, pid: int, thread):
     busy = [t for t in others if not IDLE_QUEUE.search(python_frames(t.frames)[0].file or "")]
     if len(busy) == 1:
         return busy[0]
+    if busy and all(in_thread_sync(t) for t in busy):
+        return busy[0]  # all at the same kind of wait (a barrier, an event): one stands for the others
     # at exit, the one other thread, idle or not: Python waits for it unless it is a daemon
     return others[0] if at_shutdown and not busy and len(others) == 1 else None
+
+
+def in_thread_sync(thread) -> bool:
+    """The thread waits on a threading or queue primitive (its innermost Python frame is there)."""
+    py = python_frames(thread.frames) if thread is not None else []
+    return bool(py) and bool(THREAD_SYNC_FILE.search(py[0].file or ""))
 
 
 def idle_for_work(thread) -> Optional[str]:

@@ -36,6 +36,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   (the "joining processes that use queues" pitfall of the multiprocessing docs).
 - ``queue_producer``: a ``multiprocessing.Process`` (spawn) produces into a ``multiprocessing.Queue``
   from a FIFO nobody writes; the main process waits in ``queue.get()``. No DataLoader anywhere.
+- ``barrier_party_died``: three threads meet at a ``threading.Barrier(3)``; one raises first, the two
+  others wait at the barrier, the main thread joins them.
 - ``spawn_barrier``: ``torch.multiprocessing.spawn`` starts 2 processes (spawn context) that meet at
   a ``multiprocessing.Barrier`` set for 3 parties; the parent waits in ``ProcessContext.join`` (a
   poll on the children's sentinels, not wait4). multiprocessing's resource tracker runs beside
@@ -403,6 +405,30 @@ def breakpoint_left() -> None:
     _common.sleep_forever()
 
 
+def barrier_party_died() -> None:
+    """Three shard threads meet at a threading.Barrier(3); one raises before it gets there. The
+    other two wait at the barrier for ever, and the main thread joins them."""
+    barrier = threading.Barrier(3)
+
+    def shard(index: int) -> None:
+        if index == 2:
+            raise OSError("shard 2: checksum mismatch")  # this party never arrives
+        barrier.wait()
+
+    threads = [threading.Thread(target=shard, args=(i,), name=f"shard-{i}") for i in range(3)]
+
+    def waiting() -> bool:
+        at_barrier = [t for t in threads[:2] if "wait" in _common.stack_functions(t.ident)]
+        return len(at_barrier) == 2 and not threads[2].is_alive()
+
+    _common.ready_when(waiting, lambda: dict(scenario=sys.argv[1]))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    _common.sleep_forever()
+
+
 def stale_lock() -> None:
     import filelock  # torch's own dependency
 
@@ -438,6 +464,7 @@ SCENARIOS = {
     "child_stdin": child_stdin,
     "queue_join": queue_join,
     "queue_producer": queue_producer,
+    "barrier_party_died": barrier_party_died,
     "spawn_barrier": spawn_barrier,
     "stdin_feed": stdin_feed,
     "breakpoint_left": breakpoint_left,

@@ -178,6 +178,21 @@ def test_a_queue_fed_by_a_process_follows_to_that_process_and_no_dataloader_is_n
     assert report.verdict.cause == "io-stall" and "DataLoader" not in report.verdict.summary, top(report)
 
 
+def test_threads_left_at_a_barrier_whose_party_died_are_not_a_lock_order_deadlock(knowledge, zoo):  # noqa: F811
+    """Every thread of the process waits on a threading primitive: none is left to release them."""
+    from debug_stuck.advice import advise
+
+    job = zoo("blocked_on", args=["barrier_party_died"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.cause == "thread-deadlock", top(report)
+    first, last = report.chain[0]["waits_on"], report.chain[-1]["waits_on"]
+    assert re.match(r"waits for thread 'shard-[01]' \(and 1 more that waits alike\) to finish", first["detail"]), first
+    assert last.get("end") == "no-thread" and "a threading barrier at shard" in last["detail"], last
+    fix = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    assert fix.title == "The thread that should reach the barrier has died; make its errors reach the main thread"
+    assert any("Exception in thread" in c for c in fix.commands), fix.commands
+
+
 def test_a_hub_download_gets_the_hubs_own_timeouts_and_the_tracker_fix_waits_for_a_tracker(knowledge, zoo):  # noqa: F811
     """huggingface_hub passes its own timeouts to its HTTP client: socket.setdefaulttimeout would not
     bound it. A wandb fix for a job with no wandb in sight is kept, last, on its condition."""
