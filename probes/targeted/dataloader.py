@@ -373,8 +373,12 @@ def _io_wait(frames: list, kernel: dict) -> Optional[str]:
 
 def _user_frames(frames: list, roots: Sequence[str]) -> list:
     """The frames of the user's code: under the folders the probe put on sys.path, or not a library's
-    (core.owncode)."""
-    return [f for f in frames if not f.native and not is_library_code(f.file, f.path, roots)]
+    (core.owncode); never the probe's own runner (`python -c`: `<string>`) or a `<frozen ...>` module."""
+    return [
+        f
+        for f in frames
+        if not f.native and not (f.file or "").startswith("<") and not is_library_code(f.file, f.path, roots)
+    ]
 
 
 def dump_tree(root_pid: int, roots: Sequence[str] = (), timeout: float = 4.0) -> List[dict]:

@@ -270,3 +270,21 @@ def test_workers_blocked_in_io_say_so(tmp_path, monkeypatch):
     assert result.summary.startswith("workers hang in an I/O wait ("), result.summary
     assert result.summary.endswith("(num_workers=2), num_workers=0 works")
     assert "blocked in I/O:" in result.findings[0].message
+
+
+def test_the_user_frames_of_a_stuck_worker_are_the_users_not_the_probes_runner(tmp_path):
+    """The probe runs the user's factory from `python -c` (frames in `<string>`): those frames and
+    the libraries' are not the user's code; the user's own `datasets/` package under the folder the
+    probe put on sys.path is, though py-spy's short name is Hugging Face's too."""
+    from debug_stuck.probes.collectors.stacks import Frame
+
+    own = str(tmp_path / "datasets" / "shards.py")
+    frames = [
+        Frame("read", "shards.py", 9, path=own.replace("datasets/shards.py", "shards.py")),
+        Frame("__getitem__", "datasets/shards.py", 12, path=own),
+        Frame("fetch", "torch/utils/data/_utils/fetch.py", 52, path="/venv/lib/python3.11/site-packages/torch/x.py"),
+        Frame("<module>", "<string>", 80),
+        Frame("_run_code", "<frozen runpy>", 88),
+    ]
+    user = check_dataloader._user_frames(frames, [str(tmp_path)])
+    assert [f.function for f in user] == ["read", "__getitem__"]
