@@ -116,7 +116,7 @@ def _read_without_a_pause(diagnosis, facts: JobFacts) -> None:
         fix.commands = [without_a_pause(c, facts.writing_pids) for c in fix.commands]
     for item in diagnosis.check_items:
         item.command = without_a_pause(item.command, facts.writing_pids)
-    diagnosis.checks = [without_a_pause(c, facts.writing_pids) for c in diagnosis.checks]
+    diagnosis.checks = [item.command for item in diagnosis.check_items]
 
 
 def _drop_repeated_commands(diagnosis) -> None:

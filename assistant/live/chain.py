@@ -152,20 +152,7 @@ class Hop:
         for key in ("op",):
             if getattr(self, key):
                 out["waits_on"][key] = getattr(self, key)
-        for key in (
-            "end",
-            "fd",
-            "state",
-            "master",
-            "gc",
-            "loop",
-            "via",
-            "lockfile",
-            "stdin",
-            "exit",
-            "body",
-            "event_loop",
-        ):
+        for key in WAIT_FACTS:
             if self.facts.get(key):
                 out["waits_on"][key] = self.facts[key]
         if self.parties:
@@ -585,18 +572,20 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.detail = f"waits at a multiprocessing {primitive_of(thread.frames)} for pid {party}"
             return party, None
     if hop.op == "futex" and thread is not None:
-        pool = exhausted_pool(job, hop.pid, thread) if FUTURE_WAIT.search(files) else None
-        if pool is not None:
-            name, size = pool
-            hop.kind, hop.object = "pool", name
-            hop.facts["end"] = "exhausted"
-            every = "it is that pool's only worker" if size == 1 else f"all {size} of that pool's workers do the same"
-            hop.detail = (
-                f"waits inside a task of thread pool {name!r} for a future, and {every}: "
-                "a task queued in the pool cannot start until a worker is free"
-            )
-            return None
         if FUTURE_WAIT.search(files):
+            pool = exhausted_pool(job, hop.pid, thread)
+            if pool is not None:
+                name, size = pool
+                hop.kind, hop.object = "pool", name
+                hop.facts["end"] = "exhausted"
+                every = (
+                    "it is that pool's only worker" if size == 1 else f"all {size} of that pool's workers do the same"
+                )
+                hop.detail = (
+                    f"waits inside a task of thread pool {name!r} for a future, and {every}: "
+                    "a task queued in the pool cannot start until a worker is free"
+                )
+                return None
             worker = pool_worker_thread(job, hop.pid, hop.tid)
             if worker is not None:
                 hop.kind, hop.object = "thread", str(worker)
@@ -643,9 +632,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             if at_exit:
                 hop.facts["exit"] = "yes"
             return hop.pid, joined.tid
-        if "end" not in hop.facts and _none_left_to_release(job, hop, thread):
+        others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
+        if "end" not in hop.facts and _none_left_to_release(thread, others):
             what, where = _sync_wait(hop.frames)
-            others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
             hop.detail = f"waits for {what}" + (f" at {where}" if where else "") + ", and no other thread is left "
             hop.detail += (
                 "in the process to provide it: the thread that would have has ended"
@@ -666,13 +655,13 @@ def _party(thread) -> dict:
     return out
 
 
-def _none_left_to_release(job: JobView, hop: Hop, thread) -> bool:
+def _none_left_to_release(thread, others) -> bool:
     """The thread waits on a threading or queue primitive (Condition, Event, Barrier, Queue,
     Semaphore: in CPython's source only another thread of the same process releases them), and it
     is the only Python thread left; or it waits at a threading.Barrier and every other Python
     thread of the process waits on such a primitive too: a party never arrives. (An Event or a
-    future with every thread waiting may still be one nobody was ever going to set: no claim.)"""
-    others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
+    future with every thread waiting may still be one nobody was ever going to set: no claim.)
+    `others`: the process's other threads with Python frames."""
     if not in_thread_sync(thread):
         return False
     if not others:

@@ -308,22 +308,16 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
     in a DataLoader's worker loop (`workers`): torch.multiprocessing.spawn, DDP's usual way to start
     its ranks, starts them so; children that meet at a plain multiprocessing barrier stay workers.
     Their parent, a Python process with no such frame, is then their launcher, not a rank."""
-    from debug_stuck.errors import KnowledgeError
-    from debug_stuck.kb import load_table
-    from debug_stuck.live.jobfacts import table_facts
+    from debug_stuck.live.jobfacts import frames_table, table_facts
 
-    try:
-        table = load_table("frames.yaml").get("frames") or []
-    except KnowledgeError:
+    table = frames_table()
+    if table is None:
         return  # a broken table is reported by the diagnosis itself
 
     def distributed(pid: int) -> bool:
-        series = snap.stacks.get(pid)
-        dump = series.latest() if series is not None else None
         # native frames too: a DDP rank waiting in backward shows its collective only there
         # (c10d::Reducer::finalize_backward), its Python frames being autograd's
-        frames = [f for t in (dump.threads if dump is not None else []) for f in t.frames]
-        return "distributed" in table_facts(frames, table)
+        return "distributed" in table_facts(_latest_frames(snap, pid), table)
 
     def unsettled(info) -> bool:
         return info.role == "other" or (info.role == "dataloader-worker" and info.pid not in workers)
@@ -359,6 +353,13 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
             parent.role = "launcher"
 
 
+def _latest_frames(snap: Snapshot, pid: int) -> list:
+    """Every frame, native ones too, of every thread of pid's latest stack dump."""
+    series = snap.stacks.get(pid)
+    dump = series.latest() if series is not None else None
+    return [f for t in (dump.threads if dump is not None else []) for f in t.frames]
+
+
 SPAWN_WRAP = ("_wrap", "torch/multiprocessing/spawn.py")
 OTHER_NODE_ENV = ("NODE_RANK", "GROUP_RANK", "SLURM_NODEID")
 
@@ -373,9 +374,7 @@ def _ranks_of_spawned_children(snap: Snapshot, promoted) -> None:
     function, file_end = SPAWN_WRAP
 
     def spawned(info) -> bool:
-        series = snap.stacks.get(info.pid)
-        dump = series.latest() if series is not None else None
-        frames = [f for t in (dump.threads if dump is not None else []) for f in t.frames]
+        frames = _latest_frames(snap, info.pid)
         return any(f.function == function and (f.path or f.file or "").endswith(file_end) for f in frames)
 
     todo = [info for info in promoted if info.rank is None and info.local_rank is None and spawned(info)]

@@ -5,7 +5,7 @@ is one process only when it is one process everywhere."""
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Sequence, Set
+from typing import Iterable, List, Optional, Sequence, Set
 
 from debug_stuck.core.libfacts import match_frame
 
@@ -37,17 +37,22 @@ def table_facts(frames, frames_table: Sequence[dict]) -> Set[str]:
     return found
 
 
-def frames_prove(frames, fact: str) -> bool:
-    """Whether these frames prove a job fact of the frame table (skills/data/frames.yaml `facts`);
-    False when the table cannot be read (the diagnosis reports a broken table itself)."""
+def frames_table() -> Optional[List[dict]]:
+    """The frame table's entries (skills/data/frames.yaml), or None when it cannot be read (the
+    diagnosis reports a broken table itself)."""
     from debug_stuck.errors import KnowledgeError
     from debug_stuck.kb import load_table
 
     try:
-        table = load_table("frames.yaml").get("frames") or []
+        return load_table("frames.yaml").get("frames") or []
     except KnowledgeError:
-        return False
-    return fact in table_facts(frames, table)
+        return None
+
+
+def frames_prove(frames, fact: str) -> bool:
+    """Whether these frames prove a job fact of the frame table (`facts`); False without a table."""
+    table = frames_table()
+    return table is not None and fact in table_facts(frames, table)
 
 
 def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Sequence[str] = ()) -> Set[str]:

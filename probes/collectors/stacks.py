@@ -451,8 +451,8 @@ def frame_arguments(pid: int, function: str, file_end: str, timeout: float = 2.0
     if exe is None:
         return {}
     argv = [exe, "dump", "--pid", str(pid), "--json", "--locals"]
-    if _writing_threads(pid) or _read_proc(pid).state in ("T", "t"):
-        argv.append("--nonblocking")
+    if _stopped_note(_read_proc(pid)) is not None or _writing_threads(pid):
+        argv.append("--nonblocking")  # as dump_stacks reads it: py-spy cannot pause these, or must not
     result = run_command(argv, timeout, env=_py_spy_env())
     if result.timed_out or result.returncode != 0:
         return {}
