@@ -16,6 +16,14 @@ time:
               healthy too (the user's "GPU 100%, no log" job that is in fact training);
   jax_init    process 0 of a two-process jax.distributed job, in jax.distributed.initialize(), whose
               process 1 never starts (JAX on its CPU platform: the wait is the coordination service's).
+  nccl_late_rank  torchrun, two NCCL ranks on the one GPU: rank 1 blocks opening a FIFO shard that no one
+              writes, before its first collective; rank 0 waits in its first all_reduce (NCCL's
+              communicator set-up, which needs every rank): the culprit is rank 1;
+  eval_while_waiting  torchrun, two gloo ranks on the one GPU: rank 0 runs a long silent evaluation on
+              the GPU, rank 1 waits for it in dist.barrier(): healthy, never to be called hung;
+  compile_autotune  torch.compile(mode="max-autotune-no-cudagraphs") at its first step: Dynamo,
+              Inductor and Triton autotuning (compile workers as child processes) with a silent log:
+              slow, not hung.
 For each it saves under OUT/<name>/: report.json (`debug-stuck diagnose --pid P --format json`),
 nvml.json (the tool's own GPU collector), nvml-raw.json (the raw NVML values, in the shape
 tests/fixtures/gpu replays), py-spy.txt and py-spy-native.txt (`py-spy dump`), pystack.txt
@@ -45,8 +53,19 @@ READY_SECONDS = 120.0  # CUDA init, calibration and queueing the kernels
 DIAGNOSE_SECONDS = 150.0
 TOOL_SECONDS = 60.0
 QUEUED_GPU_SECONDS = 420.0  # longer than this run: the host is still waiting when it is killed
-SCENARIOS = ("healthy_gpu", "quiet_gpu", "jax_init", "cuda_sync", "dataloader", "nccl_fr")
-HEALTHY = ("healthy_gpu", "quiet_gpu")  # the negative controls: never to be called hung
+SCENARIOS = (
+    "healthy_gpu",
+    "quiet_gpu",
+    "jax_init",
+    "cuda_sync",
+    "dataloader",
+    "nccl_fr",
+    "nccl_late_rank",
+    "eval_while_waiting",
+    "compile_autotune",
+)
+HEALTHY = ("healthy_gpu", "quiet_gpu", "eval_while_waiting", "compile_autotune")  # never to be called hung
+TORCHRUN = ("nccl_late_rank", "eval_while_waiting")  # started by torchrun, two ranks on the one GPU
 FR_PREFIX = "nccl_trace_rank_"
 
 
@@ -178,6 +197,88 @@ def child_jax_init() -> None:
     )
 
 
+def _peer_ready(rank: int) -> None:
+    """Rank `rank` (not 0) says it is about to reach its wait; rank 0 waits for that before READY."""
+    path = Path(os.environ["ZOO_WORKDIR"]) / f"RANK{rank}"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(str(os.getpid()))
+    tmp.replace(path)
+
+
+def _ready_with_peer(note: dict) -> None:
+    path = Path(os.environ["ZOO_WORKDIR"]) / "RANK1"
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    peer = int(path.read_text()) if path.exists() else None
+    _ready({**note, "pid": os.getpid(), "peer": peer})
+
+
+def child_nccl_late_rank() -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(0)  # one GPU: both ranks on it (rank 1 never reaches NCCL: no duplicate-GPU error)
+    dist.init_process_group("nccl")
+    t = torch.ones(1024, device="cuda")
+    if dist.get_rank() == 1:
+        shard = Path(os.environ["ZOO_WORKDIR"]) / "shard-1.fifo"
+        os.mkfifo(shard)
+        _peer_ready(1)
+        with open(shard, "rb") as fh:  # the hang: a shard that never comes (no writer opens the FIFO)
+            t += len(fh.read())
+    else:
+        _ready_with_peer({"backend": "nccl"})
+    dist.all_reduce(t)  # rank 0: NCCL sets up its communicator here, and that needs rank 1
+
+
+def child_eval_while_waiting() -> None:
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    torch.cuda.set_device(0)
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 1:
+        _peer_ready(1)
+        dist.barrier()  # waits for rank 0's evaluation: a healthy wait
+        return
+    model = nn.Sequential(nn.Linear(4096, 8192), nn.GELU(), nn.Linear(8192, 4096)).cuda().eval()
+    x = torch.randn(4096, 4096, device="cuda")
+    _ready_with_peer({"backend": "gloo"})
+    total = 0.0
+    with torch.no_grad():
+        while True:  # a long evaluation with a silent log
+            for _ in range(20):
+                total += model(x).float().abs().mean().item()
+
+
+def child_compile_autotune() -> None:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    widths = [1024, 1536, 2048, 2560, 3072, 3584, 4096, 1280]  # distinct shapes: each matmul is autotuned
+    layers: list = []
+    for a, b in zip(widths, widths[1:]):
+        layers += [nn.Linear(a, b), nn.GELU()]
+    model = nn.Sequential(*layers).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    step_fn = torch.compile(model, mode="max-autotune-no-cudagraphs")
+    x = torch.randn(2048, widths[0], device="cuda")
+    print("compiling the first step", flush=True)
+    _ready({"pid": os.getpid()})
+    step = 0
+    while True:
+        loss = step_fn(x).float().pow(2).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        step += 1
+        if step == 1 or step % 50 == 0:
+            print(f"step {step} loss {loss.item():.5f}", flush=True)
+
+
 # --- the check ----------------------------------------------------------------------------------
 
 
@@ -300,6 +401,11 @@ def record(name: str, root: Path, out: Path, budget: Budget, jobs: list) -> dict
         env["TORCH_NCCL_TRACE_BUFFER_SIZE"] = "2000"  # the name before torch 2.5
     elif name == "jax_init":
         env = {"JAX_PLATFORMS": "cpu", "JAX_INIT_PORT": str(spawn.free_port())}
+    elif name in TORCHRUN:
+        port = spawn.free_port()
+        run = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1"]
+        argv = [*run, f"--master_port={port}", *argv[1:]]
+        env = {"GLOO_SOCKET_IFNAME": "lo"}
     try:
         job = spawn.start(
             f"gpu-{name}", root, ready_timeout=wait, argv=argv, env=env, wait_ready=True, on_spawn=jobs.append
@@ -307,9 +413,9 @@ def record(name: str, root: Path, out: Path, budget: Budget, jobs: list) -> dict
     except spawn.ZooStartError as exc:
         (folder / "start-error.txt").write_text(str(exc))
         return {"error": f"the job did not reach its hang: {str(exc).splitlines()[0]}"}
-    pid = job.proc.pid
+    pid = int(job.info.get("pid") or job.proc.pid)  # a torchrun job's READY names rank 0
     steps = {"pid": pid, "ready": job.info}
-    if name == "jax_init":
+    if name in ("jax_init", *TORCHRUN):
         time.sleep(min(5.0, budget.left(5.0)))  # READY comes just before the call: let it reach its wait
     nvml = collect_gpus(timeout=max(1.0, budget.left(15)), samples=3, interval=0.5)
     (folder / "nvml.json").write_text(json.dumps(nvml.to_dict(), indent=1))
@@ -318,11 +424,15 @@ def record(name: str, root: Path, out: Path, budget: Budget, jobs: list) -> dict
     diagnose = [sys.executable, "-m", "debug_stuck", "diagnose", "--pid", str(pid), "--format", "json"]
     steps["diagnose"] = run_tool(diagnose, budget.left(DIAGNOSE_SECONDS), folder / "report.json")
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    steps["py-spy"] = run_tool([py_spy, "dump", "--pid", str(pid)], budget.left(TOOL_SECONDS), folder / "py-spy.txt")
-    native = [py_spy, "dump", "--native", "--pid", str(pid)]
-    steps["py-spy-native"] = run_tool(native, budget.left(TOOL_SECONDS), folder / "py-spy-native.txt")
-    pystack = [sys.executable, "-m", "pystack", "remote", str(pid), "--native"]
-    steps["pystack"] = run_tool(pystack, budget.left(TOOL_SECONDS), folder / "pystack.txt")
+    targets = [("", pid)] + ([("peer-", int(job.info["peer"]))] if job.info.get("peer") else [])
+    for prefix, target in targets:
+        dump = [py_spy, "dump", "--pid", str(target)]
+        steps[f"{prefix}py-spy"] = run_tool(dump, budget.left(TOOL_SECONDS), folder / f"{prefix}py-spy.txt")
+        native = [py_spy, "dump", "--native", "--pid", str(target)]
+        native_out = folder / f"{prefix}py-spy-native.txt"
+        steps[f"{prefix}py-spy-native"] = run_tool(native, budget.left(TOOL_SECONDS), native_out)
+        pystack = [sys.executable, "-m", "pystack", "remote", str(target), "--native"]
+        steps[f"{prefix}pystack"] = run_tool(pystack, budget.left(TOOL_SECONDS), folder / f"{prefix}pystack.txt")
     if name == "nccl_fr":
         from debug_stuck.probes.collectors.procs import maps_mention
 
@@ -406,6 +516,8 @@ def main(argv: list) -> int:
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
     failed = [n for n in chosen if "error" in summary.get(n, {}) or summary.get(n, {}).get("skipped")]
     failed += [n for n in chosen if summary.get(n, {}).get("diagnose", {}).get("returncode") not in (0, None)]
+    # a healthy job called hung is a false alarm: the check fails
+    failed += [n for n in chosen if n in HEALTHY and (summary.get(n, {}).get("verdict") or {}).get("hung")]
     for name in chosen:
         print(f"{name}: {json.dumps(summary.get(name, {}).get('verdict'))}")
     print(f"recorded under {out}: {', '.join(chosen)}" + (f"; problems: {', '.join(failed)}" if failed else ""))

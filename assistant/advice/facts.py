@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set
 
+from debug_stuck.core.libfacts import sets_nccl
 from debug_stuck.core.owncode import entry_script_roots, is_library_code
 from debug_stuck.recovery.commandline import option_value, parse_launch
 from debug_stuck.recovery.job import TrainingJob
@@ -402,7 +403,7 @@ def _backend(processes) -> Optional[str]:
                     return "gloo"
                 if "nccl" in text:
                     return "nccl"
-        if any(k.startswith("NCCL_") for k in env):
+        if sets_nccl(env):
             return "nccl"
     return None
 

@@ -244,3 +244,14 @@ def feeder_writing(frames) -> bool:
             called = (frames[index - 1][0] or "").rsplit(".", 1)[-1] if index > 0 else ""
             return bool(called) and called != "wait"
     return False
+
+
+# NVIDIA's CUDA container images set NCCL_VERSION (`ENV NCCL_VERSION` in the nvidia/cuda
+# Dockerfiles) to name the library they install: every process in such a container has it,
+# whatever backend it uses, so it says nothing about the job's choice.
+_INSTALL_ONLY_NCCL_ENV = frozenset({"NCCL_VERSION"})
+
+
+def sets_nccl(env) -> bool:
+    """Whether an environment holds an NCCL setting of the job's own (NCCL_DEBUG, NCCL_SOCKET_IFNAME...)."""
+    return any(key.startswith("NCCL_") and key not in _INSTALL_ONLY_NCCL_ENV for key in env or {})

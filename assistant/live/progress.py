@@ -96,6 +96,19 @@ def computing_gpus(snap: Snapshot) -> list:
     return out
 
 
+def _busy(device) -> str:
+    return f"{device.util_min or device.util:.0f}% busy at {device.power_w:.0f} W of {device.power_limit_w:.0f} W"
+
+
+def gpu_of_computing(snap: Snapshot) -> dict:
+    """{pid: the computing GPU it uses} for the job's processes that the driver's table lists on a GPU
+    computing through the window: a loop that launches that GPU's work and waits for it is the work."""
+    if snap.gpus is None:
+        return {}
+    devices = {device.index: device for device in computing_gpus(snap)}
+    return {gp.pid: devices[gp.gpu_index] for gp in snap.gpus.processes if gp.gpu_index in devices}
+
+
 def _device_work_on_the_cpu(snap: Snapshot, ranks, device_waits) -> list:
     """Ranks whose main thread sleeps waiting for device computations while the process computes,
     on a machine with no GPU: the device is the CPU backend's threads (JAX or XLA on CPU). With a
@@ -239,10 +252,7 @@ def judge_progress(
             f"({info.cpu_percent:.0f}% CPU)"
         )
     for device in computing_gpus(snap):
-        reasons.append(
-            f"GPU {device.index} computes for the job: {device.util_min or device.util:.0f}% busy at "
-            f"{device.power_w:.0f} W of {device.power_limit_w:.0f} W"
-        )
+        reasons.append(f"GPU {device.index} computes for the job: {_busy(device)}")
     if reasons and stuck_logs and not grew and not phase:
         lg = stuck_logs[0]
         reasons = []  # the stack moves, but the job's own log has been silent far beyond its rhythm
@@ -284,7 +294,8 @@ def _waited_for(snap: Snapshot, ranks, waiting, motion, writers, stuck_logs, pha
         return None
     phase = next((phases(p.pid) for p in busy if phases is not None and phases(p.pid)), None)
     loops = {p.pid: own_loop(snap.stacks.get(p.pid), _main_tid(snap, p.pid)) for p in busy}
-    spinning = [p for p in busy if loops[p.pid] is not None]
+    on_gpu = gpu_of_computing(snap)
+    spinning = [p for p in busy if loops[p.pid] is not None and p.pid not in on_gpu]
     if spinning and not phase:
         who = ", ".join(f"{p.label()} turns in one loop of its own code at {loops[p.pid].text()}" for p in spinning)
         return Progress(True, [f"{waiters} {verb} in a collective for the whole window while {who}"],
@@ -295,7 +306,13 @@ def _waited_for(snap: Snapshot, ranks, waiting, motion, writers, stuck_logs, pha
         return Progress(True, [f"{waiters} {verb} in a collective while {who} computes, and {lg.path} has been "
                                f"silent for {lg.silent:.0f} s, {lg.silent / lg.interval:.0f} times its step interval"],
                         stuck_on=[p.pid for p in busy])  # fmt: skip
-    doing = f"computes in a {phase} pass" if phase else "keeps computing, not in a loop of its own code,"
+    gpus = sorted({on_gpu[p.pid].index: on_gpu[p.pid] for p in busy if p.pid in on_gpu}.items())
+    if phase:
+        doing = f"computes in a {phase} pass"
+    elif gpus:
+        doing = "computes on " + ", ".join(f"GPU {index} ({_busy(device)})" for index, device in gpus)
+    else:
+        doing = "keeps computing, not in a loop of its own code,"
     return Progress(False, [f"{who} {doing} while {waiters} {verb} for it in a collective: one rank's long pass, "
                             "not a hang so far"], state="progressing")  # fmt: skip
 

@@ -483,3 +483,29 @@ def test_a_jax_collective_gets_jaxs_fix_and_none_of_the_torch_frameworks(cli_jso
         "Set the process-group timeout through the HF Trainer",
     ):
         assert left_out[title] == "for torch; this job: jax", left_out
+
+
+@pytest.mark.parametrize(
+    "env, frame, backend",
+    [
+        ({"NCCL_VERSION": "2.28.3-1"}, "barrier", None),  # NVIDIA's CUDA images set it in every process
+        ({"NCCL_VERSION": "2.28.3-1", "NCCL_DEBUG": "INFO"}, "barrier", "nccl"),  # a setting of the job's own
+        ({"NCCL_VERSION": "2.28.3-1"}, "c10d::ProcessGroupNCCL::allreduce", "nccl"),  # its frames say so
+    ],
+)
+def test_the_backend_is_the_jobs_setting_or_frames_not_the_images_nccl_version(env, frame, backend):
+    # gloo ranks in NVIDIA's container on an H100 (tests/fixtures/gpu/h100/eval_while_waiting-report.json,
+    # as recorded before the fix) were told NCCL's fixes: the image's NCCL_VERSION was read as the backend
+    from debug_stuck.advice.facts import gather_facts
+
+    report = Report()
+    report.processes = [
+        {
+            "pid": 776,
+            "role": "rank",
+            "cmdline": "python train.py",
+            "env": env,
+            "threads": [{"tid": 776, "frames": [{"function": frame, "file": "torch/distributed/distributed_c10d.py"}]}],
+        }
+    ]
+    assert gather_facts(report).context.get("backend") == backend

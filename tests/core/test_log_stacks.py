@@ -253,6 +253,26 @@ def test_a_jax_process_in_sync_global_devices_waits_in_a_collective(cli_json, du
     assert any("waits in a collective" in e["detail"] for e in top["evidence"]), top["evidence"]
 
 
+@pytest.mark.parametrize("dump", ["compile_autotune-py-spy.txt", "compile_autotune-py-spy-native.txt"])
+def test_a_pasted_dump_of_torch_compile_autotuning_names_the_compiler(cli_json, dump):
+    # torch.compile(mode="max-autotune-no-cudagraphs") at its first step on an H100: Dynamo, Inductor,
+    # Triton autotuning in a thread pool (bench/gpu_check.py compile_autotune)
+    report = cli_json("--log", str(H100 / dump))
+    top = report["diagnoses"][0]
+    assert top["cause"] == "compile", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    assert any("Inductor is generating code" in e["detail"] for e in top["evidence"]), top["evidence"]
+
+
+@pytest.mark.parametrize("dump", ["nccl_late_rank-py-spy-native.txt", "nccl_late_rank-pystack.txt"])
+def test_a_pasted_native_dump_of_a_rank_in_nccls_bootstrap_is_communicator_setup(cli_json, dump):
+    # rank 0 of two in its first all_reduce on an H100, inside bootstrapInit (accept): NCCL 2.28's
+    # frames as py-spy --native and pystack --native print them (bench/gpu_check.py nccl_late_rank)
+    report = cli_json("--log", str(H100 / dump))
+    top = report["diagnoses"][0]
+    assert top["cause"] == "nccl-init", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    assert any("inside NCCL communicator setup" in e["detail"] for e in top["evidence"]), top["evidence"]
+
+
 # --- real TensorFlow jobs (tests/fixtures/tensorflow/README.md) ---------------------------------------
 
 TF_FIXTURES = Path(__file__).parents[1] / "fixtures" / "tensorflow"

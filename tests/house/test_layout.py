@@ -290,7 +290,8 @@ FRONTEND_MAY_IMPORT = re.compile(
     r"|\.core\.report$|\.kb$|\.recovery\.(plan|jobtree)$|\.probes\.targeted\.(registry|base)$"
     r"|\.(contract|errors|bounded|inputs|redact|writer|interpreter|yamlio|hook)$|$)"
 )
-SESSION_MAY_ALSO_IMPORT = re.compile(r"^debug_stuck\.core\.(answers|knowledge|tree)$")  # triage works on them
+# triage works on them; what a library's frames and settings say of the job is core.libfacts' one rule
+SESSION_MAY_ALSO_IMPORT = re.compile(r"^debug_stuck\.core\.(answers|knowledge|tree|libfacts)$")
 
 
 def test_front_ends_import_only_the_entry_the_model_the_renderers_and_the_session():

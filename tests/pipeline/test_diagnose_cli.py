@@ -241,6 +241,30 @@ def test_reports_of_real_healthy_gpu_training_say_progressing(scenario):
         assert "GPU 0 computes for the job: 100% busy at 656 W of 700 W" in report["verdict"]["summary"]
 
 
+def test_report_of_a_rank_evaluating_on_its_gpu_while_the_other_waits_says_progressing():
+    # torchrun, two gloo ranks on an H100: rank 0 evaluates on the GPU with a silent log (one line of
+    # its own code, waiting in .item()), rank 1 waits in dist.barrier(); before the fix, a hung cpu-spin
+    report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / "eval_while_waiting-report.json").read_text())
+    validate(report)
+    assert report["verdict"]["hung"] is False and report["verdict"]["state"] == "progressing"
+    assert report["culprit"] is None and report["verdict"]["cause"] is None
+    summary = report["verdict"]["summary"]
+    assert "pid 528 (rank 0) computes on GPU 0 (98% busy at 697 W of 700 W) while pid 529 (rank 1) waits" in summary
+    assert "backend" not in report["job"]["context"]  # gloo, in a container whose image sets NCCL_VERSION
+
+
+def test_report_of_an_nccl_rank_waiting_for_a_rank_that_never_reached_its_first_collective():
+    # torchrun, two NCCL ranks on an H100: rank 1 blocks opening a FIFO before its first collective;
+    # rank 0 waits in all_reduce, inside NCCL's bootstrap (bootstrapInit, accept)
+    report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / "nccl_late_rank-report.json").read_text())
+    validate(report)
+    assert report["verdict"]["hung"] is True and report["verdict"]["cause"] == "io-stall"
+    assert report["culprit"]["pid"] == 746 and report["culprit"]["rank"] == 1
+    assert report["chain"][-1]["pid"] == 746 and report["chain"][-1]["waits_on"]["kind"] == "fifo"
+    assert report["job"]["context"]["backend"] == "nccl"
+    assert report["diagnoses"][0]["fixes"][0]["title"].startswith("Nothing will ever write ")
+
+
 def test_report_of_a_live_jax_process_at_the_rendezvous():
     # process 0 of two in jax.distributed.initialize(), process 1 never started (H100 machine, JAX on CPU)
     report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / "jax_init-report.json").read_text())

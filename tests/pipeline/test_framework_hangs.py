@@ -11,6 +11,7 @@ import re
 import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from zoo.fixtures import zoo  # noqa: F401
@@ -22,6 +23,7 @@ from debug_stuck.zoo import spawn
 
 pytestmark = pytest.mark.timeout(180)
 
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 NEEDS_A_RANK = {"collective", "rendezvous", "nccl-init", "network"}
 
 
@@ -212,6 +214,52 @@ def test_a_rank_spinning_on_a_flag_file_is_the_culprit_at_its_loop(knowledge, pa
     fix = first_fix(report)
     assert fix.origin == "finding" and fix.title.startswith(f"Rank 1 (pid {parted_ranks.rank1}) never joins"), fix
     assert fix.commands == [f"py-spy dump --locals --pid {parted_ranks.rank1}"]
+
+
+def recorded_gpu(fixture: str, pids: dict):
+    """An H100's NVML as bench/gpu_check.py recorded it (tests/fixtures/gpu/README.md), replayed at the
+    hardware seam, with the recorded PIDs in the driver's process table swapped for live ones."""
+    import json
+
+    from debug_stuck.probes.collectors.gpu.backends import RecordedBackend
+    from debug_stuck.probes.collectors.gpu.collect import collect_gpus
+
+    data = json.loads((FIXTURES / "gpu" / fixture).read_text())
+    for device in data["devices"]:
+        for proc in device.get("compute_processes") or []:
+            proc["pid"] = pids[proc["pid"]]
+    return collect_gpus(backend=RecordedBackend(data), samples=3, interval=0.0)
+
+
+@pytest.mark.parametrize(
+    "fixture, recorded, progressing",
+    [
+        # rank 0 of a gloo job evaluated on this GPU (99% busy at 696 W of 700 W) while rank 1 waited
+        ("nvml-h100-eval-while-waiting.json", {775: "spinner", 776: "waiter"}, True),
+        # 100% busy at 126 W of 700 W: a kernel that sleeps or spins, not the rank's work
+        ("nvml-h100-cuda-sync.json", {1021: "spinner"}, False),
+    ],
+    ids=["gpu-computes", "gpu-low-draw"],
+)
+def test_a_rank_looping_beside_its_gpu_computing_is_a_long_pass_not_the_culprit(
+    knowledge, parted_ranks, monkeypatch, fixture, recorded, progressing
+):
+    # On a GPU, a rank that evaluates waits in .item() on one line of its own code: its stack loops in
+    # place like a spin. Its GPU, computing for it through the window, tells the two apart.
+    parted_ranks.reach("spin")
+    live = {"spinner": parted_ranks.rank1, "waiter": parted_ranks.rank0}
+    gpus = recorded_gpu(fixture, {pid: live[who] for pid, who in recorded.items()})
+    monkeypatch.setattr("debug_stuck.probes.collectors.gpu.collect.collect_gpus", lambda *a, **k: gpus)
+    report = diagnose(knowledge, parted_ranks.rank0)
+    if progressing:
+        assert report.verdict.hung is False and report.verdict.state == "progressing", top(report)
+        assert report.culprit is None, top(report)
+        assert (
+            f"pid {parted_ranks.rank1} (rank 1) computes on GPU 0 (99% busy at 696 W of 700 W) while "
+            f"pid {parted_ranks.rank0} (rank 0) waits for it in a collective"
+        ) in report.verdict.summary, top(report)
+    else:
+        assert report.verdict.hung is True and report.culprit["pid"] == parted_ranks.rank1, top(report)
 
 
 def test_a_sigstopped_rank_is_the_culprit_named_as_stopped(knowledge, parted_ranks):

@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from debug_stuck.contract import REPORT_PREFIX, UNKNOWN
 from debug_stuck.core.answers import Answer, check_answer
 from debug_stuck.core.knowledge import Knowledge
+from debug_stuck.core.libfacts import sets_nccl
 from debug_stuck.core.report import Report
 from debug_stuck.core.tree import Question
 from debug_stuck.errors import BadInput, DebugStuckError, NotInspectable
@@ -51,7 +52,7 @@ MAX_PROBE_BATCHES = 1_000_000
 
 def _uses_nccl(report: Report) -> bool:
     for process in report.processes or []:
-        if any(key.startswith("NCCL_") for key in (process.get("env") or {})):
+        if sets_nccl(process.get("env")):
             return True
         for thread in process.get("threads") or []:
             if any("nccl" in (f.get("file") or "").lower() for f in thread.get("frames") or []):
