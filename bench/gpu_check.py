@@ -6,6 +6,8 @@ time:
               behind minutes of torch.cuda._sleep kernels: the GPU is busy, the host waits;
   dataloader  a model on the GPU whose DataLoader workers never deliver a batch: the main thread
               waits for the workers, the GPU idles;
+  dataloader_pinned  the same with pin_memory=True: the main thread waits on the pin-memory thread's
+              queue, that thread on the workers;
   nccl_fr     a one-rank NCCL process group with its Flight Recorder on: a few collectives
               complete, then an all_reduce is queued behind minutes of GPU work and the host
               waits in torch.cuda.synchronize(); the job writes its own Flight Recorder dump
@@ -59,6 +61,7 @@ SCENARIOS = (
     "jax_init",
     "cuda_sync",
     "dataloader",
+    "dataloader_pinned",
     "nccl_fr",
     "nccl_late_rank",
     "eval_while_waiting",
@@ -103,16 +106,24 @@ class _NeverDataset:
         time.sleep(10**6)  # a worker stuck on its sample: no batch ever comes
 
 
-def child_dataloader() -> None:
+def _stalled_loader(pin_memory: bool) -> None:
     import torch
 
     model = torch.nn.Linear(64, 64).cuda()
     model(torch.randn(8, 64, device="cuda")).sum().backward()
     torch.cuda.synchronize()
-    loader = torch.utils.data.DataLoader(_NeverDataset(), batch_size=4, num_workers=2)
+    loader = torch.utils.data.DataLoader(_NeverDataset(), batch_size=4, num_workers=2, pin_memory=pin_memory)
     batches = iter(loader)
-    _ready({"workers": 2})
+    _ready({"workers": 2, "pin_memory": pin_memory})
     next(batches)  # the hang: the main thread waits for a batch, the GPU idles
+
+
+def child_dataloader() -> None:
+    _stalled_loader(pin_memory=False)
+
+
+def child_dataloader_pinned() -> None:
+    _stalled_loader(pin_memory=True)  # the main thread waits on the pin-memory thread, which waits on the workers
 
 
 def child_nccl_fr() -> None:

@@ -198,6 +198,10 @@ def test_a_pystack_dump_pasted_from_a_coloured_terminal_reads_the_same():
         ("dataloader-py-spy", "dataloader"),
         ("dataloader-py-spy-native", "dataloader"),
         ("dataloader-pystack", "dataloader"),
+        # H100, pin_memory=True: the main thread in queue.Queue.get, the pin-memory thread on the workers
+        ("../h100/dataloader_pinned-py-spy", "dataloader"),
+        ("../h100/dataloader_pinned-py-spy-native", "dataloader"),
+        ("../h100/dataloader_pinned-pystack", "dataloader"),
     ],
 )
 def test_a_real_gpu_jobs_dump_pasted_alone_names_its_cause(cli, dump, cause):

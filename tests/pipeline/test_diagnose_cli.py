@@ -265,6 +265,16 @@ def test_report_of_an_nccl_rank_waiting_for_a_rank_that_never_reached_its_first_
     assert report["diagnoses"][0]["fixes"][0]["title"].startswith("Nothing will ever write ")
 
 
+def test_report_of_pinned_dataloader_workers_that_never_deliver_names_the_worker():
+    # pin_memory=True on an H100: the main thread waits on the pin-memory thread's queue.Queue, that
+    # thread on the workers' multiprocessing queue; the chain goes through to the worker
+    report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / "dataloader_pinned-report.json").read_text())
+    validate(report)
+    assert report["verdict"]["hung"] is True and report["verdict"]["cause"] == "dataloader"
+    assert report["culprit"]["pid"] == 531 and report["culprit"]["role"] == "dataloader-worker"
+    assert [hop["pid"] for hop in report["chain"]] == [527, 531]
+
+
 def test_report_of_a_live_jax_process_at_the_rendezvous():
     # process 0 of two in jax.distributed.initialize(), process 1 never started (H100 machine, JAX on CPU)
     report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / "jax_init-report.json").read_text())
