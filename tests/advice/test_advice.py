@@ -119,6 +119,17 @@ def test_a_pasted_wandb_dump_gets_the_wandb_fix_first(tmp_path, cli_json):
     assert (hub_fix, "if your job uses huggingface_hub") in titles
 
 
+def test_a_pasted_pdb_prompt_keeps_the_trackers_config_answer_last_and_conditional(cli_json):
+    # wandb's key, the Hub's token and trust_remote_code answer those libraries' prompts, not pdb's
+    dump = Path(__file__).resolve().parents[1] / "fixtures" / "stacks" / "pdb-breakpoint-py-spy.txt"
+    report = cli_json("--log", dump)
+    first = report["diagnoses"][0]
+    assert first["cause"] == "input-wait", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    titles = [(f["title"], f.get("condition")) for f in first["fixes"]]
+    config = "Answer the question in the configuration, not at the keyboard"
+    assert titles[-1] == (config, "if your job uses wandb or huggingface_hub or transformers"), titles
+
+
 def _report_for(fixes, checks, **job):
     report = Report()
     report.processes = [
