@@ -314,10 +314,20 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
     if table is None:
         return  # a broken table is reported by the diagnosis itself
 
-    def distributed(pid: int) -> bool:
+    def facts_of(pid: int) -> set:
         # native frames too: a DDP rank waiting in backward shows its collective only there
         # (c10d::Reducer::finalize_backward), its Python frames being autograd's
-        return "distributed" in table_facts(_latest_frames(snap, pid), table)
+        return table_facts(_latest_frames(snap, pid), table)
+
+    def distributed(pid: int) -> bool:
+        return "distributed" in facts_of(pid)
+
+    def takes_no_part(pid: int) -> bool:
+        # no distributed library's frame; or torch elastic's agent run in-process (elastic_launch,
+        # accelerate's notebook_launcher), distributed by its frames yet the ranks' launcher, as
+        # torchrun's agent is
+        facts = facts_of(pid)
+        return "launcher" in facts or "distributed" not in facts
 
     def unsettled(info) -> bool:
         return info.role == "other" or (info.role == "dataloader-worker" and info.pid not in workers)
@@ -338,7 +348,9 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
     _ranks_of_spawned_children(snap, promoted)
     for info in promoted:
         parent = snap.process(info.ppid)
-        if parent is not None and parent.role == "rank" and parent not in promoted and not distributed(parent.pid):
+        if parent is None or parent.role != "rank" or parent in promoted:
+            continue
+        if takes_no_part(parent.pid):
             parent.role = "launcher"
     # a script that starts its ranks with RANK in their environment (subprocess, as launch scripts
     # do) and takes no part itself: no rank of its own, no distributed library's frame
@@ -348,7 +360,7 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
             parent is not None
             and parent.role == "rank"
             and (parent.rank, parent.local_rank) == (None, None)
-            and not distributed(parent.pid)
+            and takes_no_part(parent.pid)
         ):
             parent.role = "launcher"
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,13 @@ _SYSCALLS = {
     "x86_64": {"openat": 257, "open": 2, "write": 1},
     "aarch64": {"openat": 56, "write": 64},
 }
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def workdir() -> Path:

@@ -21,7 +21,6 @@ once rank 1 sits in open() of the FIFO and rank 0 has slept in backward for 5 co
 from __future__ import annotations
 
 import os
-import socket
 import threading
 
 import _common
@@ -66,17 +65,11 @@ def worker(rank: int, world: int, shard: str) -> None:
         print(f"rank {rank} step {step}", flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     shard = str(_common.workdir() / "shard1.fifo")
     os.mkfifo(shard)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(free_port())
+    os.environ["MASTER_PORT"] = str(_common.free_port())
 
     def both_waiting() -> bool:
         return all(_common.read_marker(f"waiting-{rank}") is not None for rank in (0, 1))

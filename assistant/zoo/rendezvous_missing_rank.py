@@ -26,7 +26,6 @@ MASTER_PORT.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from datetime import timedelta
 
@@ -35,15 +34,9 @@ import psutil
 import torch.distributed as dist
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(free_port()))
+    os.environ.setdefault("MASTER_PORT", str(_common.free_port()))
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "2")
     port = int(os.environ["MASTER_PORT"])

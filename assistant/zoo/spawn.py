@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -64,15 +63,11 @@ _SCRUB = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", 
 _LIVE: dict[int, ZooJob] = {}
 
 
+free_port = _common.free_port
+
+
 class ZooStartError(RuntimeError):
     """The program did not reach its hang (no READY in time, or it exited first)."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (bind port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def is_alive(proc: psutil.Process) -> bool:
