@@ -199,6 +199,41 @@ def announce_rank_wait(rank: int, function: str, condition: Callable[[], bool] =
     threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
 
 
+def announce_shard_wait(rank: int, function: str, condition: Callable[[], bool] = lambda: True) -> None:
+    """For a two-rank job where rank 1 blocks opening a FIFO shard: each rank writes
+    ``<workdir>/waiting-<rank>`` once it is in its wait (``condition()`` holding): rank 1 in open() of
+    the FIFO, rank 0 asleep in ``function`` for a few consecutive samples."""
+    main = threading.main_thread()
+    pid = os.getpid()
+
+    def waiting() -> bool:
+        if not condition():
+            return False
+        if rank == 1:
+            return blocked_in(pid, main.native_id, ("wait_for_partner", "fifo_open"), ("open", "openat"))
+        return function in stack_functions(main.ident) and sleeping_steadily(pid, main.native_id)
+
+    def watch() -> None:
+        if wait_until(waiting, timeout=120):
+            write_marker(f"waiting-{rank}")
+
+    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
+
+
+def ready_when_ranks_wait(**extra) -> None:
+    """READY (``rank0_pid``, ``rank1_pid`` and ``extra``) from the launching process, once both ranks
+    have announced their wait (announce_shard_wait)."""
+
+    def both_waiting() -> bool:
+        return all(read_marker(f"waiting-{rank}") is not None for rank in (0, 1))
+
+    def info() -> dict:
+        pids = {rank: read_marker(f"waiting-{rank}")["pid"] for rank in (0, 1)}
+        return {"rank0_pid": pids[0], "rank1_pid": pids[1], **extra}
+
+    ready_when(both_waiting, info)
+
+
 _SILENT_SERVER = r"""
 import socket, sys
 reply = bytes.fromhex(sys.argv[1])

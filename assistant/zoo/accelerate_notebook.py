@@ -20,35 +20,17 @@ consecutive samples (each rank announces ``<workdir>/waiting-<rank>``).
 from __future__ import annotations
 
 import os
-import threading
 
 import _common
 import torch
 from accelerate import Accelerator, notebook_launcher
 
 
-def announce_wait(rank: int) -> None:
-    main = threading.main_thread()
-    pid = os.getpid()
-
-    def waiting() -> bool:
-        if rank == 1:
-            return _common.blocked_in(pid, main.native_id, ("wait_for_partner", "fifo_open"), ("open", "openat"))
-        in_barrier = "barrier" in _common.stack_functions(main.ident)
-        return in_barrier and _common.sleeping_steadily(pid, main.native_id)
-
-    def watch() -> None:
-        if _common.wait_until(waiting, timeout=120):
-            _common.write_marker(f"waiting-{rank}")
-
-    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
-
-
 def train(shard: str) -> None:
     torch.set_num_threads(1)
     accelerator = Accelerator(cpu=True)
     rank = accelerator.process_index
-    announce_wait(rank)
+    _common.announce_shard_wait(rank, "barrier")
     total = torch.zeros(1)
     if rank == 1:
         with open(shard, "rb") as f:  # the shard never arrives
@@ -60,15 +42,7 @@ def train(shard: str) -> None:
 def main() -> None:
     shard = str(_common.workdir() / "shard1.fifo")
     os.mkfifo(shard)
-
-    def both_waiting() -> bool:
-        return all(_common.read_marker(f"waiting-{rank}") is not None for rank in (0, 1))
-
-    def info() -> dict:
-        pids = {rank: _common.read_marker(f"waiting-{rank}")["pid"] for rank in (0, 1)}
-        return {"rank0_pid": pids[0], "rank1_pid": pids[1], "path": shard}
-
-    _common.ready_when(both_waiting, info)
+    _common.ready_when_ranks_wait(path=shard)
     notebook_launcher(train, args=(shard,), num_processes=2, use_port=str(_common.free_port()))
 
 

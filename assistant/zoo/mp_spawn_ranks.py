@@ -21,7 +21,6 @@ once rank 1 sits in open() of the FIFO and rank 0 has slept in backward for 5 co
 from __future__ import annotations
 
 import os
-import threading
 
 import _common
 import torch
@@ -32,29 +31,10 @@ BLOCK_STEP = 3
 progress = {"step": 0}
 
 
-def announce_wait(rank: int) -> None:
-    main = threading.main_thread()
-    pid = os.getpid()
-
-    def waiting() -> bool:
-        if progress["step"] < BLOCK_STEP:
-            return False
-        if rank == 1:
-            return _common.blocked_in(pid, main.native_id, ("wait_for_partner", "fifo_open"), ("open", "openat"))
-        in_backward = "backward" in _common.stack_functions(main.ident)
-        return in_backward and _common.sleeping_steadily(pid, main.native_id)
-
-    def watch() -> None:
-        if _common.wait_until(waiting, timeout=120):
-            _common.write_marker(f"waiting-{rank}")
-
-    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
-
-
 def worker(rank: int, world: int, shard: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    announce_wait(rank)
+    _common.announce_shard_wait(rank, "backward", lambda: progress["step"] >= BLOCK_STEP)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8))
     for step in range(100):
         progress["step"] = step
@@ -70,15 +50,7 @@ def main() -> None:
     os.mkfifo(shard)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(_common.free_port())
-
-    def both_waiting() -> bool:
-        return all(_common.read_marker(f"waiting-{rank}") is not None for rank in (0, 1))
-
-    def info() -> dict:
-        pids = {rank: _common.read_marker(f"waiting-{rank}")["pid"] for rank in (0, 1)}
-        return {"rank0_pid": pids[0], "rank1_pid": pids[1], "path": shard}
-
-    _common.ready_when(both_waiting, info)
+    _common.ready_when_ranks_wait(path=shard)
     mp.spawn(worker, args=(2, shard), nprocs=2, join=True)
 
 

@@ -148,6 +148,15 @@ def test_mp_spawn_ranks_are_ranks_and_the_one_blocked_on_its_shard_is_the_culpri
     assert first.basis.startswith("fifo-no-writer") and job.info["path"] in first.title, (first.title, first.basis)
 
 
+def launched_ranks_blame_rank1(report, launcher: int, rank0: int, rank1: int) -> dict:
+    """The launcher is no rank, the ranks are numbered, rank 1 is the culprit: the chain's end."""
+    roles = {p["pid"]: (p["role"], p["rank"]) for p in report.processes}
+    assert roles[launcher] == ("launcher", None), roles
+    assert roles[rank0] == ("rank", 0) and roles[rank1] == ("rank", 1), roles
+    assert report.culprit is not None and report.culprit["pid"] == rank1, top(report)
+    return report.chain[-1]
+
+
 def test_accelerate_notebook_launcher_is_the_launcher_and_the_rank_blocked_on_its_shard_the_culprit(knowledge, zoo):  # noqa: F811
     """notebook_launcher runs torch elastic's agent in the notebook's own process: its frames are
     torch.distributed's, yet it is the ranks' launcher (before: a rank, and the culprit). The ranks,
@@ -156,11 +165,7 @@ def test_accelerate_notebook_launcher_is_the_launcher_and_the_rank_blocked_on_it
     job = zoo("accelerate_notebook", ready_timeout=120)
     rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
     report = diagnose(knowledge, job.proc.pid)
-    roles = {p["pid"]: (p["role"], p["rank"]) for p in report.processes}
-    assert roles[job.proc.pid] == ("launcher", None), roles
-    assert roles[rank0] == ("rank", 0) and roles[rank1] == ("rank", 1), roles
-    assert report.culprit is not None and report.culprit["pid"] == rank1, top(report)
-    end = report.chain[-1]
+    end = launched_ranks_blame_rank1(report, job.proc.pid, rank0, rank1)
     assert end["pid"] == rank1 and end["waits_on"]["kind"] == "fifo" and end["waits_on"]["object"] == job.info["path"]
     assert report.verdict.summary.startswith(f"Rank 1 (pid {rank1}) is blocked in open() of the FIFO"), top(report)
 
@@ -541,11 +546,7 @@ def test_a_rank_that_raised_but_cannot_exit_for_its_idle_thread_is_the_culprit(k
     job = zoo("rank_exit_thread", ready_timeout=120)
     rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
     report = diagnose(knowledge, job.proc.pid)
-    roles = {p["pid"]: (p["role"], p["rank"]) for p in report.processes}
-    assert roles[job.proc.pid] == ("launcher", None), roles
-    assert roles[rank0] == ("rank", 0) and roles[rank1] == ("rank", 1), roles
-    assert report.culprit is not None and report.culprit["pid"] == rank1, top(report)
-    end = report.chain[-1]
+    end = launched_ranks_blame_rank1(report, job.proc.pid, rank0, rank1)
     assert end["pid"] == rank1 and end["waits_on"].get("end") == "exit-idle-thread", report.chain
     assert "non-daemon thread 'metrics-uploader', which idles in get()" in end["waits_on"]["detail"], end
     fix = first_fix(report)
