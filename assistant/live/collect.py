@@ -298,6 +298,7 @@ def _refine_roles(snap: Snapshot) -> None:
         if own != (None, None) and own != (parent.rank, parent.local_rank):
             info.role = "rank"
     _ranks_of_a_launcher_script(snap, workers)
+    _ranks_of_a_script_relauncher(snap)
 
 
 def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
@@ -363,6 +364,33 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
             and takes_no_part(parent.pid)
         ):
             parent.role = "launcher"
+
+
+def _ranks_of_a_script_relauncher(snap: Snapshot) -> None:
+    """Lightning's script launcher runs the job's own command again for local ranks 1..n-1, with
+    LOCAL_RANK, NODE_RANK and WORLD_SIZE in their environment and no RANK; "the main process which
+    launched the others has LOCAL_RANK=0", set in its own os.environ only (lightning 2.6
+    fabric/strategies/launchers/subprocess_script.py). Each global rank is NODE_RANK * n + LOCAL_RANK
+    (pytorch/strategies/ddp.py set_world_ranks), n the processes per node."""
+    for parent in snap.processes:
+        if parent.role != "rank" or (parent.rank, parent.local_rank) != (None, None):
+            continue
+        children = [p for p in snap.processes if p.ppid == parent.pid and p.role == "rank" and p.rank is None]
+        local = sorted(p.local_rank for p in children if p.local_rank is not None)
+        if not local or local != list(range(1, len(local) + 1)):
+            continue
+        parent.local_rank = 0
+        nodes = {str(p.env.get("NODE_RANK", p.env.get("GROUP_RANK", ""))).strip() for p in children}
+        if len(nodes) != 1 or not next(iter(nodes)).isdigit():
+            continue  # no node index: local ranks only
+        base = int(next(iter(nodes))) * (len(local) + 1)
+        parent.rank = base
+        for child in children:
+            child.rank = base + child.local_rank
+        snap.notes.append(
+            f"ranks of pid {parent.pid} and its {len(children)} re-run(s) of the job's command (Lightning's "
+            "script launcher: LOCAL_RANK 1..n-1 in their environment, the process that started them local rank 0)"
+        )
 
 
 def _latest_frames(snap: Snapshot, pid: int) -> list:

@@ -58,11 +58,13 @@ def test_lightning_save_checkpoint_on_rank_0_alone_names_rank_0(knowledge, zoo):
     job = zoo("lightning_rank0_save", ready_timeout=120)
     rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
     report = diagnose(knowledge, rank0)
-    roles = {p["pid"]: p["role"] for p in report.processes}
-    assert roles[rank0] == roles[rank1] == "rank", roles  # Lightning's launcher starts rank 1 itself
+    # Lightning's launcher re-runs the script for rank 1 (LOCAL_RANK=1, NODE_RANK=0 in its environment);
+    # the script's own process is local rank 0, with nothing in its /proc environment to say so
+    roles = {p["pid"]: (p["role"], p["rank"], p["local_rank"]) for p in report.processes}
+    assert roles[rank0] == ("rank", 0, 0) and roles[rank1] == ("rank", 1, 1), roles
     summary = report.verdict.summary
-    assert summary.startswith(f"Collective mismatch: pid {rank0} in barrier; pid {rank1} in broadcast"), summary
-    assert report.culprit is not None and report.culprit["pid"] == rank0, top(report)
+    assert summary.startswith("Collective mismatch: rank 0 in barrier; rank 1 in broadcast"), summary
+    assert report.culprit is not None and (report.culprit["pid"], report.culprit["rank"]) == (rank0, 0), top(report)
     assert "checkpoint save" in report.culprit["reason"] and "save_checkpoint" in report.culprit["reason"]
     assert report.verdict.hung is True and report.verdict.cause in ("collective", "checkpoint-save"), top(report)
 
