@@ -214,6 +214,9 @@ def _check_frames(data: dict, file: str) -> List[TableProblem]:
         if "defers" in entry and not isinstance(entry["defers"], bool):
             why = "true or false: a C frame that yields to a library frame above it"
             problems.append((file, f"{where}.defers", why))
+        if "stand_in" in entry and not isinstance(entry["stand_in"], bool):
+            why = "true or false: a library's stand-in for a builtin (the job's own call is the frame below it)"
+            problems.append((file, f"{where}.stand_in", why))
         if "call" in entry and not (isinstance(entry["call"], str) and entry["call"]):
             problems.append((file, f"{where}.call", "the collective's name as the job would say it (a string)"))
     return problems

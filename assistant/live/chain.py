@@ -18,9 +18,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from debug_stuck.core.libfacts import DECORATOR_WRAPPERS, called_function, reads_response_body, unwrap_call
+from debug_stuck.core.libfacts import (
+    DECORATOR_WRAPPERS,
+    called_function,
+    match_frame,
+    reads_response_body,
+    unwrap_call,
+)
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove
+from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
 from debug_stuck.live.loops import is_library, job_roots, own_loop
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.parties import (
@@ -189,7 +195,17 @@ def _where(frames) -> Tuple[Optional[str], List[str]]:
     py = python_frames(frames)
     if not py:
         return None, []
-    return py[0].text(), [f.bare_name for f in py]
+    return py[_past_stand_ins(py)].text(), [f.bare_name for f in py]
+
+
+def _past_stand_ins(py) -> int:
+    """The innermost frame that is not a library's stand-in for a builtin (frames.yaml `stand_in`:
+    IPython's open() in a notebook): the job's own call is the site, as it is without the stand-in."""
+    table = frames_table() or []
+    index = 0
+    while index + 1 < len(py) and (match_frame(table, py[index].bare_name, py[index].file) or {}).get("stand_in"):
+        index += 1
+    return index
 
 
 def _hop(job: JobView, pid: int, tid: Optional[int]) -> Hop:

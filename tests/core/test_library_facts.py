@@ -64,7 +64,9 @@ def test_every_frame_entry_is_well_formed(frames):
     for entry in frames:
         where = entry.get("id")
         assert FRAME_KEYS <= set(entry), (where, FRAME_KEYS - set(entry))
-        assert set(entry) <= FRAME_KEYS | {"file", "call", "defers"}, (where, set(entry) - FRAME_KEYS)
+        assert set(entry) <= FRAME_KEYS | {"file", "call", "defers", "stand_in"}, (where, set(entry) - FRAME_KEYS)
+        # a stand-in for a builtin is no wait of its own, and names its file: it is a library's frame
+        assert "stand_in" not in entry or (entry["stand_in"] is True and entry["wait"] == "busy" and "file" in entry)
         assert "call" not in entry or entry["wait"] == "collective", where  # a collective's name
         # only a C frame of CPython's, with no file of its own, says "how" and defers to a frame above
         assert "defers" not in entry or (entry["defers"] is True and "file" not in entry), where

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 from zoo.fixtures import sibling_ranks, zoo  # noqa: F401
@@ -491,3 +492,21 @@ def test_the_cli_json_carries_the_chain_and_the_state(zoo, cli):  # noqa: F811
     assert data["chains"][0] == data["chain"]
     waits = next(p for p in data["processes"] if p["pid"] == job.proc.pid)["waits"]
     assert any(w["op"] == "open" for w in waits.values())
+
+
+def test_a_notebooks_open_is_sited_at_the_cells_call_not_at_ipythons_stand_in():
+    # In a Jupyter kernel, `open` is IPython's _modified_open (frames.yaml `stand_in`): the innermost
+    # frame of a worker blocked opening a FIFO; the site of the wait is the cell's __getitem__.
+    from debug_stuck.live.chain import _where
+    from debug_stuck.probes.collectors.stacks import Frame
+
+    dump = Path(__file__).parents[1] / "fixtures" / "stacks" / "ipykernel-dataloader-worker-py-spy.txt"
+    frames = []
+    for line in dump.read_text().splitlines():
+        found = re.match(r"^ {4}(\S+) \((.+):(\d+)\)$", line)
+        if found:
+            frames.append(Frame(found[1], found[2], int(found[3])))
+    where, inside = _where(frames)
+    assert where == "__getitem__ (3346239814.py:6)", where
+    assert inside[0] == "_modified_open"  # what the thread is inside is unchanged
+    assert _where(frames[:1])[0] == "_modified_open (IPython/core/interactiveshell.py:339)"  # nothing below it
