@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from debug_stuck.core.libfacts import (
     DECORATOR_WRAPPERS,
     called_function,
+    innermost_wait,
     match_frame,
     reads_response_body,
     unwrap_call,
@@ -253,6 +254,11 @@ def _sync_wait(frames) -> Tuple[str, Optional[str]]:
         if any(name == key or name.endswith("." + key) or name.split(".")[-1] == key for name in names):
             what = words
             break
+    else:
+        # a library's own wait on a condition (a c10d send/recv, a collective): the table says what for
+        found = innermost_wait(frames_table() or [], [(f.bare_name, f.file) for f in py])
+        if found is not None and found[1].get("wait") in ("collective", "rendezvous"):
+            what = found[1]["object"]
     caller = next((f for f in py if not SYNC_FILES.search(f.file or "")), None)
     return what, caller.text() if caller is not None else (py[0].text() if py else None)
 

@@ -510,3 +510,23 @@ def test_a_notebooks_open_is_sited_at_the_cells_call_not_at_ipythons_stand_in():
     assert where == "__getitem__ (3346239814.py:6)", where
     assert inside[0] == "_modified_open"  # what the thread is inside is unchanged
     assert _where(frames[:1])[0] == "_modified_open (IPython/core/interactiveshell.py:339)"  # nothing below it
+
+
+def test_a_futex_wait_in_a_c10d_recv_says_what_it_waits_for():
+    # rank 0 of a torchrun gloo job in dist.recv from rank 1, which took the other branch into
+    # all_reduce (py-spy's frames of that run): the table's entry says what the wait is, not "a lock"
+    from debug_stuck.live.chain import _sync_wait
+    from debug_stuck.probes.collectors.stacks import Frame
+
+    frames = [
+        Frame("recv", "torch/distributed/distributed_c10d.py", 2799),
+        Frame("_exception_logger.<locals>.wrapper", "torch/distributed/c10d_logger.py", 83),
+        Frame("<module>", "p2p.py", 9),
+    ]
+    assert _sync_wait(frames) == (
+        "a point-to-point transfer with one peer rank",
+        "recv (torch/distributed/distributed_c10d.py:2799)",
+    )
+    # CPython's own primitives keep their words
+    frames = [Frame("Event.wait", "threading.py", 629), Frame("prefetch", "data.py", 40)]
+    assert _sync_wait(frames) == ("an Event nobody sets", "prefetch (data.py:40)")
