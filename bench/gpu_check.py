@@ -75,11 +75,16 @@ FR_PREFIX = "nccl_trace_rank_"
 # --- the hung jobs (run as `gpu_check.py --child NAME`) -----------------------------------------
 
 
-def _ready(note: dict) -> None:
-    path = Path(os.environ["ZOO_WORKDIR"]) / "READY"
+def _write_marker(name: str, text: str) -> None:
+    """<ZOO_WORKDIR>/name, written whole (a temporary file, then a rename): a reader never sees half."""
+    path = Path(os.environ["ZOO_WORKDIR"]) / name
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(note))
+    tmp.write_text(text)
     tmp.replace(path)
+
+
+def _ready(note: dict) -> None:
+    _write_marker("READY", json.dumps(note))
 
 
 def child_cuda_sync() -> None:
@@ -208,12 +213,9 @@ def child_jax_init() -> None:
     )
 
 
-def _peer_ready(rank: int) -> None:
-    """Rank `rank` (not 0) says it is about to reach its wait; rank 0 waits for that before READY."""
-    path = Path(os.environ["ZOO_WORKDIR"]) / f"RANK{rank}"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(str(os.getpid()))
-    tmp.replace(path)
+def _peer_ready() -> None:
+    """Rank 1 says it is about to reach its wait; rank 0 waits for that before READY."""
+    _write_marker("RANK1", str(os.getpid()))
 
 
 def _ready_with_peer(note: dict) -> None:
@@ -235,7 +237,7 @@ def child_nccl_late_rank() -> None:
     if dist.get_rank() == 1:
         shard = Path(os.environ["ZOO_WORKDIR"]) / "shard-1.fifo"
         os.mkfifo(shard)
-        _peer_ready(1)
+        _peer_ready()
         with open(shard, "rb") as fh:  # the hang: a shard that never comes (no writer opens the FIFO)
             t += len(fh.read())
     else:
@@ -251,7 +253,7 @@ def child_eval_while_waiting() -> None:
     torch.cuda.set_device(0)
     dist.init_process_group("gloo")
     if dist.get_rank() == 1:
-        _peer_ready(1)
+        _peer_ready()
         dist.barrier()  # waits for rank 0's evaluation: a healthy wait
         return
     model = nn.Sequential(nn.Linear(4096, 8192), nn.GELU(), nn.Linear(8192, 4096)).cuda().eval()

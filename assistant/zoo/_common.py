@@ -179,45 +179,50 @@ def sleep_forever() -> None:
         time.sleep(3600)
 
 
-def announce_rank_wait(rank: int, function: str, condition: Callable[[], bool] = lambda: True) -> None:
-    """For a two-rank job: each rank writes ``<workdir>/waiting-<rank>`` once its main thread has slept
-    in ``function`` for a few consecutive samples (and ``condition()`` holds: past the step where the
-    hang starts, say); rank 0 then writes READY with both PIDs (``rank0_pid``, ``rank1_pid``)."""
+def _main_sleeps_in(function: str) -> Callable[[], bool]:
+    """Whether the main thread is in ``function`` and has slept for a few consecutive samples."""
     main = threading.main_thread()
+    return lambda: function in stack_functions(main.ident) and sleeping_steadily(os.getpid(), main.native_id)
 
-    def waiting() -> bool:
-        in_it = condition() and function in stack_functions(main.ident)
-        return in_it and sleeping_steadily(os.getpid(), main.native_id)
+
+def _announce_when(rank: int, waiting: Callable[[], bool], then: Callable[[], None] | None = None) -> None:
+    """A watch thread: once ``waiting()`` holds, write ``<workdir>/waiting-<rank>``, then ``then()``."""
 
     def watch() -> None:
         if not wait_until(waiting, timeout=120):
             return
         write_marker(f"waiting-{rank}")
+        if then is not None:
+            then()
+
+    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
+
+
+def announce_rank_wait(rank: int, function: str, condition: Callable[[], bool] = lambda: True) -> None:
+    """For a two-rank job: each rank writes ``<workdir>/waiting-<rank>`` once its main thread has slept
+    in ``function`` for a few consecutive samples (and ``condition()`` holds: past the step where the
+    hang starts, say); rank 0 then writes READY with both PIDs (``rank0_pid``, ``rank1_pid``)."""
+    sleeps = _main_sleeps_in(function)
+
+    def ready() -> None:
         if rank == 0 and wait_until(lambda: read_marker("waiting-1") is not None, timeout=120):
             mark_ready(rank0_pid=os.getpid(), rank1_pid=read_marker("waiting-1")["pid"])
 
-    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
+    _announce_when(rank, lambda: condition() and sleeps(), ready)
 
 
 def announce_shard_wait(rank: int, function: str, condition: Callable[[], bool] = lambda: True) -> None:
     """For a two-rank job where rank 1 blocks opening a FIFO shard: each rank writes
     ``<workdir>/waiting-<rank>`` once it is in its wait (``condition()`` holding): rank 1 in open() of
-    the FIFO, rank 0 asleep in ``function`` for a few consecutive samples."""
+    the FIFO, rank 0 asleep in ``function`` for a few consecutive samples. READY comes from the
+    launching process (ready_when_ranks_wait)."""
     main = threading.main_thread()
-    pid = os.getpid()
 
-    def waiting() -> bool:
-        if not condition():
-            return False
-        if rank == 1:
-            return blocked_in(pid, main.native_id, ("wait_for_partner", "fifo_open"), ("open", "openat"))
-        return function in stack_functions(main.ident) and sleeping_steadily(pid, main.native_id)
+    def in_open_of_the_fifo() -> bool:
+        return blocked_in(os.getpid(), main.native_id, ("wait_for_partner", "fifo_open"), ("open", "openat"))
 
-    def watch() -> None:
-        if wait_until(waiting, timeout=120):
-            write_marker(f"waiting-{rank}")
-
-    threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
+    in_wait = in_open_of_the_fifo if rank == 1 else _main_sleeps_in(function)
+    _announce_when(rank, lambda: condition() and in_wait())
 
 
 def ready_when_ranks_wait(**extra) -> None:
