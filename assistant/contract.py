@@ -104,6 +104,9 @@ FIX_CONTEXT = {
     # the process reading the pipe the job is blocked writing (reader_pid): stopped (state T or t),
     # or running (any other state: it is alive but does not read)
     "reader": ("stopped", "running"),
+    # a process of the job stopped in pdb's prompt (a breakpoint() left in the code), seen on its
+    # live stacks or in a dump pasted in its log; stacks read and none in pdb: the fix is left out
+    "stopped_in": ("debugger",),
 }
 
 # Every report file the tool writes (session save, stop, watch incidents) is named

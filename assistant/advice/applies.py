@@ -15,11 +15,20 @@ FRAMEWORK_NAMES = {
     "python": "plain Python",
     "stopped": "a stopped reader",
     "running": "a reader that runs",
+    "debugger": "a process stopped in the debugger (pdb)",
+    "elsewhere": "no stack in the debugger",
 }
 
 APPLIES, CONDITIONAL, NOT_HERE = "applies", "conditional", "not-here"
 # How a fix whose context is not known reads ("on cuda", "if you use kohya").
-CONDITION_WORDS = {"framework": "if you use {names}", "launcher": "if you use {names}", "reader": "for {names}"}
+CONDITION_WORDS = {
+    "framework": "if you use {names}",
+    "launcher": "if you use {names}",
+    "reader": "for {names}",
+    "stopped_in": "for {names}",
+}
+# Fixes about what the job is seen to do: first among the fixes that apply.
+SPECIFIC_KEYS = frozenset({"uses", "stopped_in"})
 # What a context key is taken to be when nothing says: the tool's jobs train with torch.
 PRESUMED = {"stack": "torch"}
 

@@ -51,6 +51,7 @@ def fill_report(
     _state_the_tie(report, knowledge)
     stale = []
     libraries = libraries_by_log(knowledge, obs)
+    stack_facts = stack_facts_by_log(obs)
     for tail in tails:
         if tail.error:
             continue
@@ -59,6 +60,8 @@ def fill_report(
             entry["last_line"] = tail.lines[-1][:300]
             if libraries.get(tail.path):
                 entry["libraries"] = libraries[tail.path]
+            if stack_facts.get(tail.path):
+                entry["stack_facts"] = stack_facts[tail.path]
         report.logs.append(entry)
         age = tail.seconds_since_modified()
         interval = tail.progress.seconds_per_step or 0.0
@@ -73,6 +76,18 @@ def fill_report(
         for diagnosis in report.diagnoses[:1]:
             diagnosis.evidence.append(Evidence("log", f"{Path(tail.path).name} {silence}", file=tail.path))
         report.verdict.stale_log = silence
+
+
+def stack_facts_by_log(obs: Observations) -> Dict[str, List[str]]:
+    """For each log, what the stack dumps pasted in it prove about the job (frames.yaml `facts`:
+    debugger, dataloader, distributed...), from the `job=<fact>` lines made of them."""
+    found: Dict[str, List[str]] = {}
+    for line in obs.lines.get("fact", ()):
+        if line.file and line.origin == "stack" and line.text.startswith("job="):
+            facts = found.setdefault(line.file, [])
+            if line.text[4:] not in facts:
+                facts.append(line.text[4:])
+    return {path: sorted(facts) for path, facts in found.items()}
 
 
 def libraries_by_log(knowledge: Knowledge, obs: Observations) -> Dict[str, List[str]]:

@@ -261,6 +261,10 @@ def job_torch_version(exe: str, env: Dict[str, str]) -> Optional[Tuple[int, int]
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def _port_taken(log: NcclLog) -> bool:
+    return any("already in use" in finding.message for finding in log.errors)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -363,6 +367,7 @@ def command_from_pid(pid: int) -> dict:
 
 def run(ctx: ProbeContext) -> ProbeResult:
     notes: List[str] = []
+    changed: List[str] = []  # the rendezvous settings moved to a free port (a live job's re-run)
     if ctx.command:
         argv = list(ctx.command)
         cwd = ctx.cwd
@@ -403,22 +408,30 @@ def run(ctx: ProbeContext) -> ProbeResult:
         added["TORCH_NCCL_TRACE_BUFFER_SIZE"] = added["TORCH_FR_BUFFER_SIZE"]
         added["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = os.path.join(tmp, FR_PREFIX)
     env.update(added)
-    log = NcclLog()
     limit = max(1.0, ctx.timeout - min(2.0, ctx.timeout * 0.05))
     ctx.progress(f"running {os.path.basename(argv[0])} with NCCL_DEBUG=INFO for up to {limit:.0f} s")
-    started = time.monotonic()
-    last_output = [started]
+    deadline = time.monotonic() + limit
+    for attempt in (1, 2):
+        log = NcclLog()
+        started = time.monotonic()
+        last_output = [started]
 
-    def on_line(line: str) -> None:
-        log.feed(line)
-        if line.strip() and not TRACE_NOISE.search(line):
-            last_output[0] = time.monotonic()
+        def on_line(line: str, log=log, last_output=last_output) -> None:
+            log.feed(line)
+            if line.strip() and not TRACE_NOISE.search(line):
+                last_output[0] = time.monotonic()
 
-    try:
-        result = run_tree(argv, limit, env=env, cwd=cwd, on_line=on_line)
-    except OSError as exc:
-        remove_scratch(tmp)
-        raise ProbeUsageError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+        try:
+            result = run_tree(argv, max(1.0, deadline - started), env=env, cwd=cwd, on_line=on_line)
+        except OSError as exc:
+            remove_scratch(tmp)
+            raise ProbeUsageError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+        if attempt == 2 or not (ctx.pids and changed and _port_taken(log)):
+            break
+        # The port free_port() found was taken before the run bound it (another program got it
+        # between the two): that is our doing, not the job's, so run once more on another.
+        argv, env, changed = replace_port(argv, env, free_port())
+        notes.append("the first free port was taken before the run could bind it; ran again on another")
     dumps = sorted(os.path.join(tmp, n) for n in os.listdir(tmp) if n.startswith(FR_PREFIX))
     if dumps:
         keep_scratch(tmp)  # the report points at the Flight Recorder dumps in it

@@ -13,6 +13,7 @@ from debug_stuck.actions.edits import apply_edit
 from debug_stuck.advice import personalize
 from debug_stuck.advice.applies import APPLIES, CONDITIONAL, NOT_HERE, judge
 from debug_stuck.advice.edits import edit_at
+from debug_stuck.advice.facts import gather_facts
 from debug_stuck.advice.fill import fill, placeholders_in
 from debug_stuck.contract import FIX_CONTEXT, PLACEHOLDERS, SAFETY_LABELS
 from debug_stuck.core.report import CheckItem, Diagnosis, FixItem, Report, safety_dict
@@ -119,15 +120,39 @@ def test_a_pasted_wandb_dump_gets_the_wandb_fix_first(tmp_path, cli_json):
     assert (hub_fix, "if your job uses huggingface_hub") in titles
 
 
-def test_a_pasted_pdb_prompt_keeps_the_trackers_config_answer_last_and_conditional(cli_json):
+def test_a_pasted_pdb_prompt_gets_the_debuggers_fix_first_and_the_trackers_config_answer_last(cli_json):
     # wandb's key, the Hub's token and trust_remote_code answer those libraries' prompts, not pdb's
     dump = Path(__file__).resolve().parents[1] / "fixtures" / "stacks" / "pdb-breakpoint-py-spy.txt"
     report = cli_json("--log", dump)
+    assert report["logs"][0]["stack_facts"] == ["debugger", "stdin"], report["logs"][0]
+    assert report["job"]["context"]["stopped_in"] == "debugger", report["job"]
     first = report["diagnoses"][0]
     assert first["cause"] == "input-wait", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
     titles = [(f["title"], f.get("condition")) for f in first["fixes"]]
+    assert titles[0] == ("Continue past the breakpoint() left in the code", None), titles
+    assert "export PYTHONBREAKPOINT=0" in "\n".join(first["fixes"][0]["commands"])
     config = "Answer the question in the configuration, not at the keyboard"
     assert titles[-1] == (config, "if your job uses wandb or huggingface_hub or transformers"), titles
+
+
+@pytest.mark.parametrize(
+    "frames, stopped_in",
+    [
+        ([("interaction", "pdb.py"), ("cmdloop", "cmd.py"), ("train", "train.py")], "debugger"),
+        ([("_raw_input", "getpass.py"), ("login", "wandb/sdk/wandb_login.py")], "elsewhere"),
+        ([], None),
+    ],
+)
+def test_the_debuggers_fix_is_for_a_job_whose_stacks_stop_in_pdb(frames, stopped_in):
+
+    report = Report()
+    threads = [{"tid": 7, "frames": [{"function": f, "file": file} for f, file in frames]}] if frames else []
+    report.processes = [{"pid": 7, "ppid": 1, "role": "rank", "cmdline": "python train.py", "threads": threads}]
+    facts = gather_facts(report)
+    assert facts.context.get("stopped_in") == stopped_in, facts.context
+    verdict, why = judge({"stopped_in": ["debugger"]}, None, facts.context, facts.argv, facts.uses)
+    expected = {"debugger": APPLIES, "elsewhere": NOT_HERE, None: CONDITIONAL}[stopped_in]
+    assert verdict == expected, why
 
 
 def _report_for(fixes, checks, **job):

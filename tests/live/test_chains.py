@@ -166,6 +166,10 @@ def test_a_breakpoint_left_in_the_code_ends_the_chain_at_the_debugger(knowledge,
     stopped_at = rf"Process pid {job.proc.pid} is stopped in the debugger at \S+ \(\S*blocked_on\.py:\d+\)"
     assert re.match(stopped_at, fix.title), fix.title
     assert "export PYTHONBREAKPOINT=0  # breakpoint() does nothing" in "\n".join(fix.commands), fix.commands
+    # the playbook's fix for pdb says the same: its commands are not printed a second time
+    titles = [f.title for f in report.diagnoses[0].fixes]
+    assert report.job["context"]["stopped_in"] == "debugger", report.job
+    assert "Continue past the breakpoint() left in the code" not in titles, titles
 
 
 def test_a_queue_fed_by_a_process_follows_to_that_process_and_no_dataloader_is_named(knowledge, zoo):  # noqa: F811

@@ -376,10 +376,22 @@ def live_missing_rank_job(session_job):
 def test_missing_rank_stalls_in_rendezvous_from_a_live_pid(live_missing_rank_job, monkeypatch):
     launcher, port, ranks = live_missing_rank_job
     monkeypatch.setattr(nccl_debug_run, "STALL_SILENCE_S", 5.0)  # as above: a shorter run, the same judgement
+    # The first port the probe picks is taken before its run binds it (here: held by this test):
+    # the run fails on it, and the probe runs once more on another instead of blaming the job.
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = [taken.getsockname()[1]]
+    real_free_port = nccl_debug_run.free_port
+    monkeypatch.setattr(nccl_debug_run, "free_port", lambda: ports.pop() if ports else real_free_port())
     # A rank's PID is enough: the probe walks up to torchrun and re-runs its command on a free port.
     ctx = ProbeContext(timeout=20, allow_exec=True, pids=[ranks[1].pid])
-    result = run_probe("nccl-debug-run", ctx)
+    try:
+        result = run_probe("nccl-debug-run", ctx)
+    finally:
+        taken.close()
     assert result.status == "warn", result.to_dict()
+    assert any("ran again on another" in f.message for f in result.findings), result.to_dict()
     assert result.data["source"] == f"pid {launcher.pid} (launcher)"
     assert f"--master_port={port}" not in result.data["command"]
     assert any("port replaced" in f.message for f in result.findings)
