@@ -58,6 +58,7 @@ VALUES = {
     "debugger_site": "where a process stopped in pdb (the line after its breakpoint())",
     "thread_name": "a thread the end of the wait waits for (Python's exit waits for it)",
     "thread_site": "where that thread's own code waits (uploader (train.py:12))",
+    "fork_parent": "the process that forked the waiting one (multiprocessing's fork start method)",
 }
 
 # phrases a remedy's prose may leave out when the report does not know them
@@ -222,6 +223,8 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _death(values, reader, end, table)
     _kernel(values, reader, end)
     _prompt(values, reader, end)
+    if waits.get("forked_by"):
+        values["fork_parent"] = str(waits["forked_by"])
     _sync(values, end, reader)
     _lock_cycle(values, end)
     _self_lock(values, reader, end)

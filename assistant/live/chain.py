@@ -38,6 +38,7 @@ from debug_stuck.live.parties import (
     JobView,
     busy_worker,
     exhausted_pool,
+    forked_holding_a_lock,
     idle_for_work,
     idle_in_queue,
     in_thread_sync,
@@ -55,7 +56,10 @@ from debug_stuck.live.parties import (
 
 MAX_HOPS = 8
 # the hop facts a report's waits_on carries (docs/contract.md, chain)
-WAIT_FACTS = ("end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop")
+WAIT_FACTS = (
+    "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
+    "forked_by",
+)  # fmt: skip
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightning/fabric/strategies|c10d")
@@ -654,6 +658,17 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             if at_exit:
                 hop.facts["exit"] = "yes"
             return hop.pid, joined.tid
+        forked = forked_holding_a_lock(job, hop.pid, thread) if "end" not in hop.facts else None
+        if forked is not None:
+            parent, count = forked
+            where = _sync_wait(hop.frames)[1]
+            hop.detail = (
+                f"waits to acquire a lock{' at ' + where if where else ''} that was held when pid {parent} "
+                f"(it runs {count} threads) forked it: fork copies a lock as it is, and copies only the thread "
+                "that forked, so no thread of the child will ever release it"
+            )
+            hop.facts.update(end="fork-held", forked_by=str(parent))
+            return None
         others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
         if "end" not in hop.facts and _none_left_to_release(thread, others):
             what, where = _sync_wait(hop.frames)

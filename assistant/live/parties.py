@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
+from debug_stuck.core.libfacts import match_frame
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.jobfacts import DATALOADER_FILE, snapshot_frames
+from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_table, snapshot_frames
 from debug_stuck.live.loops import own_frame_index
 from debug_stuck.live.progress import frames_in_gc
 from debug_stuck.probes.collectors.procs import SPAWNED_CHILD
@@ -35,6 +36,8 @@ QUEUE_FEEDER = re.compile(r"^_feed$")
 EXECUTOR_JOIN = re.compile(r"^(shutdown|_python_exit)$")
 THREAD_SYNC_FILE = re.compile(r"(^|/)(threading|queue)\.py$")
 REPLACEMENT_GAP = 0.1  # seconds between a pool's workers' births that only a replacement shows
+# A process multiprocessing forked keeps its parent's stack up to os.fork (popen_fork.Popen._launch).
+FORKED_BY_MULTIPROCESSING = re.compile(r"(^|/)multiprocess(ing)?/popen_fork\.py$")
 IDLE_QUEUE = re.compile(r"multiprocess(ing)?/queues\.py|(^|/)queue\.py")
 # a child's own code runs inside this machinery when it is not running a task: a pool worker's loop,
 # a Manager's server, their connections (forked children keep their parent's frames below it)
@@ -283,3 +286,35 @@ def lock_waiters(job: JobView, pid: int, tid: Optional[int]):
 
 
 # -- the chains of a job -------------------------------------------------------------------------------
+
+
+def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int, int]]:
+    """(the parent's pid, how many threads it runs) when this thread waits to acquire a lock in a
+    process that multiprocessing forked from a parent running several threads, and no other thread
+    of the process runs Python. fork(2) copies the lock as it was, held, and makes the child "with
+    a single thread, the one that called fork()" (POSIX): a lock another thread of the parent held
+    at that moment has no holder in the child (CPython 3.12+ warns of it: "This process (pid=N) is
+    multi-threaded, use of fork() may lead to deadlocks in the child")."""
+    frames = thread.frames
+    if not any(FORKED_BY_MULTIPROCESSING.search(f.file or "") for f in frames if not f.native):
+        return None
+    # what the thread waits on, from the frame table, up to the first Python frame the table does not
+    # know (the code that made the call): a `with lock:` line has no frame of its own, CPython's C
+    # acquire says it; a library frame above a C wait says what for (`defers`)
+    table = frames_table() or []
+    waits = []
+    for frame in frames:
+        entry = match_frame(table, frame.bare_name, frame.file)
+        if entry is None and not frame.native:
+            break
+        if entry is not None and entry.get("wait") != "busy":
+            waits.append(entry)
+    chosen = next((e for e in waits if not e.get("defers")), waits[0] if waits else None)
+    if chosen is None or chosen.get("wait") != "lock":
+        return None
+    if any(t.tid != thread.tid and python_frames(t.frames) for t in job.threads(pid)):
+        return None
+    info = job.procs.get(pid)
+    parent = info.ppid if info is not None else None
+    count = len(job.threads(parent)) if parent in job.procs else 0
+    return (parent, count) if count >= 2 else None

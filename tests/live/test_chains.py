@@ -534,3 +534,22 @@ def test_a_futex_wait_in_a_c10d_recv_says_what_it_waits_for():
     # CPython's own primitives keep their words
     frames = [Frame("Event.wait", "threading.py", 629), Frame("prefetch", "data.py", 40)]
     assert _sync_wait(frames) == ("an Event nobody sets", "prefetch (data.py:40)")
+
+
+@pytest.mark.parametrize("children", ["pool", "dataloader"])
+def test_children_forked_while_a_thread_held_their_lock_end_at_the_fork(knowledge, zoo, children):  # noqa: F811
+    """fork copies a lock held by another thread of the parent, not the thread: in the child nothing
+    will release it. The chain ends there, the culprit is the child, the fix starts it with spawn."""
+    if children == "dataloader":
+        pytest.importorskip("torch")
+    job = zoo("fork_held_lock", args=[children])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[0]["pid"] == job.proc.pid, report.chain
+    end = report.chain[-1]
+    assert end["pid"] in job.info["children"], (end, job.info)
+    assert end["waits_on"]["end"] == "fork-held" and end["waits_on"]["forked_by"] == str(job.proc.pid), end
+    assert f"held when pid {job.proc.pid}" in end["waits_on"]["detail"] and "fork_held_lock.py" in end["where"]
+    assert report.culprit["pid"] in job.info["children"], report.culprit
+    assert_first_fix_is_about(report, "fork-held-lock", f"another thread of pid {job.proc.pid} held the lock")
+    assert 'multiprocessing.set_start_method("spawn")' in "\n".join(report.diagnoses[0].fixes[0].commands)
