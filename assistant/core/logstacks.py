@@ -143,6 +143,18 @@ def extract_stacks(lines: List[str]) -> List[LogThread]:
     return out
 
 
+# The first line of a dump a debugging tool prints, not the job: py-spy's "Process 123: cmd", pystack's
+# "Traceback for thread", gdb's "Thread 1 (Thread 0x7f... (LWP 12))" or its first frame.
+_TOOL_DUMP_HEAD = re.compile(r"^(Process \d+: |Traceback for thread \d+|Thread \d+ \(Thread 0x[0-9a-f]+|#0\s)")
+
+
+def is_tool_dump(lines: List[str]) -> bool:
+    """The text is a stack dump a tool wrote (py-spy, pystack, gdb), from its first line: a file that
+    only holds a dump. Its age is the dump's, not a silence of the job's log."""
+    first = next((_strip(line).strip() for line in lines if line.strip()), "")
+    return bool(_TOOL_DUMP_HEAD.match(first)) and bool(extract_stacks(lines[:200]))
+
+
 def _more_frames(text: List[str], i: int) -> bool:
     """A headerless fragment counts when a second frame follows within the next two lines."""
     return any(_TB_FRAME.match(line) for line in text[i + 1 : i + 3])

@@ -4,6 +4,8 @@ as frames innermost first and matched by the same playbook signals as live stack
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -300,3 +302,22 @@ def test_a_multi_worker_strategy_waiting_for_a_worker_is_at_the_rendezvous(cli_j
     titles = [f["title"] for f in top["fixes"]]
     assert "Give every TensorFlow worker the same cluster and its own task" in titles, titles
     assert {f["title"]: f["why"] for f in top["fixes_left_out"]}["Use a free port"] == "for torch; this job: tensorflow"
+
+
+def test_a_saved_tool_dump_is_not_a_silent_log(cli_json, tmp_path):
+    """A py-spy dump saved to a file stops growing when py-spy ends: its age says when the dump was
+    taken, not that the job went quiet. A rank evaluating on its GPU while the other waits in a
+    barrier (recorded on an H100) is not called hung from its dumps' age; a log as old is."""
+    dumps = []
+    for name in ("eval_while_waiting-py-spy.txt", "eval_while_waiting-peer-py-spy.txt"):
+        dumps.append(tmp_path / name)
+        dumps[-1].write_bytes((H100 / name).read_bytes())
+    log = tmp_path / "train.log"
+    log.write_text("epoch 1 step 40 loss 0.52\nrunning evaluation\n")
+    three_hours_ago = time.time() - 3 * 3600
+    for path in (*dumps, log):
+        os.utime(path, (three_hours_ago, three_hours_ago))
+    report = cli_json(*[a for d in dumps for a in ("--log", d)])
+    assert report["verdict"]["hung"] is None, report["verdict"]
+    assert not any("has not changed" in e["detail"] for d in report["diagnoses"] for e in d["evidence"])
+    assert cli_json(*[a for d in dumps for a in ("--log", d)], "--log", log)["verdict"]["hung"] is True
