@@ -204,6 +204,7 @@ def add_facts(knowledge, obs) -> None:
 
     frames_table = knowledge.frames
     if frames_table:
+        pasted_mains = []
         for subject, frames in group_threads(obs.lines.get("stack", ())):
             first = next(line for line in obs.lines["stack"] if (line.subject or "") == subject)
             wait, job = thread_facts(frames_table, frames, is_main(subject))
@@ -212,6 +213,12 @@ def add_facts(knowledge, obs) -> None:
                 obs.add("fact", ObservedLine(wait, **where))
             for fact in job:
                 obs.add("fact", ObservedLine(f"job={fact}", **where))
+            if first.file and first.pid is None and is_main(subject):
+                pasted_mains.append((subject, frames, wait or "", first.file))
+        straggler = _pasted_straggler(frames_table, pasted_mains)
+        if straggler is not None:
+            text, subject, file = straggler
+            obs.add("fact", ObservedLine(text, subject=subject, file=file, origin="stack"))
     catalog = knowledge.log_catalog
     if catalog:
         by_file: Dict[Optional[str], list] = {}
@@ -222,6 +229,28 @@ def add_facts(knowledge, obs) -> None:
                 source = lines[index]
                 obs.add("fact", ObservedLine(text, file=file, line=source.line, origin="log", quote=source.text))
     _drop_single_process_census(obs, knowledge.distributed_log_facts)
+
+
+def _pasted_straggler(frames_table, mains) -> Optional[Tuple[str, str, Optional[str]]]:
+    """`straggler waiting=N of=M op=<call> at=<frame>`: of the main threads of the processes whose
+    dumps were pasted, the others wait in a collective (frames.yaml wait=collective) and one is
+    elsewhere, at its innermost frame of Python code. They wait for it if the job is stuck; one
+    dump cannot tell its long pass from a stuck loop. `mains`: (subject, frames, wait line, file).
+    Returns (the fact line, its subject, its file)."""
+    waiting = [m for m in mains if m[2].startswith("wait=collective ")]
+    others = [m for m in mains if not m[2].startswith(("wait=collective ", "wait=rendezvous "))]
+    if not waiting or len(others) != 1:
+        return None
+    subject, frames, _, file = others[0]
+    at = next((f for f in frames if re.search(r"\.py(:\d+)?\)$", f)), frames[0] if frames else "?")
+    op = "collective"
+    for text in waiting[0][1]:
+        function, where = parse_frame(text)
+        entry = match_frame(frames_table, function, where)
+        if entry is not None and entry.get("wait") == "collective":
+            op = function.split(".")[-1]
+            break
+    return f"straggler waiting={len(waiting)} of={len(mains)} op={op} at={at}", subject, file
 
 
 def _drop_single_process_census(obs, distributed_log_facts=()) -> None:

@@ -55,8 +55,12 @@ def _observe_stacks(path: str, lines: List[str], obs: Observations) -> None:
     """Stack dumps in the log (a Ctrl-C traceback, faulthandler, py-spy, gdb) become stack evidence,
     matched by the same playbook signals as live stacks."""
     name = Path(path).name
+    seen = set()
     for thread in extract_stacks(lines):
         who = f"{thread.kind} {thread.name!r} in {name}" if thread.name != thread.kind else f"{thread.kind} in {name}"
+        if who in seen:  # the main thread of a second process dumped into the same file: a thread of its own
+            who += f" at line {thread.line + 1}"
+        seen.add(who)
         for frame in thread.frames:
             obs.add("stack", ObservedLine(frame.text(), subject=who, file=path))
         if feeder_writing([(f.function, f.file) for f in thread.frames if not f.native]):

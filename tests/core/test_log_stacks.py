@@ -321,3 +321,22 @@ def test_a_saved_tool_dump_is_not_a_silent_log(cli_json, tmp_path):
     assert report["verdict"]["hung"] is None, report["verdict"]
     assert not any("has not changed" in e["detail"] for d in report["diagnoses"] for e in d["evidence"])
     assert cli_json(*[a for d in dumps for a in ("--log", d)], "--log", log)["verdict"]["hung"] is True
+
+
+@pytest.mark.parametrize("one_file", [False, True])
+def test_pasted_dumps_of_ranks_name_the_one_not_in_the_collective(cli_json, tmp_path, one_file):
+    """Rank 1 waits in a barrier, rank 0 evaluates (recorded on an H100): the one the others wait
+    for is named, with how to tell a long pass from a stuck one. Both dumps pasted into one file
+    are two processes, not one thread of mixed frames."""
+    texts = [(H100 / n).read_text() for n in ("eval_while_waiting-py-spy.txt", "eval_while_waiting-peer-py-spy.txt")]
+    paths = [tmp_path / "ranks.txt"] if one_file else [tmp_path / "rank0.txt", tmp_path / "rank1.txt"]
+    for path, text in zip(paths, ["\n".join(texts)] if one_file else texts):
+        path.write_text(text)
+    report = cli_json(*[a for p in paths for a in ("--log", p)])
+    first = report["diagnoses"][0]
+    assert first["cause"] == "collective", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    said = [e["detail"] for e in first["evidence"]]
+    assert any("a rank waits in torch.distributed.barrier" in d for d in said), said
+    straggler = [d for d in said if "1 of 2 processes waiting in barrier" in d]
+    assert straggler and "at child_eval_while_waiting (gpu_check.py:253)" in straggler[0], said
+    assert "dump that process again a minute later" in straggler[0]
