@@ -105,7 +105,9 @@ def _lead_with_the_finding(report, facts: JobFacts, knowledge) -> None:
     fix.commands = [c for c, _, _ in safe]
     fix.languages = [lang for _, lang, _ in safe]
     fix.safety = [s for _, _, s in safe]
-    report.diagnoses[0].fixes.insert(0, fix)
+    covered = set(getattr(fix, "covers", ()))
+    first = report.diagnoses[0]
+    first.fixes = [fix] + [f for f in first.fixes if f.title not in covered]
 
 
 def _read_without_a_pause(diagnosis, facts: JobFacts) -> None:

@@ -98,6 +98,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
             continue
         fix = _fill(entry, values)
         fix.basis = f"{entry['id']}: {signature}"
+        fix.covers = tuple(entry.get("covers") or ())  # playbook fixes it says for this job
         return fix
     return None
 

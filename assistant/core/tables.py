@@ -141,6 +141,9 @@ def _check_remedies(data: dict, file: str) -> List[TableProblem]:
         for key in ("id", "title", "why", "source"):
             if not isinstance(entry.get(key), str) or not entry[key]:
                 problems.append((file, f"{where}.{key}", "required, a string"))
+        covers = entry.get("covers", [])
+        if not isinstance(covers, list) or not all(isinstance(title, str) and title for title in covers):
+            problems.append((file, f"{where}.covers", "a list of the titles of playbook fixes it stands for"))
         for j, step in enumerate(entry.get("steps") or []):
             if not isinstance(step, dict) or not isinstance(step.get("command"), str):
                 problems.append((file, f"{where}.steps[{j}]", "must hold a command"))

@@ -20,7 +20,7 @@ import pytest
 
 from debug_stuck.advice.facts import JobFacts
 from debug_stuck.advice.remedy import remedy_for
-from debug_stuck.kb import load_table
+from debug_stuck.kb import load_knowledge, load_table
 from debug_stuck.probes.collectors.procs import read_process
 
 pytestmark = pytest.mark.timeout(60)
@@ -37,6 +37,11 @@ def test_every_remedy_pattern_compiles_and_names_only_known_values():
             assert step["safety"] in ("reads", "disturbs", "changes", "stops-job", "edit", "config"), step
             if step["safety"] in ("disturbs", "changes", "stops-job"):
                 assert step.get("note"), f"{entry['id']}: a step that acts says what it does"
+    # a remedy that stands for a playbook's fix names one that exists
+    titles = {fix.title for playbook in load_knowledge().playbooks.values() for fix in playbook.fixes}
+    for entry in table["remedies"]:
+        for title in entry.get("covers") or ():
+            assert title in titles, (entry["id"], title)
 
 
 @pytest.fixture
