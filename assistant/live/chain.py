@@ -127,6 +127,7 @@ class Hop:
     group: Optional[str] = None  # "ranks 0,2,3": the hop stands for every rank of a stack group
     dataloader_job: bool = True  # some process of the job is in a DataLoader (a dead worker has no frames)
     parties: List[dict] = field(default_factory=list)  # lock-cycle: each waiting thread and its frame
+    program: Optional[str] = None  # a process of the job that runs no Python (sh, git, a compiler): its name
 
     @property
     def who(self) -> str:
@@ -139,6 +140,7 @@ class Hop:
             if self.role == "dataloader-worker" and not (self._in_dataloader() if self.frames else self.dataloader_job):
                 role = "worker process"  # a forked child of the trainer that runs something else
             label = f"{role} pid {self.pid}" + (f" (rank {self.rank})" if self.rank is not None else "")
+            label += f" ({self.program})" if self.program else ""
             label += f" on {self.host}" if self.host else ""
         if self.thread and self.tid and self.tid != self.pid:
             label += f", thread {self.thread!r}"
@@ -229,7 +231,14 @@ def _hop(job: JobView, pid: int, tid: Optional[int]) -> Hop:
         host=host,
         frames=list(thread.frames) if thread is not None else [],
         dataloader_job=job.has_dataloader,
+        program=_program(info) if thread is None else None,
     )
+
+
+def _program(info) -> Optional[str]:
+    """The name of a process that is not Python (its stack was not read): `sh`, `git`, `nvcc`."""
+    name = getattr(info, "name", None) if info is not None and info.role == "other" else None
+    return name if name and not name.startswith("python") else None
 
 
 # -- describing one wait -------------------------------------------------------------------------------
@@ -468,7 +477,8 @@ def follow(job: JobView, pid: int, tid: Optional[int] = None, seen: Optional[Set
             hop.terminal = True
             hops.append(hop)
             return hops
-        wait = job.wait(pid, hop.tid) if hop.tid else None
+        # a process with no Python stack (a shell, git, a compiler) is read at its main thread
+        wait = job.wait(pid, hop.tid or pid)
         if wait is not None:
             _describe(hop, wait, set(job.procs))
             _context(job, hop, wait)

@@ -46,6 +46,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   makes it) that stalls without writing; the main thread reads fd 0. A data feed, not a prompt.
 - ``prompt``: stdin is a terminal (a pseudo-terminal whose other side nobody types into, as in a
   tmux session left alone) and the job asks "wandb: Enter your choice:" with ``input()``.
+- ``child_prompt``: the job runs a program that is not Python (``sh``, standing in for git asking
+  "Username for 'https://...':" on a terminal) with ``subprocess.run``, its stdin a terminal nobody
+  types into; the program waits in its read, the job in ``wait``.
 
 READY: ``{"pid", "scenario", "path"?, "peer_pid"?, "port"?}``, written once the main thread sleeps
 in the expected system call (its ``/proc/.../syscall`` or wait channel).
@@ -449,6 +452,22 @@ def prompt() -> None:
     _common.sleep_forever()
 
 
+def child_prompt() -> None:
+    master, slave = os.openpty()  # the master stays open: a terminal nobody types into
+    print("step 100 loss 0.300 (saving the run's git revision)", flush=True)
+    asks = "printf \"Username for 'https://github.com': \" >&2; read user"
+    child = subprocess.Popen(["sh", "-c", asks], stdin=slave)
+
+    def waiting() -> bool:
+        return _common.blocked_in(child.pid, None, ("n_tty_read", "wait_woken"), ("read",)) and (
+            _common.sleeping_steadily(child.pid)
+        )
+
+    _common.ready_when(waiting, lambda: {"scenario": sys.argv[1], "peer_pid": child.pid, "tty": os.ttyname(slave)})
+    child.wait()
+    _common.sleep_forever()
+
+
 SCENARIOS = {
     "fifo_read": fifo_read,
     "fifo_write": fifo_write,
@@ -468,6 +487,7 @@ SCENARIOS = {
     "spawn_barrier": spawn_barrier,
     "stdin_feed": stdin_feed,
     "breakpoint_left": breakpoint_left,
+    "child_prompt": child_prompt,
     "stale_lock": stale_lock,
     "prompt": prompt,
 }

@@ -132,7 +132,11 @@ def test_a_pasted_pdb_prompt_gets_the_debuggers_fix_first_and_the_trackers_confi
     assert titles[0] == ("Continue past the breakpoint() left in the code", None), titles
     assert "export PYTHONBREAKPOINT=0" in "\n".join(first["fixes"][0]["commands"])
     config = "Answer the question in the configuration, not at the keyboard"
-    assert titles[-1] == (config, "if your job uses wandb or huggingface_hub or transformers"), titles
+    conditional = [t for t in titles if t[1]]  # kept last, each on its condition
+    assert (
+        titles[-len(conditional) :] == conditional
+        and (config, "if your job uses wandb or huggingface_hub or transformers") in conditional
+    ), titles
 
 
 @pytest.mark.parametrize(

@@ -553,3 +553,21 @@ def test_children_forked_while_a_thread_held_their_lock_end_at_the_fork(knowledg
     assert report.culprit["pid"] in job.info["children"], report.culprit
     assert_first_fix_is_about(report, "fork-held-lock", f"another thread of pid {job.proc.pid} held the lock")
     assert 'multiprocessing.set_start_method("spawn")' in "\n".join(report.diagnoses[0].fixes[0].commands)
+
+
+def test_a_program_that_is_not_python_asking_on_the_terminal_ends_the_chain(knowledge, zoo):  # noqa: F811
+    """A child with no Python stack (a shell standing in for git's credential prompt) is read at its
+    main thread: the chain ends at its terminal read, not at "its system call could not be read";
+    it is named by its program."""
+    job = zoo("blocked_on", args=["child_prompt"])
+    child = job.info["peer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child], report.chain
+    end = report.chain[-1]
+    assert end["waits_on"]["kind"] == "tty" and end["who"] == f"process pid {child} (sh)", end
+    assert f"is blocked in a read of the terminal {job.info['tty']}" in end["waits_on"]["detail"], end
+    assert report.verdict.cause == "input-wait" and report.culprit["pid"] == child, top(report)
+    assert_first_fix_is_about(report, "stdin-prompt", f"Process pid {child} (sh) waits for someone to type")
+    # git's prompt is in the log: git's own fix (never ask on a terminal) applies
+    titles = [(f.title, f.condition) for f in report.diagnoses[0].fixes]
+    assert ("Make git fail instead of asking for a username", None) in titles, titles
