@@ -50,12 +50,16 @@ from debug_stuck.live.parties import (
     queue_feeder,
     replacement_worker,
     runs_own_task,
+    silent_among,
     spawn_children,
     sync_party,
 )
 
 MAX_HOPS = 8
 # the hop facts a report's waits_on carries (docs/contract.md, chain)
+# Connections to several addresses: one that has received nothing for SILENT_CONNECTION_MS, beside
+# others that received data in the last DELIVERING_MS, is the one the wait ends at.
+SILENT_CONNECTION_MS, DELIVERING_MS = 3_000, 2_000
 WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
     "forked_by",
@@ -430,14 +434,20 @@ def _waits_on_silent_connections(hop: Hop, op: str, watched: List[dict]) -> bool
     tcp = [w for w in watched if w.get("kind") == "socket" and w.get("proto") == "tcp"]
     conns = [w for w in tcp if w.get("state") == "ESTABLISHED"]
     remotes = sorted({str(w.get("remote")) for w in conns})
-    if not conns or len(conns) != len(tcp) or len(remotes) != 1:
+    if not conns or len(conns) != len(tcp):
         return False
+    others = ""
+    if len(remotes) > 1:
+        found = silent_among(conns, SILENT_CONNECTION_MS, DELIVERING_MS)
+        if found is None:
+            return False
+        remotes, conns, others = found
     loop = "asyncio" if any(ASYNCIO_FILE.search(f.file or "") for f in python_frames(hop.frames)) else None
     count = f"{len(conns)} connections" if len(conns) > 1 else "a connection"
     peer = next((w.get("peer") for w in conns if w.get("peer")), None)
     hop.kind, hop.object = "socket", remotes[0]
     hop.detail = (
-        f"waits in {OP_WORDS.get(op, op)} on {count} to {remotes[0]}"
+        f"waits in {OP_WORDS.get(op, op)} on {count} to {remotes[0]}{others}"
         + (" (asyncio's event loop: its tasks wait on them)" if loop else "")
         + ": the peer never answers"
         + (f" ({_peer_text(peer)})" if peer else "")

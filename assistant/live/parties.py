@@ -318,3 +318,26 @@ def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int,
     parent = info.ppid if info is not None else None
     count = len(job.threads(parent)) if parent in job.procs else 0
     return (parent, count) if count >= 2 else None
+
+
+def silent_among(conns: List[dict], silent_ms: int, delivering_ms: int) -> Optional[Tuple[List[str], List[dict], str]]:
+    """Of established connections to several addresses, the one address whose connections have
+    received nothing for `silent_ms` while every other connection received data in the last
+    `delivering_ms` (`last_received_ms`, from the kernel's tcp_info): ([that address], its
+    connections, how the others compare), or None when the times do not single one out."""
+    silent = sorted({str(w["remote"]) for w in conns if w.get("last_received_ms", 0) >= silent_ms})
+    if len(silent) != 1:
+        return None
+    mine = [w for w in conns if str(w["remote"]) == silent[0]]
+    alive = [w for w in conns if w.get("last_received_ms", delivering_ms) < delivering_ms]
+    if not alive or len(alive) + len(mine) != len(conns):
+        return None
+    quiet = max(w["last_received_ms"] for w in mine) / 1000
+    latest = min(w["last_received_ms"] for w in alive) / 1000
+    addresses = ", ".join(sorted({str(w["remote"]) for w in alive}))
+    verb = "deliver" if len(alive) > 1 else "delivers"
+    return (
+        silent,
+        mine,
+        f", silent for {quiet:.0f} s, beside {len(alive)} to {addresses} that {verb} (data {latest:.1f} s ago)",
+    )

@@ -19,6 +19,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``asyncio_reads``: three ``asyncio.open_connection`` streams to a child that accepts and never
   answers, each awaiting ``reader.read()`` under ``asyncio.gather``: the main thread is asyncio's event
   loop, idle in ``epoll_wait`` on the three connections.
+- ``asyncio_two_services``: ``asyncio.gather`` of two stream requests, one to a child that sends a
+  byte every half second, one to a child that accepts and never answers.
 - ``hub``: ``huggingface_hub.hf_hub_download`` against an endpoint (``HF_ENDPOINT``) that accepts and
   never answers, with the Hub's own timeouts raised to a day (stack: huggingface_hub -> its HTTP
   client -> socket read).
@@ -95,6 +97,11 @@ if what == "silent":  # accepts, never answers
     conns = []
     while True:
         conns.append(s.accept()[0])
+if what == "trickle":  # accepts one connection and sends it a byte every half second, for ever
+    conn = s.accept()[0]
+    while True:
+        conn.sendall(b".")
+        time.sleep(0.5)
 while True:  # "deaf": never accepts
     time.sleep(3600)
 """
@@ -264,6 +271,38 @@ def asyncio_reads() -> None:
         await asyncio.gather(*(fetch(shard) for shard in range(3)))
 
     ready_in("epoll", peer_pid=child.pid, port=port)
+    asyncio.run(main())
+    _common.sleep_forever()
+
+
+def asyncio_two_services() -> None:
+    """Two requests in flight under asyncio.gather: one service streams its answer slowly (a byte
+    every half second), the other accepts and never answers. The event loop wakes for the stream and
+    goes back to epoll_wait; gather waits for the silent one for ever."""
+    import asyncio
+
+    silent, silent_port = _listener("silent")
+    stream, stream_port = _listener("trickle")
+
+    async def fetch(port: int, size: int) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /shard HTTP/1.0\r\n\r\n")
+        await writer.drain()
+        return await reader.readexactly(size)  # no timeout: the bug
+
+    async def main() -> None:
+        await asyncio.gather(fetch(stream_port, 1 << 30), fetch(silent_port, 64))
+
+    started = time.monotonic()
+    tid = threading.get_native_id()
+
+    def silent_long_enough() -> bool:  # the silent connection has been quiet past the chain's threshold
+        return time.monotonic() - started > 4.0 and _in_syscall(tid, "epoll")
+
+    _common.ready_when(
+        silent_long_enough,
+        lambda: {"scenario": sys.argv[1], "peer_pid": silent.pid, "port": silent_port, "stream_port": stream_port},
+    )
     asyncio.run(main())
     _common.sleep_forever()
 
@@ -479,6 +518,7 @@ SCENARIOS = {
     "http": http,
     "hub": hub,
     "asyncio_reads": asyncio_reads,
+    "asyncio_two_services": asyncio_two_services,
     "flock": flock,
     "child_stdin": child_stdin,
     "queue_join": queue_join,

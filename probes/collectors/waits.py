@@ -454,6 +454,52 @@ def socket_tables(pid: int) -> Dict[int, dict]:
     return out
 
 
+SS_SECONDS = 1.5
+_SS_LASTRCV = re.compile(r"\blastrcv:(\d+)")
+
+
+def _endpoint(text: str) -> Optional[Tuple[str, int]]:
+    """("127.0.0.1", 80) from "127.0.0.1:80", "[::1]:80", "[::ffff:10.0.0.2]:80" or the full-width IPv6
+    form of /proc/net/tcp6 (this module's _addr), so that both name one endpoint alike."""
+    import ipaddress
+
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]").split("%", 1)[0]
+    try:
+        ip = ipaddress.ip_address(host)
+        mapped = getattr(ip, "ipv4_mapped", None)
+        return str(mapped or ip), int(port)
+    except ValueError:
+        return None
+
+
+def tcp_last_receive() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], int]:
+    """(local, remote) -> milliseconds since the connection last received data (the kernel's
+    tcp_info tcpi_last_data_recv, as `ss -ti` prints it: lastrcv), for this network namespace's TCP
+    connections. Empty when ss is missing or does not answer within SS_SECONDS."""
+    from debug_stuck.bounded import run_command
+
+    try:
+        result = run_command(["ss", "-tinH", "state", "established"], SS_SECONDS)
+    except OSError:
+        return {}
+    if result.timed_out or result.returncode != 0:
+        return {}
+    out: Dict[Tuple[Tuple[str, int], Tuple[str, int]], int] = {}
+    pair = None
+    for line in result.stdout.splitlines():
+        if line[:1] and not line[:1].isspace():
+            # [State] Recv-Q Send-Q Local Peer: the first two fields that are addresses
+            ends = [e for e in (_endpoint(f) for f in line.split() if ":" in f) if e is not None]
+            pair = (ends[0], ends[1]) if len(ends) >= 2 else None
+            continue
+        last = _SS_LASTRCV.search(line)
+        if pair and last:
+            out[pair] = int(last.group(1))
+        pair = None
+    return out
+
+
 def locks_on(inode: int, dev_minor_major: Optional[Tuple[int, int]] = None) -> List[int]:
     """PIDs holding a flock/POSIX lock on this inode (/proc/locks; the waiters' "->" lines left out)."""
     text = _bounded(lambda: _read_text("/proc/locks"), "/proc/locks") or ""
@@ -570,11 +616,20 @@ def _resolve_socket(pid: int, obj: dict, tid: int, wanted: Dict[str, list], sock
 
 def _resolve_watched_sockets(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict) -> None:
     """The sockets a poll or an event loop's epoll watches: an asyncio program waits on its
-    connections there, not in a recv of its own."""
+    connections there, not in a recv of its own. With connections to more than one address, how
+    long since each last received data (`last_received_ms`) tells the silent ones from the others."""
     for watched in wait.watched[:MAX_POLL_FDS]:
         obj = watched.get("object") or {}
         if obj.get("kind") == "socket" and "inode" in obj:
             _resolve_socket(pid, obj, wait.tid, wanted, sockets)
+    connections = [w["object"] for w in wait.watched if (w.get("object") or {}).get("state") == "ESTABLISHED"]
+    if len({str(c.get("remote")) for c in connections}) < 2:
+        return
+    last = tcp_last_receive()
+    for obj in connections:
+        key = (_endpoint(str(obj.get("local"))), _endpoint(str(obj.get("remote"))))
+        if key in last:
+            obj["last_received_ms"] = last[key]
 
 
 def _socket_peer(obj: dict, tid: int, table: Dict[int, dict], wanted: Dict[str, list]) -> None:

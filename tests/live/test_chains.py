@@ -571,3 +571,22 @@ def test_a_program_that_is_not_python_asking_on_the_terminal_ends_the_chain(know
     # git's prompt is in the log: git's own fix (never ask on a terminal) applies
     titles = [(f.title, f.condition) for f in report.diagnoses[0].fixes]
     assert ("Make git fail instead of asking for a username", None) in titles, titles
+
+
+def test_an_event_loop_waiting_on_two_services_ends_at_the_silent_one(knowledge, zoo):  # noqa: F811
+    """asyncio.gather waits on a service that streams slowly and one that never answers: the kernel's
+    last-receive time of each connection (ss) tells them apart, and the chain ends at the silent one
+    (with one of them only, it could not say which: 'waits in epoll_wait() on socket')."""
+    import shutil
+
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed: the connections' last-receive times cannot be read")
+    job = zoo("blocked_on", args=["asyncio_two_services"])
+    report = diagnose(knowledge, job.proc.pid)
+    end = report.chain[-1]["waits_on"]
+    silent, stream = f"127.0.0.1:{job.info['port']}", f"127.0.0.1:{job.info['stream_port']}"
+    assert end["kind"] == "socket" and end["object"] == silent and end["end"] == "no-answer", end
+    assert f"beside 1 to {stream} that delivers" in end["detail"] and "event loop" in end["detail"], end
+    assert report.verdict.cause == "external-service", top(report)
+    assert_first_fix_is_about(report, "socket-no-answer", silent)
+    assert "async with asyncio.timeout(60)" in report.diagnoses[0].fixes[0].commands[-1]

@@ -36,3 +36,25 @@ def test_an_unknown_resumed_call_says_what_the_kernel_says():
     line = f"{number_of('restart_syscall')} 0x0 0x0 0x0 0x0 0x0 0x0 0x7ffd 0x7f0a"
     wait = wait_from_syscall(101, line, "some_driver_wait")
     assert wait.op == "unknown" and wait.wchan == "some_driver_wait"
+
+
+@pytest.mark.parametrize(
+    "proc_form, ss_form",
+    [
+        ("127.0.0.1:8080", "127.0.0.1:8080"),
+        ("0000:0000:0000:0000:0000:0000:0000:0001:8080", "[::1]:8080"),
+        ("10.0.0.2:443", "[::ffff:10.0.0.2]:443"),
+        ("fe80:0000:0000:0000:0000:0000:0000:0001:22", "[fe80::1%eth0]:22"),
+    ],
+)
+def test_an_endpoint_reads_the_same_from_proc_net_tcp_and_from_ss(proc_form, ss_form):
+    from debug_stuck.probes.collectors.waits import _endpoint
+
+    assert _endpoint(proc_form) == _endpoint(ss_form) is not None
+
+
+def test_connections_last_receive_times_are_empty_without_ss(monkeypatch):
+    from debug_stuck.probes.collectors import waits
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert waits.tcp_last_receive() == {}
