@@ -228,7 +228,33 @@ def add_facts(knowledge, obs) -> None:
             for index, text in log_facts(catalog, [line.text for line in lines], knowledge.stall_reports):
                 source = lines[index]
                 obs.add("fact", ObservedLine(text, file=file, line=source.line, origin="log", quote=source.text))
+    _watchdog_census(obs)
     _drop_single_process_census(obs, knowledge.distributed_log_facts)
+
+
+_WATCHDOG_REPORT = re.compile(
+    r"^log=collective-timeout entry=\S+ (?=.*\bop=(?P<op>\w+))(?=.*\brank=(?P<rank>\d+))(?=.*\bseq=(?P<seq>\d+))"
+)
+
+
+def _watchdog_census(obs) -> None:
+    """`watchdog-census seq=S op=OP timed-out=1,2,3 silent=0`: in one log, two or more ranks report
+    that their NCCL watchdog timed out in the same collective (ProcessGroupNCCL's watchdog reports
+    each rank's own pending work), and ranks below the highest reporter did not: those never
+    enqueued that collective, so the others wait for them (if their output is in this log)."""
+    from debug_stuck.core.classify import ObservedLine
+
+    reports: Dict[Tuple[Optional[str], str, str], set] = {}
+    for line in obs.lines.get("fact", ()):
+        found = _WATCHDOG_REPORT.match(line.text) if line.origin == "log" else None
+        if found:
+            reports.setdefault((line.file, found["seq"], found["op"]), set()).add(int(found["rank"]))
+    for (file, seq, op), ranks in reports.items():
+        silent = sorted(set(range(max(ranks))) - ranks)
+        if len(ranks) >= 2 and silent:
+            names = ",".join(map(str, sorted(ranks)))
+            text = f"watchdog-census seq={seq} op={op} timed-out={names} silent={','.join(map(str, silent))}"
+            obs.add("fact", ObservedLine(text, file=file, origin="log"))
 
 
 def _pasted_straggler(frames_table, mains) -> Optional[Tuple[str, str, Optional[str]]]:

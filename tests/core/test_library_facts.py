@@ -4,13 +4,16 @@ Example frames and lines below are written from the libraries' own format string
 """
 
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 
 from debug_stuck.core.libfacts import JOB_FACTS, WAIT_KINDS, frame_matches, match_frame, match_log
 from debug_stuck.kb import skills_dir
 from debug_stuck.yamlio import load_yaml
 
+FIELD_CASES = Path(__file__).parents[1] / "fixtures" / "field" / "cases"
 FRAME_KEYS = {"id", "library", "function", "wait", "object", "released_by", "facts", "source"}
 LOG_KEYS = {"id", "library", "versions", "message", "tokens", "fact", "source"}
 # A source names a file (a path or a file name with an extension) or a doc, and a version.
@@ -208,7 +211,7 @@ NCCL_TIMEOUT = (
 def test_wrapped_nccl_watchdog_line_matches_by_tokens(catalog, cut):
     text = f"step 10\n{NCCL_TIMEOUT[:cut]}\n{NCCL_TIMEOUT[cut:]}\nstep 11"
     found = [(entry["id"], groups) for entry, groups in match_log(catalog, text)]
-    assert found == [("torch-nccl-watchdog-timeout", {"seq": "41", "op": "ALLGATHER"})]
+    assert found == [("torch-nccl-watchdog-timeout", {"rank": "2", "seq": "41", "op": "ALLGATHER"})]
 
 
 def test_one_line_is_reported_once(catalog):
@@ -532,3 +535,18 @@ def test_more_framework_logs_name_their_cause(cli_json, tmp_path, lines, cause):
 def test_a_launcher_ending_its_ranks_is_not_a_dataloader_worker_dying(catalog, line):
     facts = {e["fact"] for e, _ in match_log(catalog, line)}
     assert facts == {"rank-died"}, facts
+
+
+def test_the_ranks_whose_watchdog_never_fired_are_the_ones_the_others_wait_for(cli_json, tmp_path):
+    """LlamaFactory#2424 (field corpus): ranks 1-3 report the watchdog for collective #2 while rank 0
+    tokenizes; rank 0 never entered it. A rank whose own timeout is in the log is no such rank."""
+    case = yaml.safe_load((FIELD_CASES / "llamafactory-2424.yaml").read_text(encoding="utf-8"))
+    log = tmp_path / "job.log"
+    log.write_text(case["log"])
+    said = [e["detail"] for e in cli_json("--log", log)["diagnoses"][0]["evidence"]]
+    assert any(
+        d.startswith("ranks 1,2,3 timed out waiting in collective #2 (ALLREDUCE) and rank(s) 0 did not") for d in said
+    ), said
+    log.write_text(case["log"].replace("[Rank 3]", "[Rank 0]"))  # ranks 0-2 all report: nobody is missing
+    said = [e["detail"] for e in cli_json("--log", log)["diagnoses"][0]["evidence"]]
+    assert not any("did not: a rank reports the watchdog" in d for d in said), said
