@@ -257,6 +257,9 @@ def _watchdog_census(obs) -> None:
             obs.add("fact", ObservedLine(text, file=file, origin="log"))
 
 
+_DATA_WORKER = re.compile(r"^_worker_loop \(")  # torch's DataLoader worker (torch/utils/data/_utils/worker.py)
+
+
 def _pasted_straggler(frames_table, mains) -> Optional[Tuple[str, str, Optional[str]]]:
     """`straggler waiting=N of=M op=<call> at=<frame>`: of the main threads of the processes whose
     dumps were pasted, the others wait in a collective (frames.yaml wait=collective) and one is
@@ -265,8 +268,8 @@ def _pasted_straggler(frames_table, mains) -> Optional[Tuple[str, str, Optional[
     Returns (the fact line, its subject, its file)."""
     waiting = [m for m in mains if m[2].startswith("wait=collective ")]
     others = [m for m in mains if not m[2].startswith(("wait=collective ", "wait=rendezvous "))]
-    if not waiting or len(others) != 1:
-        return None
+    if not waiting or len(others) != 1 or any(_DATA_WORKER.match(f) for f in others[0][1]):
+        return None  # a DataLoader worker's dump beside its rank's is no rank the others wait for
     subject, frames, _, file = others[0]
     at = next((f for f in frames if re.search(r"\.py(:\d+)?\)$", f)), frames[0] if frames else "?")
     op = "collective"

@@ -340,3 +340,17 @@ def test_pasted_dumps_of_ranks_name_the_one_not_in_the_collective(cli_json, tmp_
     straggler = [d for d in said if "1 of 2 processes waiting in barrier" in d]
     assert straggler and "at child_eval_while_waiting (gpu_check.py:253)" in straggler[0], said
     assert "dump that process again a minute later" in straggler[0]
+
+
+def test_a_dataloader_workers_dump_beside_a_ranks_is_no_straggler(cli_json, tmp_path):
+    """A rank waiting in a barrier and a DataLoader worker's dump (both real, py-spy): the worker is
+    not a rank the others wait for, so no straggler is named."""
+    worker = tmp_path / "worker.txt"
+    worker.write_text(
+        (Path(__file__).parents[1] / "fixtures" / "stacks" / "ipykernel-dataloader-worker-py-spy.txt").read_text()
+    )
+    rank = tmp_path / "rank1.txt"
+    rank.write_text((H100 / "eval_while_waiting-peer-py-spy.txt").read_text())
+    report = cli_json("--log", worker, "--log", rank)
+    said = [e["detail"] for d in report["diagnoses"] for e in d["evidence"]]
+    assert not any("processes waiting in" in d for d in said), said
