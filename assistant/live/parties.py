@@ -38,6 +38,7 @@ THREAD_SYNC_FILE = re.compile(r"(^|/)(threading|queue)\.py$")
 REPLACEMENT_GAP = 0.1  # seconds between a pool's workers' births that only a replacement shows
 # A process multiprocessing forked keeps its parent's stack up to os.fork (popen_fork.Popen._launch).
 FORKED_BY_MULTIPROCESSING = re.compile(r"(^|/)multiprocess(ing)?/popen_fork\.py$")
+IDLE_CALLS = ("get", "_recv", "_recv_bytes", "poll")
 IDLE_QUEUE = re.compile(r"multiprocess(ing)?/queues\.py|(^|/)queue\.py")
 # a child's own code runs inside this machinery when it is not running a task: a pool worker's loop,
 # a Manager's server, their connections (forked children keep their parent's frames below it)
@@ -152,7 +153,8 @@ def busy_worker(job: JobView, pid: int) -> Optional[int]:
         if thread is None:
             continue
         py = python_frames(thread.frames)
-        if py and not IDLE_QUEUE.search(py[0].file) and py[0].bare_name not in ("get", "_recv", "_recv_bytes", "poll"):
+        idle = idle_for_work(thread) is not None  # its index queue's get, under selectors and connection frames
+        if py and not idle and not IDLE_QUEUE.search(py[0].file) and py[0].bare_name not in IDLE_CALLS:
             return worker.pid
     return None
 
@@ -257,7 +259,8 @@ def idle_for_work(thread) -> Optional[str]:
     """The queue call a thread idles in, waiting for work (queue.Queue.get, a multiprocessing
     queue's get), or None."""
     py = python_frames(thread.frames) if thread is not None else []
-    inside = [f for f in py[:3] if IDLE_QUEUE.search(f.file or "") and f.bare_name == "get"]
+    # Queue.get(timeout) -> Connection.poll -> _poll -> wait -> selector.select: the get is 5th
+    inside = [f for f in py[:6] if IDLE_QUEUE.search(f.file or "") and f.bare_name == "get"]
     if inside and all(SYNC_FILES.search(f.file or "") for f in py[: py.index(inside[0])]):
         return inside[0].bare_name
     return None

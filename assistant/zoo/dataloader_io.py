@@ -48,13 +48,16 @@ index 4 sleeps in ``wait_for_partner`` and the main thread's stack holds ``_try_
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import _common
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-HANG_INDEX = 4
+# `python dataloader_io.py 5`: the sample that blocks is 5, which the second worker gets; the first
+# one (the lower PID) then sits idle in its index queue's get, as a worker with nothing to do does
+HANG_INDEX = int(sys.argv[1]) if len(sys.argv) > 1 else 4
 
 
 class FifoDataset(Dataset):

@@ -549,3 +549,31 @@ def test_the_backend_is_the_jobs_setting_or_frames_not_the_images_nccl_version(e
         }
     ]
     assert gather_facts(report).context.get("backend") == backend
+
+
+def test_the_hf_trainer_gets_its_own_workers_flag_with_its_value_replaced(tmp_path):
+    """A Hugging Face Trainer job whose command sets --dataloader_num_workers: the dataloader
+    playbook's triage runs its own command with that option at 0 (not a --num-workers it lacks)."""
+    from debug_stuck.core.classify import fix_item
+    from debug_stuck.kb import load_knowledge
+
+    fixes = [fix_item(fix) for fix in load_knowledge().playbooks["dataloader"].fixes]
+    report = _report_for(fixes, [], cwd=str(tmp_path))
+    report.processes = [
+        {
+            "pid": 900,
+            "ppid": 1,
+            "role": "rank",
+            "cmdline": "python train.py --output_dir out --dataloader_num_workers 2 --max_steps 50",
+            "threads": [],
+        }
+    ]
+    report.resume["framework"] = "hf-trainer"
+    personalize(report)
+    top = report.diagnoses[0]
+    kept = {f.title: f.commands for f in top.fixes}
+    assert kept["Triage with --dataloader_num_workers 0"] == [
+        "python train.py --output_dir out --max_steps 50 --dataloader_num_workers 0"
+    ], kept
+    left_out = [f["title"] for f in top.fixes_left_out]
+    assert "Triage with no worker processes" in left_out and "Triage with --max_data_loader_n_workers 0" in left_out

@@ -71,9 +71,12 @@ def test_stdout_pipe_full(knowledge, zoo):  # noqa: F811
 
 
 @pytest.mark.timeout(180)
-def test_dataloader_worker_blocked_in_getitem(knowledge, zoo):  # noqa: F811
+@pytest.mark.parametrize("hang_index", [4, 5])
+def test_dataloader_worker_blocked_in_getitem(knowledge, zoo, hang_index):  # noqa: F811
+    """Sample 4 blocks the first worker; sample 5 the second, while the first sits idle in its index
+    queue's get (under select, wait and poll frames): the idle one is not taken for the blocked one."""
     needs_torch()
-    job = zoo("dataloader_io")
+    job = zoo("dataloader_io", args=[str(hang_index)])
     report = diagnose(knowledge, job.proc.pid)
     roles = sorted(p["role"] for p in report.processes)
     assert roles.count("dataloader-worker") == 2, roles
