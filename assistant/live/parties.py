@@ -164,7 +164,11 @@ def pool_worker_thread(job: JobView, pid: int, tid: Optional[int]) -> Optional[i
         if thread.tid == tid:
             continue
         py = python_frames(thread.frames)
-        if any(POOL_WORKER.search(f.file) for f in py) and py and not IDLE_QUEUE.search(py[0].file):
+        # idle: waiting for work in its queue (queue.get), or in the executor's own loop at the top
+        # of its stack (_worker's work_queue.get on a C SimpleQueue has no frame of its own:
+        # frames.yaml cf-thread-worker); a task that runs has its own frames above _WorkItem.run
+        idle = IDLE_QUEUE.search(py[0].file) or POOL_WORKER.search(py[0].file) if py else True
+        if any(POOL_WORKER.search(f.file) for f in py) and not idle:
             return thread.tid
     return None
 

@@ -21,6 +21,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   loop, idle in ``epoll_wait`` on the three connections.
 - ``asyncio_two_services``: ``asyncio.gather`` of two stream requests, one to a child that sends a
   byte every half second, one to a child that accepts and never answers.
+- ``pool_downloads``: a ``ThreadPoolExecutor`` of 4 fetches four shards, the main thread in
+  ``as_completed``; three return, the first ``urlopen``s a child that accepts and never answers.
 - ``hub``: ``huggingface_hub.hf_hub_download`` against an endpoint (``HF_ENDPOINT``) that accepts and
   never answers, with the Hub's own timeouts raised to a day (stack: huggingface_hub -> its HTTP
   client -> socket read).
@@ -307,6 +309,37 @@ def asyncio_two_services() -> None:
     _common.sleep_forever()
 
 
+def pool_downloads() -> None:
+    """Four shards fetched by a ThreadPoolExecutor, the main thread in as_completed: shards 1-3 come
+    back (their threads, started after the first, then idle in the executor's loop), shard 0's
+    server accepts and never answers (urlopen with no timeout)."""
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    child, port = _listener("silent")
+
+    def fetch(shard: int) -> bytes:
+        if shard > 0:
+            time.sleep(0.2)  # long enough for the pool to start a thread per shard
+            return b"x" * 100
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/shard-{shard}") as response:  # no timeout
+            return response.read()
+
+    def waiting() -> bool:  # the main thread in as_completed, one fetch in its recv, the others idle
+        fetchers = [t for t in threading.enumerate() if t.name.startswith("fetch")]
+        stacks = {t.native_id: _common.stack_functions(t.ident) for t in fetchers}
+        blocked = [tid for tid, names in stacks.items() if "urlopen" in names and _in_syscall(tid, "recv")]
+        idle = [tid for tid, names in stacks.items() if names[:1] == ["_worker"]]
+        main = _common.stack_functions(threading.main_thread().ident)
+        return "as_completed" in main and len(blocked) == 1 and len(idle) == 3
+
+    _common.ready_when(waiting, lambda: {"scenario": sys.argv[1], "peer_pid": child.pid, "port": port})
+    with ThreadPoolExecutor(4, thread_name_prefix="fetch") as pool:
+        for done in as_completed([pool.submit(fetch, shard) for shard in range(4)]):
+            print(f"shard of {len(done.result())} bytes", flush=True)
+    _common.sleep_forever()
+
+
 def hub() -> None:
     """A model download from the Hugging Face Hub whose endpoint accepts and never answers; the job
     raised the Hub's own timeouts (10 s each by default), so the download waits for ever."""
@@ -518,6 +551,7 @@ SCENARIOS = {
     "http": http,
     "hub": hub,
     "asyncio_reads": asyncio_reads,
+    "pool_downloads": pool_downloads,
     "asyncio_two_services": asyncio_two_services,
     "flock": flock,
     "child_stdin": child_stdin,

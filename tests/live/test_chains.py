@@ -590,3 +590,14 @@ def test_an_event_loop_waiting_on_two_services_ends_at_the_silent_one(knowledge,
     assert report.verdict.cause == "external-service", top(report)
     assert_first_fix_is_about(report, "socket-no-answer", silent)
     assert "async with asyncio.timeout(60)" in report.diagnoses[0].fixes[0].commands[-1]
+
+
+def test_a_pool_of_downloads_ends_at_the_thread_that_waits_not_an_idle_one(knowledge, zoo):  # noqa: F811
+    """ThreadPoolExecutor workers idle in the executor's own loop (_worker's SimpleQueue.get has no
+    frame) are not the thread as_completed waits for: the chain reaches the one in urlopen."""
+    job = zoo("blocked_on", args=["pool_downloads"])
+    report = diagnose(knowledge, job.proc.pid)
+    end = report.chain[-1]
+    assert end["thread"]["name"].startswith("fetch") and end["waits_on"]["kind"] == "socket", report.chain
+    assert end["waits_on"]["object"] == f"127.0.0.1:{job.info['port']}" and end["waits_on"]["end"] == "no-answer"
+    assert "inside urlopen" in report.verdict.summary and report.verdict.cause == "external-service", top(report)
