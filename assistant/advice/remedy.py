@@ -126,19 +126,23 @@ class _Reader:
 
     def own_frame(self, hop: dict) -> Optional[dict]:
         """The innermost frame of the job's own code on the waiting thread."""
-        for frame in self.python_frames(hop):
-            path = frame.get("path") or frame.get("file") or ""
-            if path.endswith(".py") and not is_library_frame(frame, self.own_roots) and not path.startswith("<"):
-                return frame
-        return None
+        return next((frame for frame in self.python_frames(hop) if self._is_own(frame)), None)
 
     def library_wait(self, hop: dict) -> Optional[dict]:
-        """What the library frame the thread waits in means (frames.yaml), innermost first."""
+        """What the library frame the thread waits in means (frames.yaml), innermost first, up to the
+        first frame of the job's own code: a library below it only called that code (a Pool worker
+        running the job's task), it is not what the task waits in."""
         for frame in self.python_frames(hop):
             entry = match_frame(self.frames_table, frame.get("function") or "", frame.get("file"))
             if entry is not None and entry.get("wait") != "busy":
                 return entry
+            if entry is None and self._is_own(frame):
+                return None
         return None
+
+    def _is_own(self, frame: dict) -> bool:
+        path = frame.get("path") or frame.get("file") or ""
+        return path.endswith(".py") and not is_library_frame(frame, self.own_roots) and not path.startswith("<")
 
     def wait(self, hop: dict) -> dict:
         proc = self.processes.get(hop.get("pid")) or {}

@@ -54,6 +54,22 @@ def stack_motion(series) -> Optional[str]:
     return None if frozen is None else ("frozen" if frozen else "moving")
 
 
+def _waits_for_children(dump, tid: int) -> str:
+    """`waits=children` when the thread's stack shows a library waiting on the job's own child
+    processes (frames.yaml: a pipe or queue wait of multiprocessing's machinery, such as a Pool's
+    result handler): its pipe read is how the pool waits for its workers, not a stalled pipe."""
+    from debug_stuck.core.libfacts import innermost_wait
+    from debug_stuck.live.jobfacts import frames_table
+
+    thread = next((t for t in dump.threads if t.tid == tid), None) if dump is not None else None
+    if thread is None:
+        return ""
+    found = innermost_wait(frames_table() or [], [(f.bare_name, f.file) for f in thread.frames if not f.native])
+    entry = found[1] if found else {}
+    mine = entry.get("wait") in ("pipe", "queue") and "multiprocess" in (entry.get("facts") or ())
+    return " waits=children" if mine else ""
+
+
 def observe(snap: Snapshot, obs: Observations) -> None:
     shm_ratio = snap.shm.get("ratio") if snap.shm else None
     for pid, beat in snap.heartbeats.items():
@@ -68,13 +84,11 @@ def observe(snap: Snapshot, obs: Observations) -> None:
             "process",
             ObservedLine(process_fact(info, stack_motion(series), shm_ratio), subject=info.label(), pid=info.pid),
         )
+        dump = series.latest() if series is not None else None
         for tid, wchan in info.thread_wchans.items():
             if tid != info.pid:
-                obs.add(
-                    "process",
-                    ObservedLine(f"role={info.role} thread={tid} wchan={wchan}", subject=info.label(), pid=info.pid),
-                )
-        dump = series.latest() if series is not None else None
+                line = f"role={info.role} thread={tid} wchan={wchan}" + _waits_for_children(dump, tid)
+                obs.add("process", ObservedLine(line, subject=info.label(), pid=info.pid))
         if dump is None:
             continue
         for thread in dump.threads:

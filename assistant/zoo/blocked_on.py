@@ -23,6 +23,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   byte every half second, one to a child that accepts and never answers.
 - ``pool_downloads``: a ``ThreadPoolExecutor`` of 4 fetches four shards, the main thread in
   ``as_completed``; three return, the first ``urlopen``s a child that accepts and never answers.
+- ``pool_polls``: ``multiprocessing.Pool(2).map`` whose task polls (``time.sleep`` in a loop) for a
+  marker file that never appears for one shard.
 - ``hub``: ``huggingface_hub.hf_hub_download`` against an endpoint (``HF_ENDPOINT``) that accepts and
   never answers, with the Hub's own timeouts raised to a day (stack: huggingface_hub -> its HTTP
   client -> socket read).
@@ -340,6 +342,38 @@ def pool_downloads() -> None:
     _common.sleep_forever()
 
 
+def _wait_for_marker(shard: int) -> int:
+    marker = _common.workdir() / f"shard-{shard}.done"
+    while not marker.exists():  # the job that writes it died: it never appears
+        time.sleep(0.2)
+    return shard
+
+
+def pool_polls() -> None:
+    """multiprocessing.Pool(2).map over four shards; each task polls for its shard's marker file,
+    and shard 2's never appears: its worker sleeps in the task's own loop, the parent in map."""
+    import multiprocessing
+
+    for shard in (0, 1, 3):
+        (_common.workdir() / f"shard-{shard}.done").touch()
+    main = threading.main_thread()
+
+    def waiting() -> bool:
+        import psutil
+
+        looping = [c for c in psutil.Process().children() if _in_syscall_of(c.pid, "sleep")]
+        return len(looping) == 1 and "map" in _common.stack_functions(main.ident)
+
+    _common.ready_when(waiting, lambda: {"scenario": sys.argv[1]})
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        print(pool.map(_wait_for_marker, range(4)), flush=True)
+
+
+def _in_syscall_of(pid: int, call: str) -> bool:
+    where = _common.wchan(pid)
+    return bool(where) and where in WCHANS[call] and _common.sleeping_steadily(pid, samples=3)
+
+
 def hub() -> None:
     """A model download from the Hugging Face Hub whose endpoint accepts and never answers; the job
     raised the Hub's own timeouts (10 s each by default), so the download waits for ever."""
@@ -551,6 +585,7 @@ SCENARIOS = {
     "http": http,
     "hub": hub,
     "asyncio_reads": asyncio_reads,
+    "pool_polls": pool_polls,
     "pool_downloads": pool_downloads,
     "asyncio_two_services": asyncio_two_services,
     "flock": flock,

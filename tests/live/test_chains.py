@@ -601,3 +601,19 @@ def test_a_pool_of_downloads_ends_at_the_thread_that_waits_not_an_idle_one(knowl
     assert end["thread"]["name"].startswith("fetch") and end["waits_on"]["kind"] == "socket", report.chain
     assert end["waits_on"]["object"] == f"127.0.0.1:{job.info['port']}" and end["waits_on"]["end"] == "no-answer"
     assert "inside urlopen" in report.verdict.summary and report.verdict.cause == "external-service", top(report)
+
+
+def test_a_pool_task_polling_for_a_file_that_never_comes_is_named_not_the_pools_own_pipe(knowledge, zoo):  # noqa: F811
+    """The chain ends at the worker sleeping in the task's own loop, and its fix says so; the Pool's
+    result-handler thread reading its workers' pipe is how a Pool waits, no evidence of a stalled pipe."""
+    from debug_stuck.advice import advise
+
+    job = zoo("blocked_on", args=["pool_polls"])
+    report = diagnose(knowledge, job.proc.pid)
+    end = report.chain[-1]
+    assert end["waits_on"]["kind"] == "sleep" and "_wait_for_marker" in end["waits_on"]["detail"], report.chain
+    advise(report, load_knowledge())
+    fix = report.diagnoses[0].fixes[0]
+    assert fix.basis.startswith("sleep-own-loop:") and "_wait_for_marker" in fix.title, (fix.title, fix.basis)
+    said = [e.detail for d in report.diagnoses for e in d.evidence]
+    assert not any("waits on a FIFO or pipe" in d for d in said), said
