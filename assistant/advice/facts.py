@@ -150,19 +150,18 @@ def gather_facts(report) -> JobFacts:
 def _stopped_in(report, processes) -> Optional[str]:
     """ "debugger" when a stack of the job (live, or a dump pasted in its log) is in pdb's prompt
     (frames.yaml fact `debugger`), "elsewhere" when stacks were read and none is; None with no stack."""
-    from debug_stuck.core.libfacts import match_frame
+    from debug_stuck.core.libfacts import proven_facts
     from debug_stuck.kb import load_table
 
     pasted = [log.get("stack_facts") or [] for log in report.logs or [] if log.get("stack_facts")]
     if any("debugger" in facts for facts in pasted):
         return "debugger"
     threads = [t for p in processes for t in p.get("threads") or []]
-    frames = [f for t in threads for f in t.get("frames") or [] if not f.get("native")]
-    table = load_table("frames.yaml").get("frames") or []
-    for frame in frames:
-        entry = match_frame(table, frame.get("function") or "", frame.get("file"))
-        if entry is not None and "debugger" in (entry.get("facts") or ()):
-            return "debugger"
+    frames = [
+        (f.get("function") or "", f.get("file")) for t in threads for f in t.get("frames") or [] if not f.get("native")
+    ]
+    if "debugger" in proven_facts(load_table("frames.yaml").get("frames") or [], frames):
+        return "debugger"
     return "elsewhere" if pasted or frames else None
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from debug_stuck.core.libfacts import match_frame, match_log_lines
+from debug_stuck.core.libfacts import chosen_wait, match_frame, match_log_lines
 
 # py-spy's "function (file:line)", pystack's, and gdb's "in function (...) at file:line".
 _FRAME = re.compile(r"^(?P<function>.+?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
@@ -59,10 +59,7 @@ def thread_facts(frames_table: Sequence[dict], frames: Iterable[str], main: bool
         for fact in entry.get("facts") or ():
             if fact not in job:
                 job.append(fact)
-    waits = [i for i, e in enumerate(entries) if e.get("wait") != "busy"]
-    # CPython's C frame of a call (os.read, a lock's acquire) says how it waits; a library frame
-    # above it with a wait of its own says what for (frames.yaml `defers`)
-    chosen = next((i for i in waits if not entries[i].get("defers")), waits[0] if waits else None)
+    chosen = chosen_wait(entries)
     wait_line = None
     if chosen is not None:
         entry = entries[chosen]

@@ -122,6 +122,23 @@ def innermost_wait(entries, frames) -> tuple[int, dict] | None:
     return None
 
 
+def chosen_wait(matched) -> int | None:
+    """Of a thread's matched entries (innermost first), the index of the one that says what it
+    waits on: CPython's C frame of a call (os.read, a lock's acquire) says how it waits, and a
+    library frame above it with a wait of its own says what for (frames.yaml `defers`)."""
+    waits = [i for i, e in enumerate(matched) if e.get("wait") != "busy"]
+    return next((i for i in waits if not matched[i].get("defers")), waits[0] if waits else None)
+
+
+def proven_facts(entries, frames) -> set[str]:
+    """The job facts (frames.yaml `facts`) that these frames prove; `frames`: (function, file)
+    pairs, each distinct one matched once (a job's ranks and threads repeat most of theirs)."""
+    found: set[str] = set()
+    for function, file in set(frames):
+        found.update((match_frame(entries, function, file) or {}).get("facts") or ())
+    return found
+
+
 def _fold(text: str) -> str:
     return _SPACES.sub(" ", text).strip().lower()
 

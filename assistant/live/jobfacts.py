@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Optional, Sequence, Set
 
-from debug_stuck.core.libfacts import match_frame
+from debug_stuck.core.libfacts import proven_facts
 
 DATALOADER_FILE = re.compile(r"torch/utils/data/")
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/")
@@ -25,16 +25,7 @@ def snapshot_frames(snap) -> Iterable:
 def table_facts(frames, frames_table: Sequence[dict]) -> Set[str]:
     """The job facts (skills/data/frames.yaml `facts`) that these frames prove: a frame of
     jax.distributed, Horovod or tf.distribute proves a distributed job as torch.distributed's do."""
-    found: Set[str] = set()
-    seen: Set[tuple] = set()
-    for frame in frames:
-        key = (frame.function, frame.file)
-        if key in seen:
-            continue
-        seen.add(key)
-        entry = match_frame(frames_table, frame.function, frame.file)
-        found.update((entry or {}).get("facts") or ())
-    return found
+    return proven_facts(frames_table, [(frame.function, frame.file) for frame in frames])
 
 
 def frames_table() -> Optional[List[dict]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-from debug_stuck.core.libfacts import match_frame
+from debug_stuck.core.libfacts import chosen_wait, match_frame
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_table, snapshot_frames
 from debug_stuck.live.loops import own_frame_index
@@ -309,15 +309,15 @@ def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int,
     # know (the code that made the call): a `with lock:` line has no frame of its own, CPython's C
     # acquire says it; a library frame above a C wait says what for (`defers`)
     table = frames_table() or []
-    waits = []
+    matched = []
     for frame in frames:
         entry = match_frame(table, frame.bare_name, frame.file)
         if entry is None and not frame.native:
             break
-        if entry is not None and entry.get("wait") != "busy":
-            waits.append(entry)
-    chosen = next((e for e in waits if not e.get("defers")), waits[0] if waits else None)
-    if chosen is None or chosen.get("wait") != "lock":
+        if entry is not None:
+            matched.append(entry)
+    chosen = chosen_wait(matched)
+    if chosen is None or matched[chosen].get("wait") != "lock":
         return None
     if any(t.tid != thread.tid and python_frames(t.frames) for t in job.threads(pid)):
         return None

@@ -426,7 +426,7 @@ def run(ctx: ProbeContext) -> ProbeResult:
         except OSError as exc:
             remove_scratch(tmp)
             raise ProbeUsageError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
-        if attempt == 2 or not (ctx.pids and changed and _port_taken(log)):
+        if attempt == 2 or not (changed and _port_taken(log)):
             break
         # The port free_port() found was taken before the run bound it (another program got it
         # between the two): that is our doing, not the job's, so run once more on another.
