@@ -149,6 +149,7 @@ def check_knowledge(folder: Optional[Path] = None):
     knowledge.distributed_log_facts = tuple(catalog_table.get("distributed_facts") or ())
     knowledge.job_conditions = job_conditions
     maps = _optional_table(folder, "calibration.yaml").get("maps") or {}
+    knowledge.phases = _optional_table(folder, "phases.yaml")
     knowledge.calibration = {kind: [(float(x), float(p)) for x, p in points] for kind, points in maps.items()}
     return knowledge, problems
 

@@ -1,6 +1,6 @@
 """Real CUDA hangs, diagnosed live, with everything recorded as future test fixtures.
 
-On a machine with an NVIDIA GPU and torch built with CUDA, this starts two hung jobs, one at a
+On a machine with an NVIDIA GPU and torch built with CUDA, this starts these jobs, one at a
 time:
   cuda_sync   the main thread in cudaStreamSynchronize (torch.cuda.current_stream().synchronize())
               behind minutes of torch.cuda._sleep kernels: the GPU is busy, the host waits;
@@ -25,7 +25,13 @@ time:
               the GPU, rank 1 waits for it in dist.barrier(): healthy, never to be called hung;
   compile_autotune  torch.compile(mode="max-autotune-no-cudagraphs") at its first step: Dynamo,
               Inductor and Triton autotuning (compile workers as child processes) with a silent log:
-              slow, not hung.
+              slow, not hung;
+  input_bound a model on the GPU fed by two DataLoader workers that each spend 30 s of CPU on a
+              sample: the main thread waits for a batch, the GPU idles, the log is silent: slow, not hung;
+  save_while_waiting  torchrun, two gloo ranks: rank 0 saves 2 GiB of GPU tensors with torch.save, again
+              and again, rank 1 waits for it in dist.barrier(): healthy;
+  stopped_rank  torchrun, two gloo ranks with CUDA tensors: after one all_reduce rank 1 stops itself
+              (SIGSTOP), rank 0 waits in the next all_reduce: hung, the culprit rank 1.
 For each it saves under OUT/<name>/: report.json (`debug-stuck diagnose --pid P --format json`),
 nvml.json (the tool's own GPU collector), nvml-raw.json (the raw NVML values, in the shape
 tests/fixtures/gpu replays), py-spy.txt and py-spy-native.txt (`py-spy dump`), pystack.txt
@@ -54,6 +60,7 @@ CLEANUP_RESERVE = 30.0  # kept back for stopping the jobs
 READY_SECONDS = 120.0  # CUDA init, calibration and queueing the kernels
 DIAGNOSE_SECONDS = 150.0
 TOOL_SECONDS = 60.0
+DECODE_SECONDS = 30.0  # input_bound: the CPU time of one sample
 QUEUED_GPU_SECONDS = 420.0  # longer than this run: the host is still waiting when it is killed
 SCENARIOS = (
     "healthy_gpu",
@@ -66,9 +73,12 @@ SCENARIOS = (
     "nccl_late_rank",
     "eval_while_waiting",
     "compile_autotune",
+    "input_bound",
+    "save_while_waiting",
+    "stopped_rank",
 )
-HEALTHY = ("healthy_gpu", "quiet_gpu", "eval_while_waiting", "compile_autotune")  # never to be called hung
-TORCHRUN = ("nccl_late_rank", "eval_while_waiting")  # started by torchrun, two ranks on the one GPU
+HEALTHY = ("healthy_gpu", "quiet_gpu", "eval_while_waiting", "compile_autotune", "input_bound", "save_while_waiting")
+TORCHRUN = ("nccl_late_rank", "eval_while_waiting", "save_while_waiting", "stopped_rank")  # two ranks, one GPU
 FR_PREFIX = "nccl_trace_rank_"
 
 
@@ -290,6 +300,84 @@ def child_compile_autotune() -> None:
         step += 1
         if step == 1 or step % 50 == 0:
             print(f"step {step} loss {loss.item():.5f}", flush=True)
+
+
+class _DecodeDataset:
+    """Every sample costs DECODE_SECONDS of CPU in pure Python (a decode stand-in): far longer than
+    a diagnosis, so no batch arrives while the tool looks."""
+
+    def __len__(self) -> int:
+        return 10**6
+
+    def __getitem__(self, index: int):
+        import torch
+
+        _write_marker(f"computing-{os.getpid()}", str(index))
+        started, total = time.monotonic(), 0
+        while time.monotonic() - started < DECODE_SECONDS:
+            for k in range(2000):
+                total += (k * index) % 7
+        return torch.full((64,), float(total))
+
+
+def child_input_bound() -> None:
+    import threading
+
+    import torch
+
+    model = torch.nn.Linear(64, 64).cuda()
+    loader = torch.utils.data.DataLoader(_DecodeDataset(), batch_size=4, num_workers=2)
+    batches = iter(loader)
+    workdir = Path(os.environ["ZOO_WORKDIR"])
+
+    def announce() -> None:
+        deadline = time.monotonic() + 60
+        while len(list(workdir.glob("computing-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # the main thread is in its wait for the first batch by now
+        _ready({"workers": sorted(int(m.name.split("-")[1]) for m in workdir.glob("computing-*"))})
+
+    threading.Thread(target=announce, daemon=True).start()
+    for step, x in enumerate(batches):  # healthy: a batch every DECODE_SECONDS * 2, the GPU idle between
+        model(x.cuda()).sum().backward()
+        if step % 100 == 0:
+            print(f"step {step}", flush=True)
+
+
+def child_save_while_waiting() -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(0)
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 1:
+        _peer_ready()
+        dist.barrier()  # waits for rank 0's checkpoint: a healthy wait
+        return
+    state = {f"layer{i}.weight": torch.randn(8192, 8192, device="cuda") for i in range(8)}  # 2 GiB
+    target = Path(os.environ["ZOO_WORKDIR"]) / "ckpt.pt"
+    _ready_with_peer({"backend": "gloo", "checkpoint": str(target)})
+    while True:  # a long save with a silent log: rank 0 alone writes, as most trainers do
+        torch.save(state, f"{target}.tmp")
+        os.replace(f"{target}.tmp", target)
+
+
+def child_stopped_rank() -> None:
+    import signal
+
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(0)
+    dist.init_process_group("gloo")
+    t = torch.ones(1024, device="cuda")
+    dist.all_reduce(t)  # one collective that completes
+    if dist.get_rank() == 1:
+        _peer_ready()
+        os.kill(os.getpid(), signal.SIGSTOP)  # the hang: frozen (a debugger, a job scheduler's suspend)
+    else:
+        _ready_with_peer({"backend": "gloo"})
+    dist.all_reduce(t)  # rank 0 waits for the stopped rank for ever
 
 
 # --- the check ----------------------------------------------------------------------------------

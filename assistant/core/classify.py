@@ -311,7 +311,12 @@ def once_per_line(matches: List[SignalMatch]) -> List[SignalMatch]:
         origin = where.origin or m.observed_source
         if m.signal.weight <= 0:
             kept.append(m)
-        elif m.observed_source == "fact" and origin == "stack" and (where.subject, where.pid) in threads_heard:
+        elif (
+            m.observed_source == "fact"
+            and origin == "stack"
+            and where.text.startswith(("wait=", "job="))  # of that one thread (a straggler fact is of several)
+            and (where.subject, where.pid) in threads_heard
+        ):
             continue
         elif origin == "log" and where.file is not None:
             key = (where.file, where.line, where.quote or where.text)

@@ -26,6 +26,8 @@ import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from debug_stuck.core.libfacts import chosen_wait, match_frame, match_log_lines
+from debug_stuck.core.logstacks import LogFrame
+from debug_stuck.core.phases import phase_of
 
 # py-spy's "function (file:line)", pystack's, and gdb's "in function (...) at file:line".
 _FRAME = re.compile(r"^(?P<function>.+?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
@@ -181,8 +183,16 @@ def group_threads(stack_lines) -> List[Tuple[str, List[str]]]:
     return out
 
 
-def is_main(subject: str) -> bool:
-    return "MainThread" in subject or "'main'" in subject or subject.endswith("in main") or "Thread 1" in subject
+_THREAD_START = re.compile(r"^(_bootstrap|_bootstrap_inner|start_thread|clone3?) \(")
+
+
+def is_main(subject: str, frames: Sequence[str] = ()) -> bool:
+    """A process's main thread, by the name its dump gives it or, where the dump names threads by
+    their program (pystack: the thread's comm), by its frames: only the main thread runs a module's
+    top level (`<module>`), and a thread the threading module started begins in `_bootstrap`."""
+    if "MainThread" in subject or "'main'" in subject or subject.endswith("in main") or "Thread 1" in subject:
+        return True
+    return any(f.startswith("<module> (") for f in frames) and not any(_THREAD_START.match(f) for f in frames)
 
 
 def job_facts_of(lines: Iterable[str]) -> Dict[str, int]:
@@ -204,15 +214,16 @@ def add_facts(knowledge, obs) -> None:
         pasted_mains = []
         for subject, frames in group_threads(obs.lines.get("stack", ())):
             first = next(line for line in obs.lines["stack"] if (line.subject or "") == subject)
-            wait, job = thread_facts(frames_table, frames, is_main(subject))
+            main = is_main(subject, frames)
+            wait, job = thread_facts(frames_table, frames, main)
             where = dict(subject=subject or None, pid=first.pid, file=first.file, origin="stack")
             if wait:
                 obs.add("fact", ObservedLine(wait, **where))
             for fact in job:
                 obs.add("fact", ObservedLine(f"job={fact}", **where))
-            if first.file and first.pid is None and is_main(subject):
+            if first.file and first.pid is None and main:
                 pasted_mains.append((subject, frames, wait or "", first.file))
-        straggler = _pasted_straggler(frames_table, pasted_mains)
+        straggler = _pasted_straggler(knowledge, pasted_mains)
         if straggler is not None:
             text, subject, file = straggler
             obs.add("fact", ObservedLine(text, subject=subject, file=file, origin="stack"))
@@ -257,12 +268,14 @@ def _watchdog_census(obs) -> None:
 _DATA_WORKER = re.compile(r"^_worker_loop \(")  # torch's DataLoader worker (torch/utils/data/_utils/worker.py)
 
 
-def _pasted_straggler(frames_table, mains) -> Optional[Tuple[str, str, Optional[str]]]:
-    """`straggler waiting=N of=M op=<call> at=<frame>`: of the main threads of the processes whose
-    dumps were pasted, the others wait in a collective (frames.yaml wait=collective) and one is
-    elsewhere, at its innermost frame of Python code. They wait for it if the job is stuck; one
-    dump cannot tell its long pass from a stuck loop. `mains`: (subject, frames, wait line, file).
+def _pasted_straggler(knowledge, mains) -> Optional[Tuple[str, str, Optional[str]]]:
+    """`straggler waiting=N of=M op=<call> [phase=<phase>] at=<frame>`: of the main threads of the
+    processes whose dumps were pasted, the others wait in a collective (frames.yaml wait=collective)
+    and one is elsewhere, at its innermost frame of Python code, in a long phase its frames show (a
+    checkpoint save, a validation pass: core.phases). They wait for it if the job is stuck; one dump
+    cannot tell its long pass from a stuck loop. `mains`: (subject, frames, wait line, file).
     Returns (the fact line, its subject, its file)."""
+    frames_table = knowledge.frames
     waiting = [m for m in mains if m[2].startswith("wait=collective ")]
     others = [m for m in mains if not m[2].startswith(("wait=collective ", "wait=rendezvous "))]
     if not waiting or len(others) != 1 or any(_DATA_WORKER.match(f) for f in others[0][1]):
@@ -276,7 +289,10 @@ def _pasted_straggler(frames_table, mains) -> Optional[Tuple[str, str, Optional[
         if entry is not None and entry.get("wait") == "collective":
             op = function.split(".")[-1]
             break
-    return f"straggler waiting={len(waiting)} of={len(mains)} op={op} at={at}", subject, file
+    parsed = [LogFrame(*parse_frame(text), None) for text in frames]
+    phase = phase_of([f for f in parsed if f.file], knowledge)
+    shown = f" phase={phase[0]}" if phase else ""
+    return f"straggler waiting={len(waiting)} of={len(mains)} op={op}{shown} at={at}", subject, file
 
 
 def _drop_single_process_census(obs, distributed_log_facts=()) -> None:

@@ -40,6 +40,8 @@ def sentences(verdict, diagnoses: List, audience: str = SCRIPTED) -> List[str]:
         out = [f"The job progresses, slowly: {reason}; why: {verdict.slow_because}."] + (out if verdict.cause else [])
     elif verdict.hung and verdict.state == "hung" and verdict.state_reasons:
         out.append("Evidence of the hang: " + verdict.state_reasons[0] + ".")
+    elif verdict.hung is None and verdict.state is None and verdict.state_reasons:
+        out.append("Not judged hung from this window: " + verdict.state_reasons[0] + ".")
     if verdict.silent_nodes:
         out.insert(0, verdict.silent_nodes)
     return [sentence for sentence in out if sentence]

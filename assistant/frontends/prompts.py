@@ -705,6 +705,8 @@ def _state(report: Report) -> str:
     v = report.verdict
     if v.state == "slow":
         return "slow"
+    if v.hung is None and v.state_reasons:
+        return "undecided"
     return {True: "hung", False: "progressing", None: "not observed"}[v.hung]
 
 

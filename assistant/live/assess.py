@@ -16,6 +16,7 @@ from debug_stuck.core.classify import CAUSE_THRESHOLD, Observations, ObservedLin
 from debug_stuck.core.contradictions import contradicted
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import innermost_wait, match_frame
+from debug_stuck.core.phases import phase_of
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.live.chain import Chain, build_chains, chain_sentence
 from debug_stuck.live.collect import Snapshot
@@ -28,8 +29,8 @@ from debug_stuck.live.culprit import (
     stuck_rank,
     waits_in_collective,
 )
+from debug_stuck.live.loops import own_frame_index
 from debug_stuck.live.observe import StackGroup, describe_ranks, group_ranks, stack_motion
-from debug_stuck.live.phases import phase_of
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
 from debug_stuck.probes.collectors.stacks import main_thread
 
@@ -80,13 +81,43 @@ def stack_phase(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]
     return found[0] if found else None
 
 
-def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
-    """What pid's main thread waits on, as the frame table's innermost wait on its stack names it."""
+def main_thread_wait_entry(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[dict]:
+    """The frame table's entry for what pid's main thread waits on (its innermost wait), or None."""
     series = snap.stacks.get(pid)
     thread = main_thread(series.latest(), pid) if series is not None else None
     frames = [(frame.function, frame.file) for frame in thread.frames] if thread is not None else []
     found = innermost_wait(knowledge.frames, frames)
-    return found[1].get("wait") if found else None
+    return found[1] if found else None
+
+
+def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
+    """What pid's main thread waits on, as the frame table's innermost wait on its stack names it."""
+    entry = main_thread_wait_entry(snap, knowledge, pid)
+    return entry.get("wait") if entry else None
+
+
+def waits_for_batch(snap: Snapshot, knowledge: Knowledge, pid: int) -> bool:
+    """pid's main thread waits for the next batch of its DataLoader: a frame on it is a wait the
+    table marks `dataloader` (the queue call below it says how it waits, this one what for)."""
+    series = snap.stacks.get(pid)
+    thread = main_thread(series.latest(), pid) if series is not None else None
+    for frame in thread.frames if thread is not None else []:
+        entry = match_frame(knowledge.frames, frame.function, frame.file) or {}
+        if entry.get("wait") not in (None, "busy") and "dataloader" in (entry.get("facts") or ()):
+            return True
+    return False
+
+
+def computes_in_own_code(snap: Snapshot, knowledge: Knowledge, pid: int) -> bool:
+    """pid's main thread is in the job's own code and in no wait the frame table knows inside it
+    (the library frames that called that code, a worker's loop, wait for nothing now)."""
+    series = snap.stacks.get(pid)
+    thread = main_thread(series.latest(), pid) if series is not None else None
+    frames = list(thread.frames) if thread is not None else []
+    own = own_frame_index(frames)
+    if own is None:
+        return False
+    return innermost_wait(knowledge.frames, [(f.function, f.file) for f in frames[: own + 1]]) is None
 
 
 # Waits a library makes by retrying in a loop until they end: torch.distributed.elastic's rendezvous
@@ -138,6 +169,8 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
         phases=lambda pid: stack_phase(snap, knowledge, pid),
         device_waits=lambda pid: main_thread_wait(snap, knowledge, pid) == "cuda-sync",
         retrying=lambda pid: polls_in_retry_loop(snap, knowledge, pid),
+        batch_waits=lambda pid: waits_for_batch(snap, knowledge, pid),
+        computes=lambda pid: computes_in_own_code(snap, knowledge, pid),
     )
     if culprit is None and (mismatch is None or mismatch.odd is None) and progress.hung and progress.stuck_on:
         culprit = stuck_rank(knowledge, groups, progress.stuck_on[0], progress.reasons[0])

@@ -192,12 +192,16 @@ def judge_progress(
     phases=None,
     device_waits=None,
     retrying=None,
+    batch_waits=None,
+    computes=None,
 ) -> Progress:
     """`waiting_pids`: ranks found waiting in a collective; `phases(pid) -> phase or None` tells a
     validation or checkpoint pass seen on a main thread; `device_waits(pid) -> bool` whether its main
     thread waits for its device's computations (the frame table's `cuda-sync` waits);
     `retrying(pid) -> bool` whether its main thread stayed inside one call of a wait that retries in
-    a loop (a rendezvous, a lock file): its moving frames are that loop, not progress."""
+    a loop (a rendezvous, a lock file): its moving frames are that loop, not progress;
+    `batch_waits(pid) -> bool` whether its main thread waits for its DataLoader's next batch;
+    `computes(pid) -> bool` whether a process's main thread is in no wait the frame table knows."""
     logs = rhythms(snap, tails)
     grew = [lg.path for lg in snap.logs if lg.grew]
     grown = next((lg for lg in snap.logs if lg.grew), None)
@@ -276,12 +280,48 @@ def judge_progress(
                 True, [f"{where} loops in place and {lg.path} has been silent for {lg.silent:.0f} s"], stuck_on=[]
             )
         return Progress(None, [f"{where} loops in one place: not progress by itself; no log tells its rhythm"])
+    fed = input_bound(snap, ranks, frozen, waiting, batch_waits, computes)
+    if fed:
+        text = "; ".join(
+            f"{rank.label()} waits for a batch while all {len(workers)} of its DataLoader workers compute "
+            f"({', '.join(f'{w.cpu_percent or 0:.0f}%' for w in workers)} CPU)"
+            for rank, workers in fed
+        )
+        if stuck_logs:
+            lg = stuck_logs[0]
+            return Progress(True, [f"{text}, and {lg.path} has been silent for {lg.silent:.0f} s, "
+                                   f"{lg.silent / lg.interval:.0f} times its step interval"])  # fmt: skip
+        first = fed[0][1][0].pid
+        return Progress(None, [f"{text}: a slow input pipeline and a sample whose loading never ends look alike "
+                               f"in one window; the sample index in `py-spy dump --locals --pid {first}`, taken twice "
+                               "a minute apart, tells them apart"])  # fmt: skip
     sampled = [snap.stacks.get(p.pid) for p in trainers]
     # a retry loop uses little CPU; the state it was read in (R between two sleeps) says nothing
     retry_waits = any(max(p.cpu_percent or 0.0, p.cpu_demand or 0.0) < BUSY_CPU for p in retried)
     if any(s is not None and s.frozen() for s in sampled) or retry_waits or any(p.state in "DZT" for p in trainers):
         return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
     return Progress(None, ["too little was sampled to tell"])
+
+
+def input_bound(snap: Snapshot, ranks, frozen, waiting, batch_waits, computes) -> list:
+    """[(rank, its workers)] when every rank either waits in a collective or waits for a batch while
+    every one of its DataLoader workers computes (on a CPU, in no wait the frame table knows). A worker
+    stuck for good on one sample leaves its siblings idle once their batches are queued (torch 2.13.0
+    torch/utils/data/dataloader.py: _try_put_index keeps at most prefetch_factor * num_workers batches
+    outstanding, and _next_data returns them in order); all of them computing is what a slow input
+    pipeline looks like."""
+    if batch_waits is None or computes is None:
+        return []
+    fed = []
+    for rank in ranks:
+        if rank in waiting:
+            continue
+        workers = [p for p in snap.processes if p.ppid == rank.pid and p.role == "dataloader-worker"]
+        feeding = workers and all(_running(w) and w.state not in "DZT" and computes(w.pid) for w in workers)
+        if rank not in frozen or _running(rank) or not batch_waits(rank.pid) or not feeding:
+            return []
+        fed.append((rank, workers))
+    return fed
 
 
 def _waited_for(snap: Snapshot, ranks, waiting, motion, writers, stuck_logs, phases) -> Optional[Progress]:

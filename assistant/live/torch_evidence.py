@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 DEBUG_SERVER_PORT = 25999  # torch.distributed.debug.start_debug_server's default
+RAS_DEFAULT_PORT = 28028  # NCCL 2.24+ RAS, unless NCCL_RAS_ADDR says otherwise
 
 
 @dataclass
@@ -64,23 +65,40 @@ def job_dump_files(snapshot) -> List[str]:
     return list(dict.fromkeys(found))
 
 
-def listening_debug_server(snapshot) -> Optional[int]:
-    """The port of torch's debug server when a process of the job listens on it."""
+def listens_on(snapshot, port: int, roles=("rank", "launcher")) -> bool:
+    """A process of the job (of these roles) listens on this TCP port."""
     import psutil
 
     from debug_stuck.bounded import call_or
 
     if snapshot is None:
-        return None
+        return False
     for info in snapshot.processes:
-        if info.role not in ("rank", "launcher"):
+        if info.role not in roles:
             continue
         conns = call_or([], lambda pid=info.pid: psutil.Process(pid).net_connections(kind="tcp"), 2.0, "sockets",
                         (psutil.Error, OSError))  # fmt: skip
         for conn in conns or []:
-            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == DEBUG_SERVER_PORT:
-                return DEBUG_SERVER_PORT
-    return None
+            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+                return True
+    return False
+
+
+def listening_debug_server(snapshot) -> Optional[int]:
+    """The port of torch's debug server when a process of the job listens on it."""
+    return DEBUG_SERVER_PORT if listens_on(snapshot, DEBUG_SERVER_PORT) else None
+
+
+def ras_port(snapshot) -> int:
+    """The port NCCL's RAS threads listen on for this job: NCCL_RAS_ADDR's, else 28028 (NCCL 2.24+
+    docs/env.rst NCCL_RAS_ADDR; troubleshooting/ras.rst: the RAS threads of all processes of the job
+    listen on localhost, port 28028)."""
+    for info in snapshot.processes if snapshot is not None else []:
+        addr = (info.env or {}).get("NCCL_RAS_ADDR", "")
+        port = addr.rpartition(":")[2]
+        if port.isdigit():
+            return int(port)
+    return RAS_DEFAULT_PORT
 
 
 def uses_nccl(snapshot) -> bool:
@@ -128,7 +146,9 @@ def gather_torch_evidence(
         from debug_stuck.core.flight_recorder import analyze
 
         out.fr = analyze(dumps)
-    if uses_nccl(snapshot):
+    # a rank that only loaded libnccl (any CUDA build of torch does) runs no RAS thread: NCCL starts
+    # it with the process's first communicator, and then a process of the job listens on its port
+    if uses_nccl(snapshot) and listens_on(snapshot, ras_port(snapshot), roles=("rank",)):
         from debug_stuck.probes.collectors.nccl_ras import query_ras
 
         ras = query_ras()

@@ -35,6 +35,8 @@ def render_markdown(report: Report) -> str:
     hung = {True: "yes", False: "no (the job is making progress)", None: "not observed directly"}[v.hung]
     if v.state == "slow":
         hung = "no, but it progresses far below its own rhythm"
+    elif v.hung is None and v.state_reasons:
+        hung = "undecided: watched, but not told apart from a slow job"
     out += [
         f"- **Hung:** {hung}",
         f"- **Pattern:** {report.pattern or 'unknown (' + (report.pattern_reason or 'not named') + ')'}",

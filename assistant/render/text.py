@@ -28,6 +28,8 @@ def clip(text: str, width: int) -> str:
 def _state_word(verdict) -> str:
     if verdict.state == "slow":
         return "SLOW (progressing far below its own rhythm)"
+    if verdict.hung is None and verdict.state_reasons:
+        return "UNDECIDED (watched, not told apart from a slow job)"
     return {True: "HUNG", False: "progressing", None: "not observed"}[verdict.hung]
 
 
@@ -103,7 +105,7 @@ def session_headline(report: Report) -> str:
     """The session's first line, in words: "HUNG while loading data; stops mid-run with the GPU idle".
     What is not known is left out, not named as unknown."""
     v = report.verdict
-    parts = [_state_word(v) if v.state or v.hung is not None else "not observed live"]
+    parts = [_state_word(v) if v.state or v.hung is not None or v.state_reasons else "not observed live"]
     phase = PHASE_WORDS.get(v.phase or "")
     if phase:
         parts[0] += f" {phase}"

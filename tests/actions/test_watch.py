@@ -24,8 +24,8 @@ from watch_runs import TARGETS, WatchRun, start_logged_job
 from debug_stuck.actions.watch.clock import StallClock
 from debug_stuck.actions.watch.follow import LogFollower
 from debug_stuck.actions.watch.settings import EXIT_STALLED
+from debug_stuck.core.phases import phase_of
 from debug_stuck.errors import BadInput, NotInspectable
-from debug_stuck.live.phases import phase_of
 from debug_stuck.probes.collectors.stacks import Frame
 
 pytestmark = [

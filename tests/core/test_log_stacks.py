@@ -342,6 +342,31 @@ def test_pasted_dumps_of_ranks_name_the_one_not_in_the_collective(cli_json, tmp_
     assert "dump that process again a minute later" in straggler[0]
 
 
+def test_pasted_dumps_of_a_rank_saving_while_the_other_waits_name_the_save(cli_json):
+    """Rank 0 in torch.save, rank 1 in a barrier (recorded on an H100): the others wait for the save,
+    so the cause is the save's, not the collective's, with how to tell a long save from a stuck one."""
+    dumps = [H100 / n for n in ("save_while_waiting-py-spy.txt", "save_while_waiting-peer-py-spy.txt")]
+    report = cli_json(*[a for d in dumps for a in ("--log", d)])
+    first = report["diagnoses"][0]
+    assert first["cause"] == "checkpoint-save", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    said = [e["detail"] for e in first["evidence"]]
+    straggler = [d for d in said if "1 of 2 processes waiting in barrier while one saves a checkpoint" in d]
+    assert straggler and "at _save (torch/serialization.py:1313)" in straggler[0], said
+    collective = next(d for d in report["diagnoses"] if d["cause"] == "collective")
+    assert not any("processes waiting in" in e["detail"] for e in collective["evidence"])
+
+
+def test_pasted_dumps_of_a_rank_in_all_reduce_and_a_stopped_rank_name_the_stopped_one(cli_json):
+    """Rank 1 stopped itself with SIGSTOP (py-spy cannot attach to it: its dump is pystack's), rank 0
+    waits in all_reduce (recorded on an H100): a collective, and the rank elsewhere is named."""
+    dumps = [H100 / n for n in ("stopped_rank-py-spy.txt", "stopped_rank-peer-pystack.txt")]
+    report = cli_json(*[a for d in dumps for a in ("--log", d)])
+    first = report["diagnoses"][0]
+    assert first["cause"] == "collective", [(d["cause"], d["confidence"]) for d in report["diagnoses"]]
+    said = [e["detail"] for e in first["evidence"]]
+    assert any("1 of 2 processes waiting in all_reduce and one elsewhere, at child_stopped_rank" in d for d in said)
+
+
 def test_a_dataloader_workers_dump_beside_a_ranks_is_no_straggler(cli_json, tmp_path):
     """A rank waiting in a barrier and a DataLoader worker's dump (both real, py-spy): the worker is
     not a rank the others wait for, so no straggler is named."""

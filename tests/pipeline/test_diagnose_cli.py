@@ -275,6 +275,37 @@ def test_report_of_pinned_dataloader_workers_that_never_deliver_names_the_worker
     assert [hop["pid"] for hop in report["chain"]] == [527, 531]
 
 
+def test_report_of_a_gpu_job_fed_by_workers_that_all_compute_is_not_called_hung():
+    # an H100 idle beside a model whose two DataLoader workers spend 30 s of CPU on each sample: the
+    # main thread waits for a batch, the log is silent; one window cannot tell slow from stuck
+    report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / "input_bound-report.json").read_text())
+    validate(report)
+    assert report["verdict"]["hung"] is None and report["verdict"]["state"] is None
+    said = report["verdict"]["summary"]
+    assert "Not judged hung from this window: pid 549 (rank) waits for a batch while all 2 of its DataLoader" in said
+    assert "py-spy dump --locals --pid 552" in said
+
+
+def test_report_of_a_rank_saving_while_the_other_waits_in_a_barrier_says_progressing():
+    # torchrun, two gloo ranks: rank 0 writes 2 GiB of GPU tensors with torch.save again and again
+    report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / "save_while_waiting-report.json").read_text())
+    validate(report)
+    assert report["verdict"]["hung"] is False and report["verdict"]["state"] == "progressing"
+    assert "pid 755 (rank 0) computes in a checkpoint pass while pid 756 (rank 1) waits" in report["verdict"]["summary"]
+
+
+def test_report_of_a_stopped_rank_names_it_with_how_to_resume_it():
+    # torchrun, two gloo ranks with CUDA tensors: rank 1 stopped itself (SIGSTOP), rank 0 in all_reduce
+    report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / "stopped_rank-report.json").read_text())
+    validate(report)
+    assert report["verdict"]["hung"] is True and report["verdict"]["cause"] == "collective"
+    assert report["culprit"]["pid"] == 979 and report["culprit"]["rank"] == 1 and report["culprit"]["state"] == "T"
+    assert (
+        report["diagnoses"][0]["fixes"][0]["title"]
+        == "Resume rank 1 (pid 979): it is stopped, and rank 0 (pid 978) waits for it"
+    )
+
+
 def test_report_of_a_live_jax_process_at_the_rendezvous():
     # process 0 of two in jax.distributed.initialize(), process 1 never started (H100 machine, JAX on CPU)
     report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h100" / "jax_init-report.json").read_text())

@@ -85,6 +85,31 @@ def test_dataloader_worker_blocked_in_getitem(knowledge, zoo, hang_index):  # no
 
 
 @pytest.mark.timeout(180)
+def test_every_dataloader_worker_computing_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """A trainer waiting for a batch while all its workers compute (20 s a sample) is how a job
+    bound by its input pipeline looks: no false alarm; the report says what would tell."""
+    needs_torch()
+    job = zoo("dataloader_compute", args=["slow"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is None, report.verdict.summary
+    reason = report.verdict.state_reasons[0]
+    assert f"pid {job.proc.pid} (rank) waits for a batch while all 2 of its DataLoader workers compute" in reason
+    assert f"py-spy dump --locals --pid {job.info['workers'][0]}" in reason, reason
+    assert "Not judged hung from this window" in report.verdict.summary
+
+
+@pytest.mark.timeout(180)
+def test_one_worker_computing_while_its_sibling_idles_is_hung_on_that_worker(knowledge, zoo):  # noqa: F811
+    needs_torch()
+    job = zoo("dataloader_compute", args=["stuck"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, report.verdict.summary
+    (worker,) = job.info["workers"]
+    assert report.culprit["pid"] == worker, report.culprit
+    assert report.verdict.cause == "dataloader", causes(report)
+
+
+@pytest.mark.timeout(180)
 def test_a_dataloader_workers_pid_diagnoses_its_whole_job(knowledge, zoo):  # noqa: F811
     # issue 17: --pid of a worker climbs to its trainer, as the session's attach does
     needs_torch()

@@ -150,3 +150,58 @@ def test_a_real_ncclras_run_on_a_healthy_one_rank_job_finds_nothing_wrong():
         }
     ]
     assert report.missing_ranks == [] and report.dead_processes == [] and report.comm_issues == []
+
+
+NCCL_RANK = """
+import ctypes, socket, sys, time
+ctypes.CDLL(sys.argv[1])  # a library named libnccl in its maps, as any CUDA build of torch has
+if sys.argv[2] == "listen":  # NCCL's RAS thread, started with the process's first communicator
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    print(server.getsockname()[1], flush=True)
+else:
+    print(0, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("ras", ["listen", "none"])
+def test_ras_is_asked_only_when_a_rank_of_the_job_listens_on_its_port(tmp_path, monkeypatch, ras):
+    import ctypes.util
+    import shutil
+    import subprocess
+    import sys
+
+    from debug_stuck.live.collect import Snapshot
+    from debug_stuck.live.torch_evidence import gather_torch_evidence, ras_port
+    from debug_stuck.probes.collectors.procs import ProcInfo
+
+    libm = ctypes.util.find_library("m")
+    found = [p for p in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib")
+             if libm and Path(p, libm).exists()]  # fmt: skip
+    if not found:
+        pytest.skip("no libm to stand in for libnccl")
+    fake_lib = tmp_path / "libnccl.so.2"
+    shutil.copyfile(Path(found[0], libm), fake_lib)
+    asked = tmp_path / "asked"
+    fake_ncclras(tmp_path, f"touch {asked}\ncat {FIXTURES / 'live_h200_one_rank.txt'}")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    rank = subprocess.Popen([sys.executable, "-c", NCCL_RANK, str(fake_lib), ras], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(rank.stdout.readline())
+        env = {"NCCL_RAS_ADDR": f"localhost:{port}"} if port else {}
+        info = ProcInfo(pid=rank.pid, ppid=os.getpid(), name="python", cmdline=["python"], role="rank", env=env)
+        info.loads_torch = True
+        snapshot = Snapshot(host="here", taken_at=time.time(), window=1.0, processes=[info])
+        assert ras_port(snapshot) == (port or 28028)
+        evidence = gather_torch_evidence([], None, snapshot)
+    finally:
+        rank.kill()
+        rank.wait()
+    if ras == "listen":
+        assert asked.exists() and evidence.ras is not None and evidence.ras.error is None
+    else:  # libnccl loaded, no communicator: no RAS thread to ask, and nothing said about it
+        assert not asked.exists() and evidence.ras is None
+        assert not any("NCCL RAS" in note for note in evidence.notes), evidence.notes

@@ -18,7 +18,7 @@ from debug_stuck.actions.watch.settings import (
     STACK_TIMEOUT,
 )
 from debug_stuck.actions.watch.tree import TreeSample
-from debug_stuck.live.phases import phase_of
+from debug_stuck.core.phases import phase_of
 from debug_stuck.probes.collectors.stacks import main_thread
 
 

@@ -1,6 +1,7 @@
 """Which long phase a main thread is in: a checkpoint save, a validation pass, sample generation or
 a compilation, recognised on its stack with the patterns of skills/data/phases.yaml and the frame
-table (watch's allowance, the report's phase).
+table (watch's allowance, the report's phase, the phase of a pasted dump's straggler). Frames live
+or pasted: anything with `function`, `file`, `native`, `bare_name` and `text()`.
 
 A phase is named only from a frame that means it: a save (the checkpoint-save playbook's stack
 signals, a function named as a save), an evaluation loop (its own function, its framework's or
@@ -14,7 +15,6 @@ import re
 from typing import Optional, Tuple
 
 from debug_stuck.core.libfacts import match_frame
-from debug_stuck.kb import load_table
 
 _NEVER = re.compile(r"(?!)")
 
@@ -23,8 +23,7 @@ def _regex(section: dict, key: str) -> re.Pattern:
     return re.compile(section[key]) if section.get(key) else _NEVER
 
 
-def _patterns() -> dict:
-    table = load_table("phases.yaml")
+def _patterns(table: dict) -> dict:
     save, validation, sampling = table["checkpoint"], table["validation"], table.get("sampling") or {}
     return {
         "playbook": save["playbook"],
@@ -61,7 +60,7 @@ def _in_validation(frames, i: int, p: dict) -> bool:
     )
 
 
-def phase_of(frames, knowledge=None) -> Optional[Tuple[str, str]]:
+def phase_of(frames, knowledge) -> Optional[Tuple[str, str]]:
     """("checkpoint" | "validation" | "sampling" | "compile", the frame that says so) for a main thread's frames
     (innermost first), or None.
 
@@ -69,7 +68,9 @@ def phase_of(frames, knowledge=None) -> Optional[Tuple[str, str]]:
     safetensors, the usual save functions) and by functions named as a save; validation by
     evaluation loops' own functions and files; sampling by sample-generation functions.
     """
-    p = _patterns()
+    if not getattr(knowledge, "phases", None):
+        return None
+    p = _patterns(knowledge.phases)
     frames = list(frames)
     signals = _checkpoint_signals(knowledge, p["playbook"], p["min_weight"])
     for frame in frames:
