@@ -31,7 +31,11 @@ time:
   save_while_waiting  torchrun, two gloo ranks: rank 0 saves 2 GiB of GPU tensors with torch.save, again
               and again, rank 1 waits for it in dist.barrier(): healthy;
   stopped_rank  torchrun, two gloo ranks with CUDA tensors: after one all_reduce rank 1 stops itself
-              (SIGSTOP), rank 0 waits in the next all_reduce: hung, the culprit rank 1.
+              (SIGSTOP), rank 0 waits in the next all_reduce: hung, the culprit rank 1;
+  lightning_val  a Lightning Trainer on the GPU in a long validation loop with a silent log (no
+              progress bar, no logger): healthy;
+  hf_eval     the Hugging Face Trainer's evaluate() of a BERT-large-sized model (from its config, no
+              download) on the GPU, bf16, two DataLoader workers, a silent log: healthy.
 For each it saves under OUT/<name>/: report.json (`debug-stuck diagnose --pid P --format json`),
 nvml.json (the tool's own GPU collector), nvml-raw.json (the raw NVML values, in the shape
 tests/fixtures/gpu replays), py-spy.txt and py-spy-native.txt (`py-spy dump`), pystack.txt
@@ -76,8 +80,19 @@ SCENARIOS = (
     "input_bound",
     "save_while_waiting",
     "stopped_rank",
+    "lightning_val",
+    "hf_eval",
 )
-HEALTHY = ("healthy_gpu", "quiet_gpu", "eval_while_waiting", "compile_autotune", "input_bound", "save_while_waiting")
+HEALTHY = (
+    "healthy_gpu",
+    "quiet_gpu",
+    "eval_while_waiting",
+    "compile_autotune",
+    "input_bound",
+    "save_while_waiting",
+    "lightning_val",
+    "hf_eval",
+)
 TORCHRUN = ("nccl_late_rank", "eval_while_waiting", "save_while_waiting", "stopped_rank")  # two ranks, one GPU
 FR_PREFIX = "nccl_trace_rank_"
 
@@ -255,16 +270,26 @@ def child_nccl_late_rank() -> None:
     dist.all_reduce(t)  # rank 0: NCCL sets up its communicator here, and that needs rank 1
 
 
-def child_eval_while_waiting() -> None:
+def _rank1_waits_in_barrier() -> bool:
+    """torchrun, two gloo ranks on the one GPU: rank 1 says it is ready and waits in dist.barrier()
+    for rank 0's long pass (a healthy wait). True in rank 1, once the barrier returns."""
     import torch
     import torch.distributed as dist
-    from torch import nn
 
     torch.cuda.set_device(0)
     dist.init_process_group("gloo")
-    if dist.get_rank() == 1:
-        _peer_ready()
-        dist.barrier()  # waits for rank 0's evaluation: a healthy wait
+    if dist.get_rank() != 1:
+        return False
+    _peer_ready()
+    dist.barrier()
+    return True
+
+
+def child_eval_while_waiting() -> None:
+    import torch
+    from torch import nn
+
+    if _rank1_waits_in_barrier():
         return
     model = nn.Sequential(nn.Linear(4096, 8192), nn.GELU(), nn.Linear(8192, 4096)).cuda().eval()
     x = torch.randn(4096, 4096, device="cuda")
@@ -346,13 +371,8 @@ def child_input_bound() -> None:
 
 def child_save_while_waiting() -> None:
     import torch
-    import torch.distributed as dist
 
-    torch.cuda.set_device(0)
-    dist.init_process_group("gloo")
-    if dist.get_rank() == 1:
-        _peer_ready()
-        dist.barrier()  # waits for rank 0's checkpoint: a healthy wait
+    if _rank1_waits_in_barrier():
         return
     state = {f"layer{i}.weight": torch.randn(8192, 8192, device="cuda") for i in range(8)}  # 2 GiB
     target = Path(os.environ["ZOO_WORKDIR"]) / "ckpt.pt"
@@ -378,6 +398,94 @@ def child_stopped_rank() -> None:
     else:
         _ready_with_peer({"backend": "gloo"})
     dist.all_reduce(t)  # rank 0 waits for the stopped rank for ever
+
+
+class _RandomRows:
+    """Rows of random numbers made on demand (no data set in memory)."""
+
+    def __init__(self, width: int, length: int = 10**6):
+        self.width, self.length = width, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        import torch
+
+        return torch.randn(self.width)
+
+
+def child_lightning_val() -> None:
+    import lightning as L
+    import torch
+    from torch import nn
+
+    class Model(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4096, 8192), nn.GELU(), nn.Linear(8192, 4096))
+
+        def training_step(self, batch, batch_idx):
+            return self.net(batch).float().pow(2).mean()
+
+        def validation_step(self, batch, batch_idx):
+            out = batch
+            for _ in range(20):  # a heavy evaluation with a silent log
+                out = self.net(out)
+            if batch_idx == 5:
+                _ready({"validation_batches": batch_idx})
+            return out.float().abs().mean()
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-4)
+
+    loader = torch.utils.data.DataLoader
+    trainer = L.Trainer(
+        accelerator="gpu",
+        devices=1,
+        max_epochs=1,
+        limit_train_batches=2,
+        num_sanity_val_steps=0,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        logger=False,
+    )
+    trainer.fit(Model(), loader(_RandomRows(4096, 64), batch_size=32), loader(_RandomRows(4096), batch_size=1024))
+
+
+def child_hf_eval() -> None:
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainerCallback, TrainingArguments
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 10**6
+
+        def __getitem__(self, index: int):
+            return {"input_ids": torch.randint(0, 30000, (256,)), "labels": torch.tensor(index % 2)}
+
+    class ReadyAfterFiveSteps(TrainerCallback):
+        steps = 0
+
+        def on_prediction_step(self, args, state, control, **kwargs):
+            self.steps += 1
+            if self.steps == 5:
+                _ready({"prediction_steps": self.steps})
+
+    config = BertConfig(hidden_size=1024, num_hidden_layers=8, num_attention_heads=16, intermediate_size=4096)
+    args = TrainingArguments(
+        output_dir=str(Path(os.environ["ZOO_WORKDIR"]) / "out"),
+        per_device_eval_batch_size=64,
+        dataloader_num_workers=2,
+        bf16=True,
+        report_to="none",
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=BertForSequenceClassification(config), args=args, eval_dataset=Tokens(), callbacks=[ReadyAfterFiveSteps()]
+    )
+    trainer.evaluate()  # a long evaluation with a silent log (healthy)
 
 
 # --- the check ----------------------------------------------------------------------------------

@@ -81,19 +81,13 @@ def stack_phase(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]
     return found[0] if found else None
 
 
-def main_thread_wait_entry(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[dict]:
-    """The frame table's entry for what pid's main thread waits on (its innermost wait), or None."""
+def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
+    """What pid's main thread waits on, as the frame table's innermost wait on its stack names it."""
     series = snap.stacks.get(pid)
     thread = main_thread(series.latest(), pid) if series is not None else None
     frames = [(frame.function, frame.file) for frame in thread.frames] if thread is not None else []
     found = innermost_wait(knowledge.frames, frames)
-    return found[1] if found else None
-
-
-def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
-    """What pid's main thread waits on, as the frame table's innermost wait on its stack names it."""
-    entry = main_thread_wait_entry(snap, knowledge, pid)
-    return entry.get("wait") if entry else None
+    return found[1].get("wait") if found else None
 
 
 def waits_for_batch(snap: Snapshot, knowledge: Knowledge, pid: int) -> bool:

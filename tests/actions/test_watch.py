@@ -134,6 +134,16 @@ def _frames(*specs):
         (_frames(("forward", "model.py"), ("run", "eval_utils.py")), "validation"),
         # activation checkpointing runs in every forward pass: not a save
         (_frames(("checkpoint", "torch/utils/checkpoint.py"), ("forward", "model.py")), None),
+        # every layer of a transformers 5 model runs its forward through GradientCheckpointingLayer
+        (
+            _frames(
+                ("forward", "modeling_bert.py"),
+                ("forward_with_checkpointing", "transformers/modeling_layers.py"),
+                ("prediction_step", "transformers/trainer.py"),
+            ),
+            "validation",
+        ),  # fmt: skip
+        (_frames(("gradient_checkpointing_enable", "transformers/modeling_utils.py"), ("main", "train.py")), None),
         (_frames(("all_reduce", "torch/distributed/distributed_c10d.py"), ("train_step", "train.py")), None),
         (_frames(("fetch", "retrieval.py"), ("main", "train.py")), None),
         # compiling: a frame the frame table says compiles; a compiled model's forward pass is not

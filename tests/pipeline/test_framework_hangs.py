@@ -555,4 +555,15 @@ def test_a_rank_that_raised_but_cannot_exit_for_its_idle_thread_is_the_culprit(k
     title = f"Rank 1 (pid {rank1}) cannot exit: its thread metrics-uploader waits for work that will never come"
     assert fix.title == title, fix.title
     assert re.search(r"idles at upload \(\S*rank_exit_thread\.py:\d+\)", fix.why), fix.why
-    assert f"rank 0 (pid {rank0}) waits for it" in fix.why, fix.why
+    assert f"rank 0 (pid {rank0}) waits for it" in fix.why, fix.why @ pytest.mark.timeout(240)
+
+
+def test_hf_trainer_evaluating_with_a_silent_log_is_progressing_in_validation_not_a_save(knowledge, zoo):  # noqa: F811
+    """Every layer of a transformers 5 model runs its forward through forward_with_checkpointing
+    (activation checkpointing): the pass is an evaluation, never a checkpoint save."""
+    pytest.importorskip("transformers")
+    job = zoo("hf_evaluate", ready_timeout=180)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False and report.verdict.state == "progressing", top(report)
+    assert report.verdict.phase == "validation", top(report)
+    assert "checkpoint" not in report.verdict.summary, report.verdict.summary
