@@ -275,6 +275,17 @@ def test_report_of_pinned_dataloader_workers_that_never_deliver_names_the_worker
     assert [hop["pid"] for hop in report["chain"]] == [527, 531]
 
 
+@pytest.mark.parametrize("scenario", ["lightning_val", "hf_eval"])
+def test_reports_of_real_framework_evaluations_on_a_gpu_say_progressing_in_validation(scenario):
+    # a Lightning Trainer's validation loop and the HF Trainer's evaluate() (bf16, BERT-large-sized,
+    # two DataLoader workers), each with a silent log, on an H200 (tests/fixtures/gpu/README.md)
+    report = json.loads((REPO / "tests" / "fixtures" / "gpu" / "h200" / f"{scenario}-report.json").read_text())
+    validate(report)
+    assert report["verdict"]["hung"] is False and report["verdict"]["state"] == "progressing"
+    assert report["verdict"]["phase"] == "validation" and report["culprit"] is None
+    assert "GPU 0 computes for the job" in report["verdict"]["summary"]
+
+
 def test_report_of_a_gpu_job_fed_by_workers_that_all_compute_is_not_called_hung():
     # an H100 idle beside a model whose two DataLoader workers spend 30 s of CPU on each sample: the
     # main thread waits for a batch, the log is silent; one window cannot tell slow from stuck
