@@ -11,6 +11,8 @@ import re
 from bisect import bisect_right
 from functools import cache
 
+from debug_stuck.core.rustnames import rust_v0_path
+
 # The closed lists the tables may use; the YAML files carry a one-line meaning for each.
 WAIT_KINDS = (
     "queue", "lock", "condition", "event", "semaphore", "future", "join", "subprocess", "pipe",
@@ -58,6 +60,9 @@ def frame_names(function: str) -> tuple[str, ...]:
     """The names an entry's `function` regex is tried against, most specific first."""
     name = _RUST_HASH.sub("", _strip_arguments(function or ""))
     names = [name]
+    rust = rust_v0_path(name)  # py-spy prints Rust's v0-mangled names as they are
+    if rust:
+        names.insert(0, rust)
     if "::" not in name and "." in name:
         # pystack and some tracebacks give Class.method; py-spy and faulthandler the bare method.
         names.append(name.rsplit(".", 1)[1])

@@ -272,10 +272,14 @@ def _sync_wait(frames) -> Tuple[str, Optional[str]]:
             what = words
             break
     else:
-        # a library's own wait on a condition (a c10d send/recv, a collective): the table says what for
+        # a library's own wait on a condition (a c10d send/recv, a collective): the table says what for;
+        # so does a native library's own wait under the Python frames (tokenizers' rayon pool)
         found = innermost_wait(frames_table() or [], [(f.bare_name, f.file) for f in py])
+        native = innermost_wait(frames_table() or [], [(f.function, f.file) for f in frames if f.native])
         if found is not None and found[1].get("wait") in ("collective", "rendezvous"):
             what = found[1]["object"]
+        elif native is not None and native[1].get("library") not in ("cpython", None):
+            what = native[1]["object"]
     caller = next((f for f in py if not SYNC_FILES.search(f.file or "")), None)
     return what, caller.text() if caller is not None else (py[0].text() if py else None)
 
@@ -680,14 +684,24 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             return hop.pid, joined.tid
         forked = forked_holding_a_lock(job, hop.pid, thread) if "end" not in hop.facts else None
         if forked is not None:
-            parent, count = forked
+            parent, count, entry = forked
             where = _sync_wait(hop.frames)[1]
-            hop.detail = (
-                f"waits to acquire a lock{' at ' + where if where else ''} that was held when pid {parent} "
-                f"(it runs {count} threads) forked it: fork copies a lock as it is, and copies only the thread "
-                "that forked, so no thread of the child will ever release it"
-            )
-            hop.facts.update(end="fork-held", forked_by=str(parent))
+            at = f" at {where}" if where else ""
+            if entry.get("wait") == "lock":
+                hop.detail = (
+                    f"waits to acquire a lock{at} that was held when pid {parent} (it runs {count} threads) "
+                    "forked it: fork copies a lock as it is, and copies only the thread that forked, so no "
+                    "thread of the child will ever release it"
+                )
+                hop.facts.update(end="fork-held", forked_by=str(parent))
+            else:
+                hop.detail = (
+                    f"waits for {entry['object'].split(':')[0]}{at}, whose threads pid {parent} (it runs "
+                    f"{count} threads) "
+                    "had started when it forked this process: fork copies only the thread that forked, so "
+                    "the pool's threads do not exist here and the wait never ends"
+                )
+                hop.facts.update(end="fork-pool", forked_by=str(parent))
             return None
         others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
         if "end" not in hop.facts and _none_left_to_release(thread, others):

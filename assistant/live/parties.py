@@ -295,13 +295,15 @@ def lock_waiters(job: JobView, pid: int, tid: Optional[int]):
 # -- the chains of a job -------------------------------------------------------------------------------
 
 
-def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int, int]]:
-    """(the parent's pid, how many threads it runs) when this thread waits to acquire a lock in a
-    process that multiprocessing forked from a parent running several threads, and no other thread
-    of the process runs Python. fork(2) copies the lock as it was, held, and makes the child "with
-    a single thread, the one that called fork()" (POSIX): a lock another thread of the parent held
-    at that moment has no holder in the child (CPython 3.12+ warns of it: "This process (pid=N) is
-    multi-threaded, use of fork() may lead to deadlocks in the child")."""
+def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int, int, dict]]:
+    """(the parent's pid, how many threads it runs, the frame table's entry for the wait) when this
+    thread waits to acquire a lock, or waits on a pool whose threads a fork does not copy (the
+    entry's `lost_at_fork`), in a process that multiprocessing forked from a parent running several
+    threads, and no other thread of the process runs Python. fork(2) copies the lock as it was, held,
+    and makes the child "with a single thread, the one that called fork()" (POSIX): a lock another
+    thread of the parent held at that moment has no holder in the child, a pool's threads are not
+    there to finish its work (CPython 3.12+ warns of it: "This process (pid=N) is multi-threaded, use
+    of fork() may lead to deadlocks in the child")."""
     frames = thread.frames
     if not any(FORKED_BY_MULTIPROCESSING.search(f.file or "") for f in frames if not f.native):
         return None
@@ -317,14 +319,14 @@ def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int,
         if entry is not None:
             matched.append(entry)
     chosen = chosen_wait(matched)
-    if chosen is None or matched[chosen].get("wait") != "lock":
+    if chosen is None or not (matched[chosen].get("wait") == "lock" or matched[chosen].get("lost_at_fork")):
         return None
     if any(t.tid != thread.tid and python_frames(t.frames) for t in job.threads(pid)):
         return None
     info = job.procs.get(pid)
     parent = info.ppid if info is not None else None
     count = len(job.threads(parent)) if parent in job.procs else 0
-    return (parent, count) if count >= 2 else None
+    return (parent, count, matched[chosen]) if count >= 2 else None
 
 
 def silent_among(conns: List[dict], silent_ms: int, delivering_ms: int) -> Optional[Tuple[List[str], List[dict], str]]:

@@ -67,7 +67,7 @@ def test_every_frame_entry_is_well_formed(frames):
     for entry in frames:
         where = entry.get("id")
         assert FRAME_KEYS <= set(entry), (where, FRAME_KEYS - set(entry))
-        assert set(entry) <= FRAME_KEYS | {"file", "call", "defers", "stand_in"}, (where, set(entry) - FRAME_KEYS)
+        assert set(entry) <= FRAME_KEYS | {"file", "call", "defers", "stand_in", "lost_at_fork"}, (where, set(entry) - FRAME_KEYS)
         # a stand-in for a builtin is no wait of its own, and names its file: it is a library's frame
         assert "stand_in" not in entry or (entry["stand_in"] is True and entry["wait"] == "busy" and "file" in entry)
         assert "call" not in entry or entry["wait"] == "collective", where  # a collective's name
@@ -150,6 +150,9 @@ def test_py_spy_dataloader_frame_matches_only_the_dataloader_entry(frames):
         ("cudaStreamSynchronize", "libcudart.so.12", "cuda-runtime-sync"),
         ("ncclCommInitRank", None, "nccl-comm-init"),
         ("<rayon_core::latch::LockLatch>::wait_and_reset", None, "tokenizers-rayon-wait"),
+        # py-spy 0.4 --native prints Rust's v0-mangled names as they are (tokenizers 0.23, seen live)
+        ("_RNvMs3_NtCsjpdOAJTRuNw_10rayon_core5latchNtB5_9LockLatch14wait_and_reset", "tokenizers/tokenizers.abi3.so",
+         "tokenizers-rayon-wait"),
         ("lock_PyThread_acquire_lock", "Modules/_threadmodule.c", "cpython-native-lock-acquire"),
         # other frameworks
         ("_next_internal", "site-packages/tensorflow/python/data/ops/iterator_ops.py", "tf-data-iterator-next"),
@@ -550,3 +553,23 @@ def test_the_ranks_whose_watchdog_never_fired_are_the_ones_the_others_wait_for(c
     log.write_text(case["log"].replace("[Rank 3]", "[Rank 0]"))  # ranks 0-2 all report: nobody is missing
     said = [e["detail"] for e in cli_json("--log", log)["diagnoses"][0]["evidence"]]
     assert not any("did not: a rank reports the watchdog" in d for d in said), said
+
+
+@pytest.mark.parametrize(
+    "symbol, path",
+    [
+        ("_RNvMs3_NtCsjpdOAJTRuNw_10rayon_core5latchNtB5_9LockLatch14wait_and_reset",
+         "rayon_core::latch::LockLatch::wait_and_reset"),
+        ("_RNvMNtNtNtNtCsgHYyB3hU8Ec_3std3sys4sync7condvar5futexNtB2_7Condvar4wait",
+         "std::sys::sync::condvar::futex::Condvar::wait"),
+        ("_RNvCs1234_7mycrate3foo", "mycrate::foo"),
+        # not v0: C++ and legacy Rust (Itanium-style) names, plain C names, a truncated symbol
+        ("_ZN10rayon_core5latch9LockLatch14wait_and_reset17h0123456789abcdefE", None),
+        ("syscall", None),
+        ("_RNvCs1234_7mycr", None),
+    ],
+)  # fmt: skip
+def test_rust_v0_names_read_as_their_paths(symbol, path):
+    from debug_stuck.core.rustnames import rust_v0_path
+
+    assert rust_v0_path(symbol) == path
