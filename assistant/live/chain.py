@@ -54,6 +54,9 @@ from debug_stuck.live.parties import (
     spawn_children,
     sync_party,
 )
+from debug_stuck.live.progress import arriving
+from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
+from debug_stuck.probes.collectors.waits import RECEIVE_GAP
 
 MAX_HOPS = 8
 # the hop facts a report's waits_on carries (docs/contract.md, chain)
@@ -83,30 +86,6 @@ POLLED_POOL_WAIT = re.compile(r"joblib/parallel\.py|datasets/utils/py_utils\.py"
 # CPython 3.11.7 Lib/threading.py: _shutdown joins every non-daemon thread at interpreter exit;
 # Lib/concurrent/futures/thread.py: _python_exit (atexit) and shutdown(wait=True) join the pool's threads.
 EXIT_JOIN = re.compile(r"^(_shutdown|_python_exit)$")
-
-KIND_WORDS = {
-    "fifo": "the FIFO",
-    "pipe": "a pipe",
-    "file": "the file",
-    "dir": "the folder",
-    "device": "the device",
-    "tty": "the terminal",
-    "socket": "a socket",
-}
-OP_WORDS = {
-    "open": "open()",
-    "read": "a read",
-    "write": "a write",
-    "sync": "fsync()",
-    "connect": "connect()",
-    "accept": "accept()",
-    "recv": "a receive",
-    "send": "a send",
-    "lock": "a file lock",
-    "poll": "poll()",
-    "select": "select()",
-    "epoll": "epoll_wait()",
-}
 
 
 @dataclass
@@ -284,32 +263,6 @@ def _sync_wait(frames) -> Tuple[str, Optional[str]]:
     return what, caller.text() if caller is not None else (py[0].text() if py else None)
 
 
-def _obj_text(obj: dict) -> str:
-    kind = obj.get("kind", "other")
-    if kind == "socket":
-        if obj.get("proto") == "tcp":
-            return f"a TCP connection from {obj.get('local')} to {obj.get('remote')} ({obj.get('state')})"
-        if obj.get("proto") == "unix":
-            return f"a unix socket{' ' + obj['path'] if obj.get('path') else ''}"
-        return "a socket"
-    if kind == "pipe":
-        return "a pipe"
-    path = obj.get("path") or obj.get("what") or "?"
-    text = f"{KIND_WORDS.get(kind, 'the file')} {path}"
-    if kind in ("file", "dir") and obj.get("fs"):
-        text += f" on {obj['fs']} ({'network' if obj.get('network') else 'local'}: {obj.get('mount')})"
-    return text
-
-
-def _peer_text(peers: List[dict]) -> str:
-    if not peers:
-        return ""
-    p = peers[0]
-    state = {"T": "stopped (SIGSTOP)", "t": "stopped by a debugger", "D": "in uninterruptible sleep", "Z": "a zombie"}
-    how = state.get(p.get("state"), "running" if p.get("state") == "R" else "sleeping")
-    return f"pid {p['pid']} ({p.get('name') or '?'}), {how}"
-
-
 def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     """Fill hop.kind / object / detail / facts from one resolved wait."""
     op = wait.get("op")
@@ -322,7 +275,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         hop.kind = kind
         hop.object = obj.get("path") or (f"{kind}:[{obj.get('inode')}]" if obj.get("inode") else None)
         verb = OP_WORDS.get(op, op)
-        text = f"is blocked in {verb} of {_obj_text(obj)}"
+        text = f"is blocked in {verb} of {object_text(obj)}"
         reading = op == "read" or (op == "open" and wait.get("flags", 0) == 0)
         writers = [p for p in peers if p.get("mode") in ("w", "rw")]
         readers = [p for p in peers if p.get("mode") in ("r", "rw")]
@@ -335,7 +288,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
                     text += " found"
             else:
                 end = "peer-" + (other[0].get("state") or "?")
-                text += f"; the {'writer' if reading else 'reader'} is {_peer_text(other)}"
+                text += f"; the {'writer' if reading else 'reader'} is {describe_peer(other)}"
             hop.facts["end"] = end
         if kind in ("file", "dir"):
             hop.facts["fs"] = obj.get("fs") or "?"
@@ -343,7 +296,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         if op == "lock":
             holders = wait.get("lock_holders") or []
             hop.kind = "lock"
-            text = f"waits for a lock on {_obj_text(obj)}"
+            text = f"waits for a lock on {object_text(obj)}"
             if holders:
                 text += f" held by pid {holders[0]}"
                 hop.facts["end"] = "held"
@@ -352,16 +305,19 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     if op in ("connect", "accept", "recv", "send", "read", "write", "poll") and obj.get("kind") == "socket":
         hop.kind = "socket"
         hop.object = obj.get("remote") or obj.get("path")
-        text = f"is blocked in {OP_WORDS.get(op, op)} on {_obj_text(obj)}"
+        text = f"is blocked in {OP_WORDS.get(op, op)} on {object_text(obj)}"
         if obj.get("state") == "SYN_SENT":
             text += ": nobody accepts the connection" + ("" if obj.get("listener") else " (no listener there)")
             hop.facts["end"] = "no-accept"
         elif obj.get("peer_unaccepted"):
             text += ": the listener at the other end never accepted it"
             hop.facts["end"] = "never-accepted"
+        elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll") and arriving(obj):
+            text += f": data still arrives ({obj['received_bytes']} bytes in the last {RECEIVE_GAP} s)"
+            hop.facts["receiving"] = "yes"
         elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll"):
             peer = obj.get("peer") or []
-            peer_text = f" ({_peer_text(peer)})" if peer else ""
+            peer_text = f" ({describe_peer(peer)})" if peer else ""
             if reads_response_body([(f.function, f.file) for f in python_frames(hop.frames)]):
                 text += ": the peer sent part of its answer and stopped" + peer_text
                 hop.facts["body"] = "stalled"
@@ -454,7 +410,7 @@ def _waits_on_silent_connections(hop: Hop, op: str, watched: List[dict]) -> bool
         f"waits in {OP_WORDS.get(op, op)} on {count} to {remotes[0]}{others}"
         + (" (asyncio's event loop: its tasks wait on them)" if loop else "")
         + ": the peer never answers"
-        + (f" ({_peer_text(peer)})" if peer else "")
+        + (f" ({describe_peer(peer)})" if peer else "")
     )
     hop.facts.update(end="no-answer", state="ESTABLISHED")
     if loop:

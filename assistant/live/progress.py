@@ -25,8 +25,13 @@ from typing import List, Optional, Sequence
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.loops import own_loop
 from debug_stuck.probes.collectors.stacks import main_thread
+from debug_stuck.probes.collectors.waits import RECEIVE_GAP, RECEIVING_MS
 
 IO_PROGRESS_BYTES = 1 << 20
+# A connection the process waits to read that received data within RECEIVING_MS (the kernel's
+# tcp_info, `ss -ti` lastrcv) and kept receiving between two readings (bytes_received grew): a
+# transfer under way (a slow download), not a peer that stopped. /proc/PID/io cannot tell: its
+# rchar counts read(2), not the recv(2) family that sockets are read with.
 STUCK_MULTIPLE = 20.0  # silent for this many step intervals: stuck
 SLOW_MULTIPLE = 10.0  # steps this many times slower than the job's own rhythm: slow
 STALE_FLOOR = 60.0  # ... and at least this long, in seconds
@@ -116,6 +121,21 @@ def _device_work_on_the_cpu(snap: Snapshot, ranks, device_waits) -> list:
     if device_waits is None or snap.gpus is None or snap.gpus.available or snap.gpus.vendor is not None:
         return []
     return [p for p in ranks if p.state == "S" and (p.cpu_percent or 0.0) >= BUSY_CPU and device_waits(p.pid)]
+
+
+def receiving(info) -> Optional[dict]:
+    """The connection a thread of this process waits to read while data arrives on it, or None."""
+    for wait in (info.waits or {}).values():
+        conn = wait.get("object") or {}
+        if conn.get("kind") == "socket" and arriving(conn):
+            return conn
+    return None
+
+
+def arriving(conn: dict) -> bool:
+    """Data reached this connection within the last RECEIVING_MS (the kernel's tcp_info): its peer
+    has not stopped sending."""
+    return conn.get("last_received_ms", RECEIVING_MS) < RECEIVING_MS and conn.get("received_bytes", 0) > 0
 
 
 def _running(info) -> bool:
@@ -220,6 +240,7 @@ def judge_progress(
     looping = [p for p in ranks if motion.get(p.pid) == "looping"]
     frozen = [p for p in ranks if motion.get(p.pid) == "frozen"]
     writers = [p for p in trainers if p.io_write_bytes and p.io_write_bytes > IO_PROGRESS_BYTES]
+    receivers = [(p, conn) for p in trainers for conn in [receiving(p)] if conn is not None]
     waiting = [p for p in ranks if p.pid in set(waiting_pids)]
     stuck_logs = [lg for lg in logs if lg.stuck()]
     computing = moving + looping + [p for p in frozen if _running(p)]
@@ -237,7 +258,7 @@ def judge_progress(
         text = f"{', '.join(p.label() for p in waiters)} {verb} in a collective for the whole window while {who}"
         return Progress(True, [text], stuck_on=[p.pid for p in stopped])
     if waiting and all(motion.get(p.pid) == "frozen" for p in waiting) and not grew:
-        verdict = _waited_for(snap, ranks, waiting, motion, writers, stuck_logs, phases)
+        verdict = _waited_for(snap, ranks, waiting, motion, writers + [p for p, _ in receivers], stuck_logs, phases)
         if verdict is not None:
             return verdict
     reasons = []
@@ -250,6 +271,11 @@ def judge_progress(
         reasons.append(f"{info.label()} main thread moved between samples")
     for info in writers:
         reasons.append(f"{info.label()} wrote {info.io_write_bytes >> 20} MiB during the window")
+    for info, conn in receivers:
+        reasons.append(
+            f"{info.label()} receives data on its connection to {conn.get('remote')}: {conn['received_bytes']} "
+            f"bytes in {RECEIVE_GAP} s"
+        )
     for info in _device_work_on_the_cpu(snap, ranks, device_waits):
         reasons.append(
             f"{info.label()} waits for its device's work, which runs on the CPU in its other threads "

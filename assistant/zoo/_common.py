@@ -240,28 +240,38 @@ def ready_when_ranks_wait(**extra) -> None:
 
 
 _SILENT_SERVER = r"""
-import socket, sys
+import socket, sys, threading, time
 reply = bytes.fromhex(sys.argv[1])
+drip = int(sys.argv[2])
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", 0))
 s.listen(8)
 print(s.getsockname()[1], flush=True)
 held = []
+
+def drip_forever(c):
+    while True:
+        c.sendall(b"x" * drip)
+        time.sleep(0.02)
+
 while True:
     c, _ = s.accept()
     if reply:
         c.recv(65536)
         c.sendall(reply)
+    if drip:
+        threading.Thread(target=drip_forever, args=(c,), daemon=True).start()
     held.append(c)  # keeps the connection open and says nothing (more)
 """
 
 
-def start_silent_server(reply: bytes = b"") -> tuple[subprocess.Popen, int]:
+def start_silent_server(reply: bytes = b"", drip: int = 0) -> tuple[subprocess.Popen, int]:
     """A local server (a child process) that accepts connections and never answers, or answers
-    ``reply`` and then goes silent: a stuck tracker, object store or mirror. Returns it and its port."""
+    ``reply`` and then goes silent: a stuck tracker, object store or mirror. With ``drip``, it goes
+    on sending that many bytes every 20 ms instead: a slow mirror. Returns it and its port."""
     server = subprocess.Popen(
-        [sys.executable, "-I", "-c", _SILENT_SERVER, reply.hex()], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-I", "-c", _SILENT_SERVER, reply.hex(), str(drip)], stdout=subprocess.PIPE, text=True
     )
     return server, int(server.stdout.readline())
 

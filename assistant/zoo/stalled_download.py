@@ -7,8 +7,11 @@
         f.write(chunk)
 
 A local server (a child process standing in for a stuck mirror or proxy) answers ``200 OK`` with a
-``Content-Length`` of 10 MB, sends 5,000 bytes of it and goes silent, keeping the connection open.
+``Content-Length`` of 100 GB, sends 5,000 bytes of it and goes silent, keeping the connection open.
 The job waits in the socket read under urllib3's ``HTTPResponse.stream`` for ever.
+
+``python stalled_download.py slow``: not hung. The server goes on sending the body, 16 KiB every
+20 ms (a slow mirror, under 1 MB/s); the job spends its time in the same socket read, receiving.
 
 READY (``{"pid", "server_pid", "port"}``): once the main thread has sat in the body read for 5
 consecutive samples.
@@ -17,6 +20,7 @@ consecutive samples.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import _common
@@ -24,8 +28,9 @@ import requests
 
 
 def main() -> None:
-    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 10000000\r\n\r\n" + b"x" * 5000  # then silence
-    server, port = _common.start_silent_server(answer)
+    slow = sys.argv[1:] == ["slow"]
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n" + b"x" * 5000  # then silence
+    server, port = _common.start_silent_server(answer, drip=16 << 10 if slow else 0)
     main_thread = threading.main_thread()
 
     def reading_body() -> bool:

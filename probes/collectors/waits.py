@@ -456,6 +456,9 @@ def socket_tables(pid: int) -> Dict[int, dict]:
 
 SS_SECONDS = 1.5
 _SS_LASTRCV = re.compile(r"\blastrcv:(\d+)")
+_SS_RECEIVED = re.compile(r"\bbytes_received:(\d+)")
+RECEIVE_GAP = 0.5  # seconds between the two readings that tell data still arriving
+RECEIVING_MS = 1000  # a connection that received data this recently may be receiving still
 
 
 def _endpoint(text: str) -> Optional[Tuple[str, int]]:
@@ -477,6 +480,31 @@ def tcp_last_receive() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], int]:
     """(local, remote) -> milliseconds since the connection last received data (the kernel's
     tcp_info tcpi_last_data_recv, as `ss -ti` prints it: lastrcv), for this network namespace's TCP
     connections. Empty when ss is missing or does not answer within SS_SECONDS."""
+    return {pair: last for pair, (last, _) in _tcp_info().items()}
+
+
+def tcp_receiving(
+    pairs, gap: float = RECEIVE_GAP, recent_ms: int = RECEIVING_MS
+) -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, int]]:
+    """(local, remote) -> (ms since it last received data, bytes it received in `gap` seconds) for
+    these connections, from two readings of tcp_info `gap` apart (lastrcv, bytes_received): data
+    that keeps coming, not one keep-alive packet. The second reading is taken only when a connection
+    received something in the last `recent_ms` (ranks waiting on a silent peer cost no gap); the
+    others get 0 bytes. Empty without ss."""
+    first = _tcp_info()
+    if not any(pair in first and first[pair][0] < recent_ms for pair in pairs):
+        return {pair: (first[pair][0], 0) for pair in pairs if pair in first}
+    time.sleep(gap)
+    second = _tcp_info()
+    out = {}
+    for pair in pairs:
+        if pair in first and pair in second and first[pair][1] is not None and second[pair][1] is not None:
+            out[pair] = (second[pair][0], second[pair][1] - first[pair][1])
+    return out
+
+
+def _tcp_info() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Optional[int]]]:
+    """(local, remote) -> (lastrcv ms, bytes_received or None), one bounded `ss -tinH` call."""
     from debug_stuck.bounded import run_command
 
     try:
@@ -485,7 +513,7 @@ def tcp_last_receive() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], int]:
         return {}
     if result.timed_out or result.returncode != 0:
         return {}
-    out: Dict[Tuple[Tuple[str, int], Tuple[str, int]], int] = {}
+    out: Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Optional[int]]] = {}
     pair = None
     for line in result.stdout.splitlines():
         if line[:1] and not line[:1].isspace():
@@ -495,7 +523,8 @@ def tcp_last_receive() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], int]:
             continue
         last = _SS_LASTRCV.search(line)
         if pair and last:
-            out[pair] = int(last.group(1))
+            received = _SS_RECEIVED.search(line)
+            out[pair] = (int(last.group(1)), int(received.group(1)) if received else None)
         pair = None
     return out
 
@@ -529,12 +558,26 @@ def resolve_waits(waits_by_pid: Dict[int, Dict[int, Wait]], budget: float = RESO
     clock = _Budget(budget)
     wanted: Dict[str, List[Tuple[int, int]]] = {}
     sockets: Dict[int, Dict[int, dict]] = {}
+    reading = []  # connections a thread waits to read: how long since each received data, one ss call
     for pid, waits in waits_by_pid.items():
         for wait in waits.values():
             if clock.left() <= 0:
                 wait.error = wait.error or "not resolved: the time for resolving waits ran out"
                 continue
             _resolve_one(pid, wait, wanted, sockets)
+            obj = wait.object or {}
+            if (
+                wait.op in ("recv", "read", "poll")
+                and obj.get("kind") == "socket"
+                and obj.get("state") == "ESTABLISHED"
+            ):
+                reading.append(obj)
+    if reading and clock.left() > RECEIVE_GAP:
+        keys = [(_endpoint(str(obj.get("local"))), _endpoint(str(obj.get("remote")))) for obj in reading]
+        found = tcp_receiving(keys)
+        for obj, key in zip(reading, keys):
+            if key in found:
+                obj["last_received_ms"], obj["received_bytes"] = found[key]
     holders = scan_holders(wanted, min(SCAN_SECONDS, max(0.2, clock.left()))) if wanted else {}
     incomplete = "__incomplete__" in holders
     for pid, waits in waits_by_pid.items():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -505,6 +506,20 @@ def test_a_download_whose_body_stalled_part_way_is_not_called_a_server_that_neve
     fix = first_fix(report)
     assert fix.title == f"127.0.0.1:{job.info['port']} stopped sending part-way; give the call iter_content() a timeout"
     assert "stream=True, timeout=(10, 60)" in fix.commands[-1], fix.commands
+
+
+def test_a_slow_download_still_receiving_is_progressing_not_a_stopped_peer(knowledge, zoo):  # noqa: F811
+    """The same read as a stalled body, but the server keeps sending (16 KiB every 20 ms): the
+    connection's bytes received grow between two readings of tcp_info, so the job progresses."""
+    pytest.importorskip("requests")
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) reads the connection's tcp_info")
+    job = zoo("stalled_download", args=["slow"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False and report.verdict.state == "progressing", top(report)
+    assert f"receives data on its connection to 127.0.0.1:{job.info['port']}" in report.verdict.summary
+    end = report.chain[-1]["waits_on"]
+    assert "end" not in end and "data still arrives" in end["detail"], end
 
 
 def test_a_process_pool_future_follows_to_the_worker_and_an_idle_feeder_is_no_evidence(knowledge, zoo):  # noqa: F811

@@ -3,6 +3,8 @@ architecture (the numbers come from skills/data/syscalls.yaml)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from debug_stuck.probes.collectors.waits import syscall_table, wait_from_syscall
@@ -58,3 +60,33 @@ def test_connections_last_receive_times_are_empty_without_ss(monkeypatch):
 
     monkeypatch.setenv("PATH", "/nonexistent")
     assert waits.tcp_last_receive() == {}
+
+
+def test_a_connection_receiving_between_two_readings_is_told_from_one_that_stopped(tmp_path, monkeypatch):
+    """Two readings of `ss -tinH` (tcp_info), the gap apart: bytes_received grew on one connection
+    and not on the other; lastrcv as the second reading gives it."""
+    from debug_stuck.probes.collectors import waits
+
+    count = tmp_path / "count"
+    count.write_text("0")
+    fake = tmp_path / "ss"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"n=$(cat {count}); echo $((n + 1)) > {count}\n"
+        'echo "0 0 127.0.0.1:5000 127.0.0.1:8080"\n'
+        'echo "\t cubic lastsnd:900 lastrcv:12 bytes_received:$((1000 + n * 65536)) lastack:12"\n'
+        'echo "0 0 127.0.0.1:5001 127.0.0.1:8081"\n'
+        'echo "\t cubic lastsnd:900 lastrcv:4000 bytes_received:5000 lastack:4000"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    moving, stopped, absent = (
+        (("127.0.0.1", 5000), ("127.0.0.1", 8080)),
+        (("127.0.0.1", 5001), ("127.0.0.1", 8081)),
+        (("127.0.0.1", 1), ("127.0.0.1", 2)),
+    )
+    found = waits.tcp_receiving([moving, stopped, absent], gap=0.01)
+    assert found == {moving: (12, 65536), stopped: (4000, 0)}
+    count.write_text("0")  # only a connection silent for over a second: no second reading, no gap
+    assert waits.tcp_receiving([stopped], gap=60) == {stopped: (4000, 0)}
+    assert count.read_text().strip() == "1"
