@@ -29,7 +29,7 @@ from debug_stuck.live.culprit import (
     stuck_rank,
     waits_in_collective,
 )
-from debug_stuck.live.loops import own_frame_index
+from debug_stuck.live.helpers import busy_helpers
 from debug_stuck.live.observe import StackGroup, describe_ranks, group_ranks, stack_motion
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
 from debug_stuck.probes.collectors.stacks import main_thread
@@ -90,30 +90,6 @@ def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional
     return found[1].get("wait") if found else None
 
 
-def waits_for_batch(snap: Snapshot, knowledge: Knowledge, pid: int) -> bool:
-    """pid's main thread waits for the next batch of its DataLoader: a frame on it is a wait the
-    table marks `dataloader` (the queue call below it says how it waits, this one what for)."""
-    series = snap.stacks.get(pid)
-    thread = main_thread(series.latest(), pid) if series is not None else None
-    for frame in thread.frames if thread is not None else []:
-        entry = match_frame(knowledge.frames, frame.function, frame.file) or {}
-        if entry.get("wait") not in (None, "busy") and "dataloader" in (entry.get("facts") or ()):
-            return True
-    return False
-
-
-def computes_in_own_code(snap: Snapshot, knowledge: Knowledge, pid: int) -> bool:
-    """pid's main thread is in the job's own code and in no wait the frame table knows inside it
-    (the library frames that called that code, a worker's loop, wait for nothing now)."""
-    series = snap.stacks.get(pid)
-    thread = main_thread(series.latest(), pid) if series is not None else None
-    frames = list(thread.frames) if thread is not None else []
-    own = own_frame_index(frames)
-    if own is None:
-        return False
-    return innermost_wait(knowledge.frames, [(f.function, f.file) for f in frames[: own + 1]]) is None
-
-
 # Waits a library makes by retrying in a loop until they end: torch.distributed.elastic's rendezvous
 # (torch 2.13.0 rendezvous/utils.py: _delay between tries, dynamic_rendezvous.py: _RendezvousOpExecutor.run
 # loops), filelock's acquire (filelock 4.3.1 _core/_acquire.py: sleep, then try again) and torch's
@@ -163,8 +139,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
         phases=lambda pid: stack_phase(snap, knowledge, pid),
         device_waits=lambda pid: main_thread_wait(snap, knowledge, pid) == "cuda-sync",
         retrying=lambda pid: polls_in_retry_loop(snap, knowledge, pid),
-        batch_waits=lambda pid: waits_for_batch(snap, knowledge, pid),
-        computes=lambda pid: computes_in_own_code(snap, knowledge, pid),
+        helpers=lambda pid: busy_helpers(snap, knowledge, pid),
     )
     if culprit is None and (mismatch is None or mismatch.odd is None) and progress.hung and progress.stuck_on:
         culprit = stuck_rank(knowledge, groups, progress.stuck_on[0], progress.reasons[0])

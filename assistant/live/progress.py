@@ -138,7 +138,7 @@ def arriving(conn: dict) -> bool:
     return conn.get("last_received_ms", RECEIVING_MS) < RECEIVING_MS and conn.get("received_bytes", 0) > 0
 
 
-def _running(info) -> bool:
+def running(info) -> bool:
     """On a CPU, or wanting one, most of the window: computing, even if every sample shows one line."""
     cpu = max([v for v in (info.cpu_percent, info.cpu_demand) if v is not None], default=0.0)
     return info.state == "R" or cpu >= BUSY_CPU
@@ -212,16 +212,15 @@ def judge_progress(
     phases=None,
     device_waits=None,
     retrying=None,
-    batch_waits=None,
-    computes=None,
+    helpers=None,
 ) -> Progress:
     """`waiting_pids`: ranks found waiting in a collective; `phases(pid) -> phase or None` tells a
     validation or checkpoint pass seen on a main thread; `device_waits(pid) -> bool` whether its main
     thread waits for its device's computations (the frame table's `cuda-sync` waits);
     `retrying(pid) -> bool` whether its main thread stayed inside one call of a wait that retries in
     a loop (a rendezvous, a lock file): its moving frames are that loop, not progress;
-    `batch_waits(pid) -> bool` whether its main thread waits for its DataLoader's next batch;
-    `computes(pid) -> bool` whether a process's main thread is in no wait the frame table knows."""
+    `helpers(pid) -> live.helpers.Helpers or None`: the helpers its main thread waits for (DataLoader
+    workers, a pool's workers), when every one of them computes."""
     logs = rhythms(snap, tails)
     grew = [lg.path for lg in snap.logs if lg.grew]
     grown = next((lg for lg in snap.logs if lg.grew), None)
@@ -239,11 +238,12 @@ def judge_progress(
     moving = [p for p in ranks if motion.get(p.pid) == "moving"]
     looping = [p for p in ranks if motion.get(p.pid) == "looping"]
     frozen = [p for p in ranks if motion.get(p.pid) == "frozen"]
-    writers = [p for p in trainers if p.io_write_bytes and p.io_write_bytes > IO_PROGRESS_BYTES]
+    # any process of the job, a child it waits for too (an extraction, a conversion it runs)
+    writers = [p for p in snap.processes if p.io_write_bytes and p.io_write_bytes > IO_PROGRESS_BYTES]
     receivers = [(p, conn) for p in trainers for conn in [receiving(p)] if conn is not None]
     waiting = [p for p in ranks if p.pid in set(waiting_pids)]
     stuck_logs = [lg for lg in logs if lg.stuck()]
-    computing = moving + looping + [p for p in frozen if _running(p)]
+    computing = moving + looping + [p for p in frozen if running(p)]
     phase = next((phases(p.pid) for p in computing if phases is not None and phases(p.pid)), None)
 
     # The others wait in a collective for the whole window while some rank does not come: stuck on
@@ -306,21 +306,21 @@ def judge_progress(
                 True, [f"{where} loops in place and {lg.path} has been silent for {lg.silent:.0f} s"], stuck_on=[]
             )
         return Progress(None, [f"{where} loops in one place: not progress by itself; no log tells its rhythm"])
-    fed = input_bound(snap, ranks, frozen, waiting, batch_waits, computes)
+    fed = fed_by_busy_helpers(ranks, frozen, waiting, helpers)
     if fed:
         text = "; ".join(
-            f"{rank.label()} waits for a batch while all {len(workers)} of its DataLoader workers compute "
-            f"({', '.join(f'{w.cpu_percent or 0:.0f}%' for w in workers)} CPU)"
-            for rank, workers in fed
+            f"{rank.label()} waits for its {found.what} while all {len(found.members)} of them compute "
+            f"({', '.join(found.members)})"
+            for rank, found in fed
         )
         if stuck_logs:
             lg = stuck_logs[0]
             return Progress(True, [f"{text}, and {lg.path} has been silent for {lg.silent:.0f} s, "
                                    f"{lg.silent / lg.interval:.0f} times its step interval"])  # fmt: skip
-        first = fed[0][1][0].pid
-        return Progress(None, [f"{text}: a slow input pipeline and a sample whose loading never ends look alike "
-                               f"in one window; the sample index in `py-spy dump --locals --pid {first}`, taken twice "
-                               "a minute apart, tells them apart"])  # fmt: skip
+        first = fed[0][1].first_pid
+        return Progress(None, [f"{text}: slow work and a task that never ends look alike in one window; the "
+                               f"locals in `py-spy dump --locals --pid {first}` (a sample or task index), taken twice "
+                               "a minute apart, tell them apart"])  # fmt: skip
     sampled = [snap.stacks.get(p.pid) for p in trainers]
     # a retry loop uses little CPU; the state it was read in (R between two sleeps) says nothing
     retry_waits = any(max(p.cpu_percent or 0.0, p.cpu_demand or 0.0) < BUSY_CPU for p in retried)
@@ -329,24 +329,19 @@ def judge_progress(
     return Progress(None, ["too little was sampled to tell"])
 
 
-def input_bound(snap: Snapshot, ranks, frozen, waiting, batch_waits, computes) -> list:
-    """[(rank, its workers)] when every rank either waits in a collective or waits for a batch while
-    every one of its DataLoader workers computes (on a CPU, in no wait the frame table knows). A worker
-    stuck for good on one sample leaves its siblings idle once their batches are queued (torch 2.13.0
-    torch/utils/data/dataloader.py: _try_put_index keeps at most prefetch_factor * num_workers batches
-    outstanding, and _next_data returns them in order); all of them computing is what a slow input
-    pipeline looks like."""
-    if batch_waits is None or computes is None:
+def fed_by_busy_helpers(ranks, frozen, waiting, helpers) -> list:
+    """[(rank, its live.helpers.Helpers)] when every rank either waits in a collective or, its main
+    thread frozen, waits for helpers that all compute (live.helpers says why that is no hang yet)."""
+    if helpers is None:
         return []
     fed = []
     for rank in ranks:
         if rank in waiting:
             continue
-        workers = [p for p in snap.processes if p.ppid == rank.pid and p.role == "dataloader-worker"]
-        feeding = workers and all(_running(w) and w.state not in "DZT" and computes(w.pid) for w in workers)
-        if rank not in frozen or _running(rank) or not batch_waits(rank.pid) or not feeding:
+        found = helpers(rank.pid) if rank in frozen else None
+        if found is None:
             return []
-        fed.append((rank, workers))
+        fed.append((rank, found))
     return fed
 
 
@@ -355,7 +350,7 @@ def _waited_for(snap: Snapshot, ranks, waiting, motion, writers, stuck_logs, pha
     others = [p for p in ranks if p not in waiting]
     waiters = ", ".join(p.label() for p in waiting)
     verb = "waits" if len(waiting) == 1 else "wait"
-    busy = [p for p in others if motion.get(p.pid) in ("moving", "looping") or _running(p)]
+    busy = [p for p in others if motion.get(p.pid) in ("moving", "looping") or running(p)]
     if not busy or writers:
         return None
     phase = next((phases(p.pid) for p in busy if phases is not None and phases(p.pid)), None)

@@ -522,6 +522,27 @@ def test_a_slow_download_still_receiving_is_progressing_not_a_stopped_peer(knowl
     assert "end" not in end and "data still arrives" in end["detail"], end
 
 
+@pytest.mark.parametrize("scenario", ["threads", "threads_stuck", "child_writes"])
+def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge, zoo, scenario):  # noqa: F811
+    """Every thread of a pool computing its task: undecided, with what would tell. One task looping
+    while the other worker idles: hung on that task. A child that writes: progress."""
+    job = zoo("busy_helpers", args=[scenario])
+    report = diagnose(knowledge, job.proc.pid)
+    summary = report.verdict.summary
+    if scenario == "threads":
+        assert report.verdict.hung is None, top(report)
+        assert f"pid {job.proc.pid} (rank) waits for its thread pool workers while all 2 of them compute" in summary
+        assert f"py-spy dump --locals --pid {job.proc.pid}" in summary, summary
+    elif scenario == "threads_stuck":
+        # its loop may change line between two samples (then "too little was sampled"): never progress,
+        # never the busy-helpers rule, and the chain ends at the task that loops
+        assert report.verdict.hung is not False and "while all" not in summary, top(report)
+        assert "keeps running, never waiting, at preprocess" in summary, summary
+    else:
+        assert report.verdict.hung is False and report.verdict.state == "progressing", top(report)
+        assert f"pid {job.info['child']} (other) wrote" in summary, summary
+
+
 def test_a_process_pool_future_follows_to_the_worker_and_an_idle_feeder_is_no_evidence(knowledge, zoo):  # noqa: F811
     job = zoo("process_pool_shard")
     worker = job.info["worker_pid"]

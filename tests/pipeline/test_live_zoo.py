@@ -93,7 +93,7 @@ def test_every_dataloader_worker_computing_is_not_called_hung(knowledge, zoo):  
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is None, report.verdict.summary
     reason = report.verdict.state_reasons[0]
-    assert f"pid {job.proc.pid} (rank) waits for a batch while all 2 of its DataLoader workers compute" in reason
+    assert f"pid {job.proc.pid} (rank) waits for its DataLoader workers while all 2 of them compute" in reason
     assert f"py-spy dump --locals --pid {job.info['workers'][0]}" in reason, reason
     assert "Not judged hung from this window" in report.verdict.summary
 

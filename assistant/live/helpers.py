@@ -1,0 +1,98 @@
+"""The helpers a main thread waits for, when every one of them computes.
+
+A trainer waiting for its next batch while all its DataLoader workers compute, or a main thread
+waiting on futures while every worker of its thread pool (or its multiprocessing / process pool)
+computes in the job's own code: that is what a slow pipeline looks like, and also what a task that
+never ends looks like. One window cannot tell them apart. A task stuck for good leaves the other
+helpers idle once the work queued for them is done (torch 2.13.0 torch/utils/data/dataloader.py:
+_try_put_index keeps at most prefetch_factor * num_workers batches outstanding and _next_data
+returns them in order; a concurrent.futures or multiprocessing pool hands out its queued tasks and
+its idle workers wait in their queue's get), so helpers that all compute are not called hung.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional
+
+from debug_stuck.core.knowledge import Knowledge
+from debug_stuck.core.libfacts import innermost_wait, match_frame
+from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.loops import own_frame_index
+from debug_stuck.live.progress import running
+from debug_stuck.probes.collectors.stacks import main_thread
+
+THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # ThreadPoolExecutor's _worker
+PROCESS_POOL_WORKER = re.compile(r"(^|/)multiprocess(ing)?/pool\.py$|(^|/)concurrent/futures/process\.py$")
+
+
+@dataclass
+class Helpers:
+    what: str  # "DataLoader workers", "thread pool workers", "pool worker processes"
+    members: List[str]  # "pid 12 (98% CPU)", "thread ThreadPoolExecutor-0_0"
+    first_pid: int  # the process whose locals tell (a worker's, or the process of the threads)
+
+
+def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Helpers]:
+    """The helpers pid's main thread waits for, when there is at least one and every one computes."""
+    thread = _main(snap, pid)
+    if thread is None:
+        return None
+    entries = [match_frame(knowledge.frames, f.function, f.file) or {} for f in thread.frames]
+    waits = [e for e in entries if e.get("wait") not in (None, "busy")]
+    if any("dataloader" in (e.get("facts") or ()) for e in waits):
+        workers = [p for p in snap.processes if p.ppid == pid and p.role == "dataloader-worker"]
+        return _processes(snap, knowledge, workers, "DataLoader workers")
+    if not any(e.get("wait") == "future" for e in waits):
+        return None
+    threads = [
+        t
+        for t in _latest_threads(snap, pid)
+        if t.tid != thread.tid and any(THREAD_POOL_WORKER.search(f.file or "") for f in t.frames if not f.native)
+    ]
+    if threads:
+        # threads taking turns at the GIL: one sample shows some of them "idle" in its futex; their
+        # frames in the job's own code, with no wait inside it, while the process runs, say they compute
+        process = next((p for p in snap.processes if p.pid == pid), None)
+        if process is not None and running(process) and all(_computes(knowledge, t.frames) for t in threads):
+            return Helpers("thread pool workers", [f"thread {t.name or t.tid}" for t in threads], pid)
+        return None
+    children = [p for p in snap.processes if p.ppid == pid and _in_pool(snap, p.pid)]
+    return _processes(snap, knowledge, children, "pool worker processes")
+
+
+def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str) -> Optional[Helpers]:
+    def computes(p) -> bool:
+        thread = _main(snap, p.pid)
+        return thread is not None and _computes(knowledge, thread.frames)
+
+    if procs and all(running(p) and p.state not in "DZT" and computes(p) for p in procs):
+        return Helpers(what, [f"pid {p.pid} ({p.cpu_percent or 0:.0f}% CPU)" for p in procs], procs[0].pid)
+    return None
+
+
+def _computes(knowledge: Knowledge, frames) -> bool:
+    """In the job's own code, and in no wait the frame table knows inside it (the library frames
+    that called that code, a worker's loop, wait for nothing now)."""
+    frames = list(frames)
+    own = own_frame_index(frames)
+    if own is None:
+        return False
+    return innermost_wait(knowledge.frames, [(f.function, f.file) for f in frames[: own + 1]]) is None
+
+
+def _main(snap: Snapshot, pid: int):
+    series = snap.stacks.get(pid)
+    return main_thread(series.latest(), pid) if series is not None else None
+
+
+def _latest_threads(snap: Snapshot, pid: int) -> list:
+    series = snap.stacks.get(pid)
+    latest = series.latest() if series is not None else None
+    return list(latest.threads) if latest is not None else []
+
+
+def _in_pool(snap: Snapshot, pid: int) -> bool:
+    thread = _main(snap, pid)
+    return thread is not None and any(PROCESS_POOL_WORKER.search(f.file or "") for f in thread.frames if not f.native)

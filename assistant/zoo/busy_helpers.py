@@ -1,0 +1,93 @@
+"""A main thread waits on helpers that work; one scenario per argument (``busy_helpers.py <scenario>``).
+
+- ``threads``: not hung. ``ThreadPoolExecutor(2)`` runs CPU-heavy tasks of a minute each (pure
+  Python, a preprocessing stand-in); the main thread waits in ``Future.result``, both worker threads
+  compute in ``preprocess`` (taking turns at the GIL).
+- ``threads_stuck``: hung. Task 0 never ends (the same work, with a condition that never holds);
+  tasks 1-3 end at once, so the other worker idles in its queue's get while the main thread waits
+  for task 0's result.
+- ``child_writes``: not hung. ``subprocess.run`` of a child that writes 1 MiB to
+  ``<workdir>/extracted.bin`` every 0.25 s for ever (an extraction or a conversion); the main thread
+  waits for the child in ``_try_wait``.
+
+READY (``{"pid", "scenario", "child"}``): written by a helper thread once the main thread has slept in
+its wait for a few consecutive samples and the helpers are at work (both tasks started; tasks 1-3
+done and the idle worker asleep; the child's file past 1 MiB).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import _common
+
+SCENARIO = sys.argv[1] if len(sys.argv) > 1 else "threads"
+TASK_SECONDS = 60.0
+CHILD = r"""
+import sys, time
+with open(sys.argv[1], "wb") as f:
+    while True:
+        f.write(b"x" * (1 << 20))
+        f.flush()
+        time.sleep(0.25)
+"""
+
+
+def preprocess(index: int) -> int:
+    _common.write_marker(f"task-{index}")
+    if SCENARIO == "threads_stuck" and index > 0:
+        return index
+    limit = float("inf") if SCENARIO == "threads_stuck" else TASK_SECONDS
+    started, total = time.monotonic(), 0
+    while time.monotonic() - started < limit:
+        for k in range(5000):
+            total += (k * index) % 7
+    return total
+
+
+def pool_jobs() -> None:
+    waits = _common._main_sleeps_in("result")
+    done = []
+
+    def reached() -> bool:
+        if SCENARIO == "threads":
+            return all((_common.workdir() / f"task-{i}").exists() for i in (0, 1)) and waits()
+        idle = [t for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor") and t.native_id != busy[0]]
+        asleep = idle and all(_common.sleeping_steadily(os.getpid(), t.native_id) for t in idle)
+        return len(done) == 3 and asleep and waits()
+
+    busy = []
+    _common.ready_when(reached, lambda: {"pid": os.getpid(), "scenario": SCENARIO})
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(preprocess, i) for i in range(4)]
+        if SCENARIO == "threads_stuck":
+            _common.wait_until(lambda: (_common.workdir() / "task-0").exists(), timeout=60)
+            busy.append(next(t.native_id for t in threading.enumerate() if t.name.endswith("_0")))
+            for future in futures[1:]:
+                future.result()
+                done.append(future)
+        print(sum(f.result() for f in futures), flush=True)
+
+
+def child_writes() -> None:
+    target = _common.workdir() / "extracted.bin"
+    child = subprocess.Popen([sys.executable, "-I", "-c", CHILD, str(target)])
+    waits = _common._main_sleeps_in("_try_wait")
+
+    def reached() -> bool:
+        return target.exists() and target.stat().st_size > (1 << 20) and waits()
+
+    _common.ready_when(reached, lambda: {"pid": os.getpid(), "scenario": SCENARIO, "child": child.pid})
+    print("extracting the dataset", flush=True)
+    child.wait()
+
+
+if __name__ == "__main__":
+    if SCENARIO not in ("threads", "threads_stuck", "child_writes"):
+        sys.exit(f"usage: busy_helpers.py [threads|threads_stuck|child_writes]; not {SCENARIO!r}")
+    child_writes() if SCENARIO == "child_writes" else pool_jobs()
