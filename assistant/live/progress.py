@@ -240,7 +240,7 @@ def judge_progress(
     frozen = [p for p in ranks if motion.get(p.pid) == "frozen"]
     # any process of the job, a child it waits for too (an extraction, a conversion it runs)
     writers = [p for p in snap.processes if p.io_write_bytes and p.io_write_bytes > IO_PROGRESS_BYTES]
-    receivers = [(p, conn) for p in trainers for conn in [receiving(p)] if conn is not None]
+    receivers = [(p, conn) for p in snap.processes for conn in [receiving(p)] if conn is not None]
     waiting = [p for p in ranks if p.pid in set(waiting_pids)]
     stuck_logs = [lg for lg in logs if lg.stuck()]
     computing = moving + looping + [p for p in frozen if running(p)]
