@@ -220,6 +220,8 @@ def _check_frames(data: dict, file: str) -> List[TableProblem]:
         if "stand_in" in entry and not isinstance(entry["stand_in"], bool):
             why = "true or false: a library's stand-in for a builtin (the job's own call is the frame below it)"
             problems.append((file, f"{where}.stand_in", why))
+        if "polls" in entry and not isinstance(entry["polls"], bool):
+            problems.append((file, f"{where}.polls", "true or false: the wait is a loop of short tries"))
         if "lost_at_fork" in entry and not isinstance(entry["lost_at_fork"], bool):
             why = "true or false: the threads that release the wait are not copied into a forked child"
             problems.append((file, f"{where}.lost_at_fork", why))

@@ -94,7 +94,8 @@ def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional
 # (torch 2.13.0 rendezvous/utils.py: _delay between tries, dynamic_rendezvous.py: _RendezvousOpExecutor.run
 # loops), filelock's acquire (filelock 4.3.1 _core/_acquire.py: sleep, then try again) and torch's
 # FileBaton.wait (torch/utils/file_baton.py: time.sleep while the file exists). Their frames above
-# the waiting call change between samples while nothing moves forward.
+# the waiting call change between samples while nothing moves forward. So do the entries the frame
+# table marks `polls` (datasets' iflatmap_unordered, joblib's Parallel._retrieve).
 RETRY_LOOP_WAITS = frozenset({"rendezvous", "flock", "build-lock"})
 
 
@@ -113,7 +114,7 @@ def polls_in_retry_loop(snap: Snapshot, knowledge: Knowledge, pid: int) -> bool:
         shared.append(column[0])
     for function, file, _ in shared:
         entry = match_frame(knowledge.frames, function.rsplit(".", 1)[-1], file)
-        if entry is not None and entry.get("wait") in RETRY_LOOP_WAITS:
+        if entry is not None and (entry.get("wait") in RETRY_LOOP_WAITS or entry.get("polls")):
             return True
     return False
 

@@ -32,6 +32,7 @@ IO_PROGRESS_BYTES = 1 << 20
 # tcp_info, `ss -ti` lastrcv) and kept receiving between two readings (bytes_received grew): a
 # transfer under way (a slow download), not a peer that stopped. /proc/PID/io cannot tell: its
 # rchar counts read(2), not the recv(2) family that sockets are read with.
+RECEIVE_MIN_BYTES = 16 << 10  # in RECEIVE_GAP: 32 KB/s and more
 STUCK_MULTIPLE = 20.0  # silent for this many step intervals: stuck
 SLOW_MULTIPLE = 10.0  # steps this many times slower than the job's own rhythm: slow
 STALE_FLOOR = 60.0  # ... and at least this long, in seconds
@@ -135,7 +136,11 @@ def receiving(info) -> Optional[dict]:
 def arriving(conn: dict) -> bool:
     """Data reached this connection within the last RECEIVING_MS (the kernel's tcp_info): its peer
     has not stopped sending."""
-    return conn.get("last_received_ms", RECEIVING_MS) < RECEIVING_MS and conn.get("received_bytes", 0) > 0
+    received = conn.get("received_bytes", 0)
+    recent = conn.get("last_received_ms", RECEIVING_MS) < RECEIVING_MS
+    # a transfer, not a polling client: some data, and far less sent than received (a client that
+    # asks a queue or a status endpoint over and over sends as much as it gets back)
+    return recent and received >= RECEIVE_MIN_BYTES and conn.get("sent_bytes", 0) * 8 <= received
 
 
 def running(info) -> bool:

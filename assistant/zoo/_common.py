@@ -253,7 +253,7 @@ held = []
 def drip_forever(c):
     while True:
         c.sendall(b"x" * drip)
-        time.sleep(0.02)
+        time.sleep(0.2)
 
 while True:
     c, _ = s.accept()
@@ -269,7 +269,7 @@ while True:
 def start_silent_server(reply: bytes = b"", drip: int = 0) -> tuple[subprocess.Popen, int]:
     """A local server (a child process) that accepts connections and never answers, or answers
     ``reply`` and then goes silent: a stuck tracker, object store or mirror. With ``drip``, it goes
-    on sending that many bytes every 20 ms instead: a slow mirror. Returns it and its port."""
+    on sending that many bytes every 200 ms instead: a slow mirror. Returns it and its port."""
     server = subprocess.Popen(
         [sys.executable, "-I", "-c", _SILENT_SERVER, reply.hex(), str(drip)], stdout=subprocess.PIPE, text=True
     )

@@ -457,6 +457,7 @@ def socket_tables(pid: int) -> Dict[int, dict]:
 SS_SECONDS = 1.5
 _SS_LASTRCV = re.compile(r"\blastrcv:(\d+)")
 _SS_RECEIVED = re.compile(r"\bbytes_received:(\d+)")
+_SS_SENT = re.compile(r"\bbytes_sent:(\d+)")
 RECEIVE_GAP = 0.5  # seconds between the two readings that tell data still arriving
 RECEIVING_MS = 1000  # a connection that received data this recently may be receiving still
 
@@ -480,31 +481,34 @@ def tcp_last_receive() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], int]:
     """(local, remote) -> milliseconds since the connection last received data (the kernel's
     tcp_info tcpi_last_data_recv, as `ss -ti` prints it: lastrcv), for this network namespace's TCP
     connections. Empty when ss is missing or does not answer within SS_SECONDS."""
-    return {pair: last for pair, (last, _) in _tcp_info().items()}
+    return {pair: info[0] for pair, info in _tcp_info().items()}
 
 
 def tcp_receiving(
     pairs, gap: float = RECEIVE_GAP, recent_ms: int = RECEIVING_MS
-) -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, int]]:
-    """(local, remote) -> (ms since it last received data, bytes it received in `gap` seconds) for
-    these connections, from two readings of tcp_info `gap` apart (lastrcv, bytes_received): data
-    that keeps coming, not one keep-alive packet. The second reading is taken only when a connection
-    received something in the last `recent_ms` (ranks waiting on a silent peer cost no gap); the
-    others get 0 bytes. Empty without ss."""
+) -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, int, int]]:
+    """(local, remote) -> (ms since it last received data, bytes it received and bytes it sent in
+    `gap` seconds) for these connections, from two readings of tcp_info `gap` apart (lastrcv,
+    bytes_received, bytes_sent): data that keeps coming, not one keep-alive packet, and whether the
+    process asks for each piece (a polling client sends as it receives). The second reading is taken
+    only when a connection received something in the last `recent_ms` (ranks waiting on a silent
+    peer cost no gap); the others get 0 bytes. Empty without ss."""
     first = _tcp_info()
     if not any(pair in first and first[pair][0] < recent_ms for pair in pairs):
-        return {pair: (first[pair][0], 0) for pair in pairs if pair in first}
+        return {pair: (first[pair][0], 0, 0) for pair in pairs if pair in first}
     time.sleep(gap)
     second = _tcp_info()
     out = {}
     for pair in pairs:
-        if pair in first and pair in second and first[pair][1] is not None and second[pair][1] is not None:
-            out[pair] = (second[pair][0], second[pair][1] - first[pair][1])
+        a, b = first.get(pair), second.get(pair)
+        if a is not None and b is not None and None not in (a[1], b[1], a[2], b[2]):
+            out[pair] = (b[0], b[1] - a[1], b[2] - a[2])
     return out
 
 
-def _tcp_info() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Optional[int]]]:
-    """(local, remote) -> (lastrcv ms, bytes_received or None), one bounded `ss -tinH` call."""
+def _tcp_info() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Optional[int], Optional[int]]]:
+    """(local, remote) -> (lastrcv ms, bytes_received, bytes_sent: None when not printed), one
+    bounded `ss -tinH` call."""
     from debug_stuck.bounded import run_command
 
     try:
@@ -513,7 +517,7 @@ def _tcp_info() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Opti
         return {}
     if result.timed_out or result.returncode != 0:
         return {}
-    out: Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Optional[int]]] = {}
+    out: Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Optional[int], Optional[int]]] = {}
     pair = None
     for line in result.stdout.splitlines():
         if line[:1] and not line[:1].isspace():
@@ -522,9 +526,15 @@ def _tcp_info() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Opti
             pair = (ends[0], ends[1]) if len(ends) >= 2 else None
             continue
         last = _SS_LASTRCV.search(line)
-        if pair and last:
-            received = _SS_RECEIVED.search(line)
-            out[pair] = (int(last.group(1)), int(received.group(1)) if received else None)
+        if pair:
+            # ss prints lastrcv (and bytes_sent) only when not 0 (iproute2 misc/ss.c tcp_stats_print):
+            # a connection that received data this very millisecond shows none
+            received, sent = _SS_RECEIVED.search(line), _SS_SENT.search(line)
+            out[pair] = (
+                int(last.group(1)) if last else 0,
+                int(received.group(1)) if received else None,
+                int(sent.group(1)) if sent else 0,  # ss leaves bytes_sent out for a connection that sent none
+            )
         pair = None
     return out
 
@@ -577,7 +587,7 @@ def resolve_waits(waits_by_pid: Dict[int, Dict[int, Wait]], budget: float = RESO
         found = tcp_receiving(keys)
         for obj, key in zip(reading, keys):
             if key in found:
-                obj["last_received_ms"], obj["received_bytes"] = found[key]
+                obj["last_received_ms"], obj["received_bytes"], obj["sent_bytes"] = found[key]
     holders = scan_holders(wanted, min(SCAN_SECONDS, max(0.2, clock.left()))) if wanted else {}
     incomplete = "__incomplete__" in holders
     for pid, waits in waits_by_pid.items():

@@ -67,7 +67,7 @@ def test_every_frame_entry_is_well_formed(frames):
     for entry in frames:
         where = entry.get("id")
         assert FRAME_KEYS <= set(entry), (where, FRAME_KEYS - set(entry))
-        optional = {"file", "call", "defers", "stand_in", "lost_at_fork"}
+        optional = {"file", "call", "defers", "stand_in", "lost_at_fork", "polls"}
         assert set(entry) <= FRAME_KEYS | optional, (where, set(entry) - FRAME_KEYS)
         # a stand-in for a builtin is no wait of its own, and names its file: it is a library's frame
         assert "stand_in" not in entry or (entry["stand_in"] is True and entry["wait"] == "busy" and "file" in entry)

@@ -509,7 +509,7 @@ def test_a_download_whose_body_stalled_part_way_is_not_called_a_server_that_neve
 
 
 def test_a_slow_download_still_receiving_is_progressing_not_a_stopped_peer(knowledge, zoo):  # noqa: F811
-    """The same read as a stalled body, but the server keeps sending (16 KiB every 20 ms): the
+    """The same read as a stalled body, but the server keeps sending (16 KiB every 200 ms): the
     connection's bytes received grow between two readings of tcp_info, so the job progresses."""
     pytest.importorskip("requests")
     if shutil.which("ss") is None:

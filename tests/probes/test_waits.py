@@ -74,9 +74,11 @@ def test_a_connection_receiving_between_two_readings_is_told_from_one_that_stopp
         "#!/bin/sh\n"
         f"n=$(cat {count}); echo $((n + 1)) > {count}\n"
         'echo "0 0 127.0.0.1:5000 127.0.0.1:8080"\n'
-        'echo "\t cubic lastsnd:900 lastrcv:12 bytes_received:$((1000 + n * 65536)) lastack:12"\n'
+        'echo "\t cubic bytes_sent:$((200 + n * 100)) lastsnd:900 lastrcv:12 bytes_received:$((1000 + n * 65536))"\n'
         'echo "0 0 127.0.0.1:5001 127.0.0.1:8081"\n'
         'echo "\t cubic lastsnd:900 lastrcv:4000 bytes_received:5000 lastack:4000"\n'
+        'echo "0 0 127.0.0.1:5002 127.0.0.1:8082"\n'
+        'echo "\t cubic bytes_sent:10 bytes_received:77"\n'
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
@@ -85,8 +87,12 @@ def test_a_connection_receiving_between_two_readings_is_told_from_one_that_stopp
         (("127.0.0.1", 5001), ("127.0.0.1", 8081)),
         (("127.0.0.1", 1), ("127.0.0.1", 2)),
     )
+    # ss leaves out lastrcv when it is 0 (data this very millisecond)
+    zero = (("127.0.0.1", 5002), ("127.0.0.1", 8082))
+    assert waits.tcp_last_receive()[zero] == 0
+    count.write_text("0")
     found = waits.tcp_receiving([moving, stopped, absent], gap=0.01)
-    assert found == {moving: (12, 65536), stopped: (4000, 0)}
+    assert found == {moving: (12, 65536, 100), stopped: (4000, 0, 0)}
     count.write_text("0")  # only a connection silent for over a second: no second reading, no gap
-    assert waits.tcp_receiving([stopped], gap=60) == {stopped: (4000, 0)}
+    assert waits.tcp_receiving([stopped], gap=60) == {stopped: (4000, 0, 0)}
     assert count.read_text().strip() == "1"
