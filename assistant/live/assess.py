@@ -83,8 +83,7 @@ def stack_phase(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]
 
 def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
     """What pid's main thread waits on, as the frame table's innermost wait on its stack names it."""
-    series = snap.stacks.get(pid)
-    thread = main_thread(series.latest(), pid) if series is not None else None
+    thread = snap.latest_main_thread(pid)
     frames = [(frame.function, frame.file) for frame in thread.frames] if thread is not None else []
     found = innermost_wait(knowledge.frames, frames)
     return found[1].get("wait") if found else None
@@ -121,8 +120,7 @@ def polls_in_retry_loop(snap: Snapshot, knowledge: Knowledge, pid: int) -> bool:
 
 def stack_phase_frame(snap: Snapshot, knowledge: Knowledge, pid: int):
     """(phase, the frame that shows it) for the main thread of pid, or None."""
-    series = snap.stacks.get(pid)
-    thread = main_thread(series.latest(), pid) if series is not None else None
+    thread = snap.latest_main_thread(pid)
     return phase_of(list(thread.frames), knowledge) if thread is not None else None
 
 

@@ -89,6 +89,13 @@ class Snapshot:
     def process(self, pid: int) -> Optional[ProcInfo]:
         return next((p for p in self.processes if p.pid == pid), None)
 
+    def latest_main_thread(self, pid: int):
+        """pid's main thread in its latest stack sample, or None when no stack of it was read."""
+        from debug_stuck.probes.collectors.stacks import main_thread
+
+        series = self.stacks.get(pid)
+        return main_thread(series.latest(), pid) if series is not None else None
+
     def to_dict(self) -> dict:
         return {
             "host": self.host,

@@ -21,7 +21,6 @@ from debug_stuck.core.libfacts import innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.loops import own_frame_index
 from debug_stuck.live.progress import running
-from debug_stuck.probes.collectors.stacks import main_thread
 
 THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # ThreadPoolExecutor's _worker
 PROCESS_POOL_WORKER = re.compile(r"(^|/)multiprocess(ing)?/pool\.py$|(^|/)concurrent/futures/process\.py$")
@@ -36,7 +35,7 @@ class Helpers:
 
 def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Helpers]:
     """The helpers pid's main thread waits for, when there is at least one and every one computes."""
-    thread = _main(snap, pid)
+    thread = snap.latest_main_thread(pid)
     if thread is None:
         return None
     entries = [match_frame(knowledge.frames, f.function, f.file) or {} for f in thread.frames]
@@ -54,7 +53,7 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
     if threads:
         # threads taking turns at the GIL: one sample shows some of them "idle" in its futex; their
         # frames in the job's own code, with no wait inside it, while the process runs, say they compute
-        process = next((p for p in snap.processes if p.pid == pid), None)
+        process = snap.process(pid)
         if process is not None and running(process) and all(_computes(knowledge, t.frames) for t in threads):
             return Helpers("thread pool workers", [f"thread {t.name or t.tid}" for t in threads], pid)
         return None
@@ -64,7 +63,7 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
 
 def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str) -> Optional[Helpers]:
     def computes(p) -> bool:
-        thread = _main(snap, p.pid)
+        thread = snap.latest_main_thread(p.pid)
         return thread is not None and _computes(knowledge, thread.frames)
 
     if procs and all(running(p) and p.state not in "DZT" and computes(p) for p in procs):
@@ -82,11 +81,6 @@ def _computes(knowledge: Knowledge, frames) -> bool:
     return innermost_wait(knowledge.frames, [(f.function, f.file) for f in frames[: own + 1]]) is None
 
 
-def _main(snap: Snapshot, pid: int):
-    series = snap.stacks.get(pid)
-    return main_thread(series.latest(), pid) if series is not None else None
-
-
 def _latest_threads(snap: Snapshot, pid: int) -> list:
     series = snap.stacks.get(pid)
     latest = series.latest() if series is not None else None
@@ -94,5 +88,5 @@ def _latest_threads(snap: Snapshot, pid: int) -> list:
 
 
 def _in_pool(snap: Snapshot, pid: int) -> bool:
-    thread = _main(snap, pid)
+    thread = snap.latest_main_thread(pid)
     return thread is not None and any(PROCESS_POOL_WORKER.search(f.file or "") for f in thread.frames if not f.native)

@@ -384,8 +384,7 @@ def _waited_for(snap: Snapshot, ranks, waiting, motion, writers, stuck_logs, pha
 
 
 def _main_tid(snap: Snapshot, pid: int) -> Optional[int]:
-    series = snap.stacks.get(pid)
-    thread = main_thread(series.latest(), pid) if series is not None else None
+    thread = snap.latest_main_thread(pid)
     return thread.tid if thread is not None else None
 
 

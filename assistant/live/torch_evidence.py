@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Set
 
 DEBUG_SERVER_PORT = 25999  # torch.distributed.debug.start_debug_server's default
 RAS_DEFAULT_PORT = 28028  # NCCL 2.24+ RAS, unless NCCL_RAS_ADDR says otherwise
@@ -65,28 +65,23 @@ def job_dump_files(snapshot) -> List[str]:
     return list(dict.fromkeys(found))
 
 
-def listens_on(snapshot, port: int, roles=("rank", "launcher")) -> bool:
-    """A process of the job (of these roles) listens on this TCP port."""
+def listening_ports(snapshot) -> Dict[int, Set[str]]:
+    """{TCP port: the roles of the job's processes that listen on it}, for its ranks and launcher
+    (torch's debug server, NCCL's RAS): one bounded look at each one's sockets."""
     import psutil
 
     from debug_stuck.bounded import call_or
 
-    if snapshot is None:
-        return False
-    for info in snapshot.processes:
-        if info.role not in roles:
+    ports: Dict[int, Set[str]] = {}
+    for info in snapshot.processes if snapshot is not None else []:
+        if info.role not in ("rank", "launcher"):
             continue
         conns = call_or([], lambda pid=info.pid: psutil.Process(pid).net_connections(kind="tcp"), 2.0, "sockets",
                         (psutil.Error, OSError))  # fmt: skip
         for conn in conns or []:
-            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
-                return True
-    return False
-
-
-def listening_debug_server(snapshot) -> Optional[int]:
-    """The port of torch's debug server when a process of the job listens on it."""
-    return DEBUG_SERVER_PORT if listens_on(snapshot, DEBUG_SERVER_PORT) else None
+            if conn.status == psutil.CONN_LISTEN and conn.laddr:
+                ports.setdefault(conn.laddr.port, set()).add(info.role)
+    return ports
 
 
 def ras_port(snapshot) -> int:
@@ -131,8 +126,11 @@ def gather_torch_evidence(
         out.errors += [f"flight recorder: {e}" for e in read.errors]
         out.fr_sources = [d.path for d in read.dumps]
     address = debug_server
-    if address is None and listening_debug_server(snapshot):
-        address = f"127.0.0.1:{DEBUG_SERVER_PORT}"
+    ports = None  # the job's listening ports, read once for the debug server and RAS
+    if address is None:
+        ports = listening_ports(snapshot)
+        if DEBUG_SERVER_PORT in ports:
+            address = f"127.0.0.1:{DEBUG_SERVER_PORT}"
     if address:
         from debug_stuck.probes.collectors.debug_server import parse_address, read_debug_server
 
@@ -147,14 +145,16 @@ def gather_torch_evidence(
 
         out.fr = analyze(dumps)
     # a rank that only loaded libnccl (any CUDA build of torch does) runs no RAS thread: NCCL starts
-    # it with the process's first communicator, and then a process of the job listens on its port
-    if uses_nccl(snapshot) and listens_on(snapshot, ras_port(snapshot), roles=("rank",)):
-        from debug_stuck.probes.collectors.nccl_ras import query_ras
+    # it with the process's first communicator, and then a rank of the job listens on its port
+    if uses_nccl(snapshot):
+        ports = listening_ports(snapshot) if ports is None else ports
+        if "rank" in ports.get(ras_port(snapshot), ()):
+            from debug_stuck.probes.collectors.nccl_ras import query_ras
 
-        ras = query_ras()
-        out.ras = ras
-        if ras.error:
-            out.notes.append(ras.error)
+            ras = query_ras()
+            out.ras = ras
+            if ras.error:
+                out.notes.append(ras.error)
     if out.any:
         out.notes.append(f"PyTorch's own evidence read in {time.monotonic() - started:.1f} s")
     return out
