@@ -40,15 +40,22 @@ def sentences(verdict, diagnoses: List, audience: str = SCRIPTED) -> List[str]:
         out = [f"The job progresses, slowly: {reason}; why: {verdict.slow_because}."] + (out if verdict.cause else [])
     elif verdict.hung and verdict.state == "hung" and verdict.state_reasons:
         out.append("Evidence of the hang: " + verdict.state_reasons[0] + ".")
-    elif verdict.hung is None and verdict.state is None and verdict.state_reasons:
-        out.append("Not judged hung from this window: " + verdict.state_reasons[0] + ".")
+    elif undecided(verdict):
+        # what was watched and why it is no verdict comes first; the cause is what it would be if stuck
+        out.insert(0, "Not judged hung from this window: " + verdict.state_reasons[0] + ".")
     if verdict.silent_nodes:
         out.insert(0, verdict.silent_nodes)
     return [sentence for sentence in out if sentence]
 
 
-def _most_likely(top) -> str:
-    return f"Most likely: {top.title} ({top.confidence:.0%})."
+def undecided(verdict) -> bool:
+    """A live job was watched and not told apart from a slow one."""
+    return verdict.hung is None and verdict.state is None and bool(verdict.state_reasons)
+
+
+def _most_likely(verdict, top) -> str:
+    said = "If it is stuck, the likeliest cause" if undecided(verdict) else "Most likely"
+    return f"{said}: {top.title} ({top.confidence:.0%})."
 
 
 def _core(verdict, top, audience: str) -> List[str]:
@@ -58,10 +65,10 @@ def _core(verdict, top, audience: str) -> List[str]:
         return [
             f"Collective mismatch: {text}; each side waits for the other for ever (uneven data across ranks, "
             "or control flow that differs by rank).",
-            _most_likely(top),
+            _most_likely(verdict, top),
         ]
     if kind in ("chain", "flight-recorder") and verdict.cause and top is not None:
-        return [f"{text}.", _most_likely(top)]
+        return [f"{text}.", _most_likely(verdict, top)]
     if kind in ("chain", "flight-recorder"):
         return [f"{text}."] + _classified(verdict, top, audience)
     if kind == "culprit" and top is not None:
@@ -74,7 +81,7 @@ def _core(verdict, top, audience: str) -> List[str]:
 def _classified(verdict, top, audience: str) -> List[str]:
     """What the classification alone says: the cause (or what would name one), the log's silence, a tie."""
     if verdict.cause and top is not None and top.confidence >= SURE:
-        out = [_most_likely(top), top.summary]
+        out = [_most_likely(verdict, top), top.summary]
     elif verdict.cause and top is not None:
         # a best guess is said as one, with what would settle it: never a confident wrong answer
         out = [f"Too little to be sure: the best guess is {top.title} ({top.confidence:.0%}).", top.summary]

@@ -181,15 +181,15 @@ def fill_live(report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observa
     report.chains = [[hop.to_dict() for hop in chain.hops] for chain in live.chains]
     report.chain = report.chains[0] if report.chains else []
     report.verdict.hung = live.progress.hung
-    if live.progress.hung is False:
-        pass  # a job that progresses holds nobody up: no culprit, whatever the stacks look like
+    if live.progress.hung is False or live.progress.waits_on_work:
+        pass  # a job that progresses, or waits on helpers that all compute, holds nobody up: no culprit
     elif live.culprit is not None:
         own = obs.only(descendants(snap, live.culprit.pid))
         apply_culprit(report, knowledge, live.culprit, own, live.facts)
     elif live.mismatch is not None:
         apply_mismatch(report, knowledge, live.mismatch)
     apply_chain(report, live.chains[0] if live.chains else None)
-    if report.culprit is None and live.progress.hung is not False:
+    if report.culprit is None and live.progress.hung is not False and not live.progress.waits_on_work:
         report.culprit = chain_culprit(live.chains[0] if live.chains else None)
     stopped = snap.process(report.culprit["pid"]) if report.culprit else None
     if stopped is not None and stopped.state in STOPPED_STATES:

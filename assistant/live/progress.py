@@ -62,6 +62,7 @@ class Progress:
     state: Optional[str] = None  # hung | slow | progressing | None
     slow_because: Optional[str] = None
     stuck_on: List[int] = field(default_factory=list)  # pids the job is stuck on (a looping rank)
+    waits_on_work: bool = False  # undecided: it waits on helpers that all compute, so nobody is to blame yet
 
     def __post_init__(self) -> None:
         if self.state is None and self.hung is not None:
@@ -325,7 +326,7 @@ def judge_progress(
         first = fed[0][1].first_pid
         return Progress(None, [f"{text}: slow work and a task that never ends look alike in one window; the "
                                f"locals in `py-spy dump --locals --pid {first}` (a sample or task index), taken twice "
-                               "a minute apart, tell them apart"])  # fmt: skip
+                               "a minute apart, tell them apart"], waits_on_work=True)  # fmt: skip
     sampled = [snap.stacks.get(p.pid) for p in trainers]
     # a retry loop uses little CPU; the state it was read in (R between two sleeps) says nothing
     retry_waits = any(max(p.cpu_percent or 0.0, p.cpu_demand or 0.0) < BUSY_CPU for p in retried)

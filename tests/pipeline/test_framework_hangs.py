@@ -534,6 +534,7 @@ def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge
         assert report.verdict.hung is None, top(report)
         assert f"pid {job.proc.pid} (rank) waits for its thread pool workers while all 2 of them compute" in summary
         assert f"py-spy dump --locals --pid {job.proc.pid}" in summary, summary
+        assert report.culprit is None and "Most likely" not in summary, (report.culprit, summary)
     elif scenario == "threads_stuck":
         # its loop may change line between two samples (then "too little was sampled"): never progress,
         # never the busy-helpers rule, and the chain ends at the task that loops

@@ -95,7 +95,9 @@ def test_every_dataloader_worker_computing_is_not_called_hung(knowledge, zoo):  
     reason = report.verdict.state_reasons[0]
     assert f"pid {job.proc.pid} (rank) waits for its DataLoader workers while all 2 of them compute" in reason
     assert f"py-spy dump --locals --pid {job.info['workers'][0]}" in reason, reason
-    assert "Not judged hung from this window" in report.verdict.summary
+    assert report.verdict.summary.startswith("Not judged hung from this window"), report.verdict.summary
+    assert "If it is stuck, the likeliest cause" in report.verdict.summary
+    assert report.culprit is None, report.culprit  # nothing is known to be stuck: nobody is blamed
 
 
 @pytest.mark.timeout(180)

@@ -1,0 +1,29 @@
+"""The verdict's sentences for a live job watched and not told apart from a slow one."""
+
+from debug_stuck.core.report import Diagnosis, Verdict
+from debug_stuck.core.verdict import compose, lead
+
+
+def _top() -> Diagnosis:
+    return Diagnosis("dataloader", "DataLoader workers stalled, deadlocked or dead", 0.93, [], [], "dataloader")
+
+
+def test_an_undecided_job_says_so_first_and_names_the_cause_only_as_what_it_would_be():
+    waits = "pid 10 (rank) waits for its DataLoader workers while all 2 of them compute"
+    verdict = Verdict(hung=None, cause="dataloader", confidence=0.93, state_reasons=[waits])
+    verdict.finding = {"kind": "chain", "text": "DataLoader worker pid 11 keeps running, never waiting"}
+    said = compose(verdict, [_top()])
+    assert said.startswith(f"Not judged hung from this window: {waits}."), said
+    assert "If it is stuck, the likeliest cause: DataLoader workers stalled" in said
+    assert "Most likely" not in said
+    assert lead(verdict, [_top()]).startswith("Not judged hung"), lead(verdict, [_top()])
+
+
+def test_a_hung_job_and_a_log_reading_keep_their_most_likely_cause():
+    hung = Verdict(hung=True, state="hung", cause="dataloader", confidence=0.93, state_reasons=["no stack moved"])
+    hung.finding = {"kind": "chain", "text": "DataLoader worker pid 11 waits in read"}
+    said = compose(hung, [_top()])
+    assert said.startswith("DataLoader worker pid 11 waits in read. Most likely: DataLoader"), said
+    assert said.endswith("Evidence of the hang: no stack moved."), said
+    from_log = compose(Verdict(hung=None, cause="dataloader", confidence=0.93), [_top()])
+    assert from_log.startswith("Most likely: DataLoader workers stalled"), from_log
