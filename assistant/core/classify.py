@@ -18,6 +18,7 @@ from debug_stuck.core.answers import Answer
 from debug_stuck.core.calibration import assign_probabilities
 from debug_stuck.core.knowledge import Knowledge, Signal
 from debug_stuck.core.report import CheckItem, Diagnosis, Evidence, FixItem, Verdict, safety_dict
+from debug_stuck.core.stalls import timed_out_during
 from debug_stuck.core.tree import Walk
 
 CAUSE_THRESHOLD = 0.25  # below this the verdict names no cause
@@ -166,6 +167,23 @@ def _answer_signal_matches(knowledge: Knowledge, answers: Dict[str, Answer]) -> 
     return out
 
 
+def _answered_event_matches(knowledge: Knowledge, answers: Dict[str, Answer], obs: Observations) -> List[SignalMatch]:
+    """A stall report in the log read with the event the user says the job stopped around (facts.py)."""
+    event = answers.get("event")
+    found = timed_out_during(knowledge.stall_reports, event.value if event else None, obs.lines.get("fact", ()))
+    if found is None:
+        return []
+    text, report = found
+    line = ObservedLine(text, file=report.file, line=report.line, origin="log", quote=report.quote)
+    obs.add("fact", line)
+    out = []
+    for signal in knowledge.signals():
+        m = signal.pattern.search(text) if signal.source == "fact" else None
+        if m:
+            out.append(SignalMatch(signal, "fact", line, signal.describe(m)))
+    return out
+
+
 def derive_answers(knowledge: Knowledge, obs: Observations, matches: List[SignalMatch]) -> None:
     """Offer answers found in the evidence; the user's own answers still win later."""
     tree = knowledge.tree
@@ -240,7 +258,7 @@ def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observa
     derive_answers(knowledge, obs, matches)
     answers = settle_given(knowledge, combine(user_answers, obs.derived), obs.derived_why)
     notes = {k: obs.derived_why[k] for k, a in answers.items() if a.source != "user" and k in obs.derived_why}
-    matches += _answer_signal_matches(knowledge, answers)
+    matches += _answer_signal_matches(knowledge, answers) + _answered_event_matches(knowledge, answers, obs)
     walk = knowledge.tree.walk({k: (a.value, a.source) for k, a in answers.items()})
 
     by_cause: Dict[str, List[SignalMatch]] = {}
