@@ -62,3 +62,14 @@ def test_a_log_that_ends_with_the_store_listening_is_a_rendezvous(tmp_path):
     # the same line early in a log that goes on training says nothing about the hang
     later = diagnose(tmp_path, [LISTENING] + [f"step {n} loss 1.0" for n in range(1, 6)], "phase=mid-run")
     assert "the c10d store listens" not in json.dumps(later)
+
+
+def test_a_watchdog_timeout_after_training_ended_blames_the_code_after_fit(tmp_path):
+    # Lightning's fit loop prints it when max_epochs is reached (lightning 2.x fit_loop.py, rank 0)
+    ended = "`Trainer.fit` stopped: `max_epochs=10` reached."
+    report = diagnose(tmp_path, ["Epoch 9: 100%|##########| 50/50 [00:05<00:00]", ended, WATCHDOG])
+    assert ranked(report)[0] == "checkpoint-save", ranked(report)
+    assert "the ranks timed out after training ended" in details(report, "checkpoint-save")
+    # the same timeout while training still ran is the collective's own
+    running = diagnose(tmp_path, ["Epoch 9:  40%|####      | 20/50 [00:02<00:03]", WATCHDOG])
+    assert ranked(running)[0] == "collective", ranked(running)
