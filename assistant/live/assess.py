@@ -29,7 +29,7 @@ from debug_stuck.live.culprit import (
     stuck_rank,
     waits_in_collective,
 )
-from debug_stuck.live.helpers import busy_helpers
+from debug_stuck.live.helpers import busy_helpers, computes_in_library
 from debug_stuck.live.observe import StackGroup, describe_ranks, group_ranks, stack_motion
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
 from debug_stuck.probes.collectors.stacks import main_thread
@@ -139,6 +139,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
         device_waits=lambda pid: main_thread_wait(snap, knowledge, pid) == "cuda-sync",
         retrying=lambda pid: polls_in_retry_loop(snap, knowledge, pid),
         helpers=lambda pid: busy_helpers(snap, knowledge, pid),
+        computes=lambda pid: computes_in_library(snap, knowledge, pid),
     )
     if culprit is None and (mismatch is None or mismatch.odd is None) and progress.hung and progress.stuck_on:
         culprit = stuck_rank(knowledge, groups, progress.stuck_on[0], progress.reasons[0])
@@ -181,15 +182,15 @@ def fill_live(report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observa
     report.chains = [[hop.to_dict() for hop in chain.hops] for chain in live.chains]
     report.chain = report.chains[0] if report.chains else []
     report.verdict.hung = live.progress.hung
-    if live.progress.hung is False or live.progress.waits_on_work:
-        pass  # a job that progresses, or waits on helpers that all compute, holds nobody up: no culprit
+    if live.progress.hung is False or live.progress.undecided_computing:
+        pass  # a job that progresses, or computes (itself or the helpers it waits for), holds nobody up
     elif live.culprit is not None:
         own = obs.only(descendants(snap, live.culprit.pid))
         apply_culprit(report, knowledge, live.culprit, own, live.facts)
     elif live.mismatch is not None:
         apply_mismatch(report, knowledge, live.mismatch)
     apply_chain(report, live.chains[0] if live.chains else None)
-    if report.culprit is None and live.progress.hung is not False and not live.progress.waits_on_work:
+    if report.culprit is None and live.progress.hung is not False and not live.progress.undecided_computing:
         report.culprit = chain_culprit(live.chains[0] if live.chains else None)
     stopped = snap.process(report.culprit["pid"]) if report.culprit else None
     if stopped is not None and stopped.state in STOPPED_STATES:

@@ -62,7 +62,7 @@ class Progress:
     state: Optional[str] = None  # hung | slow | progressing | None
     slow_because: Optional[str] = None
     stuck_on: List[int] = field(default_factory=list)  # pids the job is stuck on (a looping rank)
-    waits_on_work: bool = False  # undecided: it waits on helpers that all compute, so nobody is to blame yet
+    undecided_computing: bool = False  # undecided: it, or every helper it waits for, computes: nobody to blame yet
 
     def __post_init__(self) -> None:
         if self.state is None and self.hung is not None:
@@ -219,6 +219,7 @@ def judge_progress(
     device_waits=None,
     retrying=None,
     helpers=None,
+    computes=None,
 ) -> Progress:
     """`waiting_pids`: ranks found waiting in a collective; `phases(pid) -> phase or None` tells a
     validation or checkpoint pass seen on a main thread; `device_waits(pid) -> bool` whether its main
@@ -226,7 +227,8 @@ def judge_progress(
     `retrying(pid) -> bool` whether its main thread stayed inside one call of a wait that retries in
     a loop (a rendezvous, a lock file): its moving frames are that loop, not progress;
     `helpers(pid) -> live.helpers.Helpers or None`: the helpers its main thread waits for (DataLoader
-    workers, a pool's workers), when every one of them computes."""
+    workers, a pool's workers), when every one of them computes; `computes(pid) -> frame or None`: where
+    its main thread computes inside a library, waiting for nothing (live.helpers.computes_in_library)."""
     logs = rhythms(snap, tails)
     grew = [lg.path for lg in snap.logs if lg.grew]
     grown = next((lg for lg in snap.logs if lg.grew), None)
@@ -326,7 +328,16 @@ def judge_progress(
         first = fed[0][1].first_pid
         return Progress(None, [f"{text}: slow work and a task that never ends look alike in one window; the "
                                f"locals in `py-spy dump --locals --pid {first}` (a sample or task index), taken twice "
-                               "a minute apart, tell them apart"], waits_on_work=True)  # fmt: skip
+                               "a minute apart, tell them apart"], undecided_computing=True)  # fmt: skip
+    inside = [(p, computes(p.pid)) for p in ranks] if computes is not None and frozen == ranks and ranks else []
+    if inside and all(where for _, where in inside) and not stuck_logs:
+        text = "; ".join(f"{p.label()} computes inside {where} for the whole window ({p.cpu_percent or 0:.0f}% CPU)"
+                         for p, where in inside)  # fmt: skip
+        first = inside[0][0].pid
+        return Progress(None, [f"{text}: a long computation and one that never ends look alike in one window; its "
+                               f"arguments in `py-spy dump --locals --pid {first}` (the size of what it works on), and "
+                               f"its CPU time in `ps -o etime,time -p {first}` a minute apart, tell them apart"],
+                        undecided_computing=True)  # fmt: skip
     sampled = [snap.stacks.get(p.pid) for p in trainers]
     # a retry loop uses little CPU; the state it was read in (R between two sleeps) says nothing
     retry_waits = any(max(p.cpu_percent or 0.0, p.cpu_demand or 0.0) < BUSY_CPU for p in retried)

@@ -545,6 +545,19 @@ def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge
         assert f"pid {job.info['child']} (other) wrote" in summary, summary
 
 
+def test_one_long_call_of_a_librarys_compute_routine_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """numpy's convolve of two million-sample arrays: minutes in one C call, the stack frozen inside
+    numpy at 100% CPU, log silent. A long computation looks like that; undecided, nobody blamed."""
+    pytest.importorskip("numpy")
+    job = zoo("library_compute")
+    report = diagnose(knowledge, job.proc.pid)
+    summary = report.verdict.summary
+    assert report.verdict.hung is None and report.culprit is None, top(report)
+    assert summary.startswith(f"Not judged hung from this window: pid {job.proc.pid} (rank) computes inside "
+                              "convolve (numpy/"), summary  # fmt: skip
+    assert f"py-spy dump --locals --pid {job.proc.pid}" in summary, summary
+
+
 def test_a_process_pool_future_follows_to_the_worker_and_an_idle_feeder_is_no_evidence(knowledge, zoo):  # noqa: F811
     job = zoo("process_pool_shard")
     worker = job.info["worker_pid"]
