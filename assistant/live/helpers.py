@@ -23,6 +23,9 @@ from debug_stuck.live.loops import is_stdlib, own_frame_index
 from debug_stuck.live.progress import running
 
 THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # ThreadPoolExecutor's _worker
+# What a main thread waits in for its pool's results: a future (concurrent.futures, a Pool's
+# AsyncResult) or a queue the workers fill (datasets' Dataset.map with num_proc polls one)
+POOL_WAITS = ("future", "queue")
 PROCESS_POOL_WORKER = re.compile(r"(^|/)multiprocess(ing)?/pool\.py$|(^|/)concurrent/futures/process\.py$")
 
 
@@ -43,7 +46,7 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
     if any("dataloader" in (e.get("facts") or ()) for e in waits):
         workers = [p for p in snap.processes if p.ppid == pid and p.role == "dataloader-worker"]
         return _processes(snap, knowledge, workers, "DataLoader workers")
-    if not any(e.get("wait") == "future" for e in waits):
+    if not any(e.get("wait") in POOL_WAITS for e in waits):
         return None
     threads = [
         t

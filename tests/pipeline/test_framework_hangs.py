@@ -465,6 +465,18 @@ def test_a_datasets_map_worker_blocked_on_its_example_is_followed_from_the_polli
     assert first_fix(report).title.startswith(f"Nothing will ever write {job.info['fifo']}")
 
 
+def test_a_datasets_map_whose_workers_all_compute_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """map(num_proc=2) over examples of a minute of CPU each, progress bars off: the parent polls its
+    queue while both pool workers compute. Slow, not stuck: undecided, nobody blamed."""
+    pytest.importorskip("datasets")
+    job = zoo("datasets_map", args=["slow"], ready_timeout=120)
+    report = diagnose(knowledge, job.proc.pid)
+    summary = report.verdict.summary
+    assert report.verdict.hung is None and report.culprit is None, top(report)
+    assert f"pid {job.proc.pid} (rank) waits for its pool worker processes while all 2 of them compute" in summary
+    assert any(f"py-spy dump --locals --pid {pid}" in summary for pid in job.info["workers"]), summary
+
+
 def test_a_multiprocessing_barrier_whose_other_party_died_names_the_dead_child(knowledge, zoo):  # noqa: F811
     job = zoo("mp_barrier_dead")
     child = job.info["child_pid"]
