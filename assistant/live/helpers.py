@@ -24,8 +24,11 @@ from debug_stuck.live.progress import running
 
 THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # ThreadPoolExecutor's _worker
 # What a main thread waits in for its pool's results: a future (concurrent.futures, a Pool's
-# AsyncResult) or a queue the workers fill (datasets' Dataset.map with num_proc polls one)
-POOL_WAITS = ("future", "queue")
+# AsyncResult.get), an event (AsyncResult.wait), a condition (Pool.imap's next) or a queue the
+# workers fill (datasets' Dataset.map with num_proc polls one). The helpers counted for them are
+# only a ThreadPoolExecutor's threads or the process's pool workers, so a wait of these kinds on
+# anything else finds none.
+POOL_WAITS = ("future", "event", "condition", "queue")
 PROCESS_POOL_WORKER = re.compile(r"(^|/)multiprocess(ing)?/pool\.py$|(^|/)concurrent/futures/process\.py$")
 
 
@@ -46,6 +49,11 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
     if any("dataloader" in (e.get("facts") or ()) for e in waits):
         workers = [p for p in snap.processes if p.ppid == pid and p.role == "dataloader-worker"]
         return _processes(snap, knowledge, workers, "DataLoader workers")
+    if any(e.get("wait") == "subprocess" for e in waits):
+        # subprocess.run / Popen.wait: a conversion or preprocessing child that computes (a Python
+        # one, whose stack says where; a child that writes is progress already)
+        children = [p for p in snap.processes if p.ppid == pid]
+        return _processes(snap, knowledge, children, "child processes")
     if not any(e.get("wait") in POOL_WAITS for e in waits):
         return None
     threads = [

@@ -319,6 +319,8 @@ def judge_progress(
         text = "; ".join(
             f"{rank.label()} waits for its {found.what} while all {len(found.members)} of them compute "
             f"({', '.join(found.members)})"
+            if len(found.members) > 1
+            else f"{rank.label()} waits for its {_one(found.what)} {found.members[0]}, which computes"
             for rank, found in fed
         )
         if stuck_logs:
@@ -344,6 +346,11 @@ def judge_progress(
     if any(s is not None and s.frozen() for s in sampled) or retry_waits or any(p.state in "DZT" for p in trainers):
         return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
     return Progress(None, ["too little was sampled to tell"])
+
+
+def _one(kind: str) -> str:
+    """ "child processes" -> "child process", "DataLoader workers" -> "DataLoader worker"."""
+    return kind[:-2] if kind.endswith("sses") else kind[:-1]
 
 
 def fed_by_busy_helpers(ranks, frozen, waiting, helpers) -> list:

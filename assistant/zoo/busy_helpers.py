@@ -6,6 +6,10 @@
 - ``threads_stuck``: hung. Task 0 never ends (the same work, with a condition that never holds);
   tasks 1-3 end at once, so the other worker idles in its queue's get while the main thread waits
   for task 0's result.
+- ``pool_imap``: not hung. ``multiprocessing.Pool(2).imap`` over tasks of a minute each; the main
+  thread waits in ``IMapIterator.next`` (a Condition), both pool workers compute in ``preprocess``.
+- ``child_computes``: not hung. ``subprocess`` child that computes for ten minutes and writes nothing
+  (a preprocessing step run as a script); the main thread waits for it in ``_try_wait``.
 - ``child_writes``: not hung. ``subprocess.run`` of a child that writes 1 MiB to
   ``<workdir>/extracted.bin`` every 0.25 s for ever (an extraction or a conversion); the main thread
   waits for the child in ``_try_wait``.
@@ -36,6 +40,15 @@ with open(sys.argv[1], "wb") as f:
         f.flush()
         time.sleep(0.25)
 """
+
+CHILD_COMPUTES = r"""
+import sys, time
+open(sys.argv[1], "w").close()
+started, total = time.monotonic(), 0
+while time.monotonic() - started < 600:
+    total += sum(k * k for k in range(1000))
+"""
+SCENARIOS = ("threads", "threads_stuck", "pool_imap", "child_computes", "child_writes")
 
 
 def preprocess(index: int) -> int:
@@ -74,6 +87,31 @@ def pool_jobs() -> None:
         print(sum(f.result() for f in futures), flush=True)
 
 
+def pool_imap() -> None:
+    import multiprocessing
+
+    waits = _common._main_sleeps_in("next")
+
+    def reached() -> bool:
+        return all((_common.workdir() / f"task-{i}").exists() for i in (0, 1)) and waits()
+
+    _common.ready_when(reached, lambda: {"pid": os.getpid(), "scenario": SCENARIO})
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        for total in pool.imap(preprocess, range(4)):
+            print(total, flush=True)
+
+
+def child_computes() -> None:
+    started = _common.workdir() / "child-started"
+    child = subprocess.Popen([sys.executable, "-I", "-c", CHILD_COMPUTES, str(started)])
+    waits = _common._main_sleeps_in("_try_wait")
+    _common.ready_when(
+        lambda: started.exists() and waits(), lambda: {"pid": os.getpid(), "scenario": SCENARIO, "child": child.pid}
+    )
+    print("preprocessing the dataset", flush=True)
+    child.wait()
+
+
 def child_writes() -> None:
     target = _common.workdir() / "extracted.bin"
     child = subprocess.Popen([sys.executable, "-I", "-c", CHILD, str(target)])
@@ -88,6 +126,6 @@ def child_writes() -> None:
 
 
 if __name__ == "__main__":
-    if SCENARIO not in ("threads", "threads_stuck", "child_writes"):
-        sys.exit(f"usage: busy_helpers.py [threads|threads_stuck|child_writes]; not {SCENARIO!r}")
-    child_writes() if SCENARIO == "child_writes" else pool_jobs()
+    if SCENARIO not in SCENARIOS:
+        sys.exit(f"usage: busy_helpers.py [{'|'.join(SCENARIOS)}]; not {SCENARIO!r}")
+    {"pool_imap": pool_imap, "child_computes": child_computes, "child_writes": child_writes}.get(SCENARIO, pool_jobs)()
