@@ -20,7 +20,7 @@ from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.loops import is_stdlib, own_frame_index
-from debug_stuck.live.progress import running
+from debug_stuck.live.progress import BUSY_CPU, running
 
 THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # ThreadPoolExecutor's _worker
 # What a main thread waits in for its pool's results: a future (concurrent.futures, a Pool's
@@ -37,6 +37,23 @@ class Helpers:
     what: str  # "DataLoader workers", "thread pool workers", "pool worker processes"
     members: List[str]  # "pid 12 (98% CPU)", "thread ThreadPoolExecutor-0_0"
     first_pid: int  # the process whose locals tell (a worker's, or the process of the threads)
+    one: str = ""  # `what` for one of them: "child process"
+    clause: Optional[str] = None  # what it waits for, when its helpers cannot be listed (a native pool)
+    check: Optional[str] = None  # what tells slow from stuck, when the locals do not
+
+    def said(self) -> str:
+        """What the main thread waits for, after its process's label."""
+        if self.clause:
+            return self.clause
+        if len(self.members) == 1:
+            return f"waits for its {self.one or self.what} {self.members[0]}, which computes"
+        return f"waits for its {self.what} while all {len(self.members)} of them compute ({', '.join(self.members)})"
+
+    def tells(self) -> str:
+        return self.check or (
+            f"the locals in `py-spy dump --locals --pid {self.first_pid}` (a sample or task index), taken twice a "
+            "minute apart, tell them apart"
+        )
 
 
 def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Helpers]:
@@ -46,14 +63,17 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         return None
     entries = [match_frame(knowledge.frames, f.function, f.file) or {} for f in thread.frames]
     waits = [e for e in entries if e.get("wait") not in (None, "busy")]
+    native = next((e for e in waits if e.get("lost_at_fork")), None)
+    if native is not None:
+        return _native_pool(snap, pid, native)
     if any("dataloader" in (e.get("facts") or ()) for e in waits):
         workers = [p for p in snap.processes if p.ppid == pid and p.role == "dataloader-worker"]
-        return _processes(snap, knowledge, workers, "DataLoader workers")
+        return _processes(snap, knowledge, workers, "DataLoader workers", "DataLoader worker")
     if any(e.get("wait") == "subprocess" for e in waits):
         # subprocess.run / Popen.wait: a conversion or preprocessing child that computes (a Python
         # one, whose stack says where; a child that writes is progress already)
         children = [p for p in snap.processes if p.ppid == pid]
-        return _processes(snap, knowledge, children, "child processes")
+        return _processes(snap, knowledge, children, "child processes", "child process")
     if not any(e.get("wait") in POOL_WAITS for e in waits):
         return None
     threads = [
@@ -66,10 +86,31 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         # frames in the job's own code, with no wait inside it, while the process runs, say they compute
         process = snap.process(pid)
         if process is not None and running(process) and all(_computes(knowledge, t.frames) for t in threads):
-            return Helpers("thread pool workers", [f"thread {t.name or t.tid}" for t in threads], pid)
+            members = [f"thread {t.name or t.tid}" for t in threads]
+            return Helpers("thread pool workers", members, pid, "thread pool worker")
         return None
     children = [p for p in snap.processes if p.ppid == pid and _in_pool(snap, p.pid)]
-    return _processes(snap, knowledge, children, "pool worker processes")
+    return _processes(snap, knowledge, children, "pool worker processes", "pool worker process")
+
+
+def _native_pool(snap: Snapshot, pid: int, entry: dict) -> Optional[Helpers]:
+    """A wait on a native library's own thread pool (frames.yaml `lost_at_fork`: rayon's under
+    tokenizers), whose threads py-spy cannot see: they compute when the process burns CPU while its
+    Python threads wait. In a process forked after the pool started they do not exist (the process
+    idles: no helpers, and the chain names the lost pool)."""
+    process = snap.process(pid)
+    cpu = (process.cpu_percent or 0.0) if process is not None else 0.0
+    if process is None or process.state in "DZT" or cpu < BUSY_CPU:
+        return None
+    pool = str(entry.get("object") or "its native thread pool").split(":")[0]
+    return Helpers(
+        "native pool threads",
+        [pool],
+        pid,
+        clause=f"waits for {pool}, whose threads compute ({cpu:.0f}% CPU for the process)",
+        check=f"the pool's threads in `top -H -p {pid}`, busy while they work and idle once the work is done or lost, "
+        "tell them apart",
+    )
 
 
 def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
@@ -91,13 +132,13 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
     return frames[0].text()
 
 
-def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str) -> Optional[Helpers]:
+def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str, one: str = "") -> Optional[Helpers]:
     def computes(p) -> bool:
         thread = snap.latest_main_thread(p.pid)
         return thread is not None and _computes(knowledge, thread.frames)
 
     if procs and all(running(p) and p.state not in "DZT" and computes(p) for p in procs):
-        return Helpers(what, [f"pid {p.pid} ({p.cpu_percent or 0:.0f}% CPU)" for p in procs], procs[0].pid)
+        return Helpers(what, [f"pid {p.pid} ({p.cpu_percent or 0:.0f}% CPU)" for p in procs], procs[0].pid, one)
     return None
 
 

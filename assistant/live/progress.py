@@ -316,21 +316,13 @@ def judge_progress(
         return Progress(None, [f"{where} loops in one place: not progress by itself; no log tells its rhythm"])
     fed = fed_by_busy_helpers(ranks, frozen, waiting, helpers)
     if fed:
-        text = "; ".join(
-            f"{rank.label()} waits for its {found.what} while all {len(found.members)} of them compute "
-            f"({', '.join(found.members)})"
-            if len(found.members) > 1
-            else f"{rank.label()} waits for its {_one(found.what)} {found.members[0]}, which computes"
-            for rank, found in fed
-        )
+        text = "; ".join(f"{rank.label()} {found.said()}" for rank, found in fed)
         if stuck_logs:
             lg = stuck_logs[0]
             return Progress(True, [f"{text}, and {lg.path} has been silent for {lg.silent:.0f} s, "
                                    f"{lg.silent / lg.interval:.0f} times its step interval"])  # fmt: skip
-        first = fed[0][1].first_pid
-        return Progress(None, [f"{text}: slow work and a task that never ends look alike in one window; the "
-                               f"locals in `py-spy dump --locals --pid {first}` (a sample or task index), taken twice "
-                               "a minute apart, tell them apart"], undecided_computing=True)  # fmt: skip
+        return Progress(None, [f"{text}: slow work and a task that never ends look alike in one window; "
+                               f"{fed[0][1].tells()}"], undecided_computing=True)  # fmt: skip
     inside = [(p, computes(p.pid)) for p in ranks] if computes is not None and frozen == ranks and ranks else []
     if inside and all(where for _, where in inside) and not stuck_logs:
         text = "; ".join(f"{p.label()} computes inside {where} for the whole window ({p.cpu_percent or 0:.0f}% CPU)"
@@ -346,11 +338,6 @@ def judge_progress(
     if any(s is not None and s.frozen() for s in sampled) or retry_waits or any(p.state in "DZT" for p in trainers):
         return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
     return Progress(None, ["too little was sampled to tell"])
-
-
-def _one(kind: str) -> str:
-    """ "child processes" -> "child process", "DataLoader workers" -> "DataLoader worker"."""
-    return kind[:-2] if kind.endswith("sses") else kind[:-1]
 
 
 def fed_by_busy_helpers(ranks, frozen, waiting, helpers) -> list:

@@ -579,6 +579,22 @@ def test_one_long_call_of_a_librarys_compute_routine_is_not_called_hung(knowledg
     assert f"py-spy dump --locals --pid {job.proc.pid}" in summary, summary
 
 
+def test_a_long_encode_on_the_tokenizers_pool_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The main thread waits on rayon's latch while the pool's native threads (not listed by py-spy)
+    compute: the process's CPU says they work. Undecided, nobody blamed; the fork case, where the
+    pool's threads are gone and nothing computes, stays hung (test_dataloader_workers_forked_after_...)."""
+    pytest.importorskip("tokenizers")
+    job = zoo("tokenizers_encode")
+    report = diagnose(knowledge, job.proc.pid)
+    summary = report.verdict.summary
+    assert report.verdict.hung is None and report.culprit is None, top(report)
+    assert (
+        f"pid {job.proc.pid} (rank) waits for rayon's thread pool (used by tokenizers' parallel encode), whose "
+        "threads compute (" in summary
+    ), summary
+    assert f"top -H -p {job.proc.pid}" in summary, summary
+
+
 def test_a_process_pool_future_follows_to_the_worker_and_an_idle_feeder_is_no_evidence(knowledge, zoo):  # noqa: F811
     job = zoo("process_pool_shard")
     worker = job.info["worker_pid"]
