@@ -54,6 +54,8 @@ def undecided(verdict) -> bool:
 
 
 def _most_likely(verdict, top) -> str:
+    if undecided(verdict) and top.confidence < SURE:
+        return ""  # a best guess at why a job that may not be stuck would be stuck says nothing
     said = "If it is stuck, the likeliest cause" if undecided(verdict) else "Most likely"
     return f"{said}: {top.title} ({top.confidence:.0%})."
 

@@ -46,7 +46,9 @@ class Helpers:
         if self.clause:
             return self.clause
         if len(self.members) == 1:
-            return f"waits for its {self.one or self.what} {self.members[0]}, which computes"
+            member = self.members[0]
+            named = member if member.startswith(self.one or self.what) else f"{self.one or self.what} {member}"
+            return f"waits for its {named}, which computes"
         return f"waits for its {self.what} while all {len(self.members)} of them compute ({', '.join(self.members)})"
 
     def tells(self) -> str:
@@ -76,21 +78,26 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         return _processes(snap, knowledge, children, "child processes", "child process")
     if not any(e.get("wait") in POOL_WAITS for e in waits):
         return None
-    threads = [
-        t
-        for t in _latest_threads(snap, pid)
-        if t.tid != thread.tid and any(THREAD_POOL_WORKER.search(f.file or "") for f in t.frames if not f.native)
-    ]
-    if threads:
-        # threads taking turns at the GIL: one sample shows some of them "idle" in its futex; their
-        # frames in the job's own code, with no wait inside it, while the process runs, say they compute
-        process = snap.process(pid)
-        if process is not None and running(process) and all(_computes(knowledge, t.frames) for t in threads):
-            members = [f"thread {t.name or t.tid}" for t in threads]
-            return Helpers("thread pool workers", members, pid, "thread pool worker")
-        return None
+    others = [t for t in _latest_threads(snap, pid) if t.tid != thread.tid]
+    pool = [t for t in others if any(THREAD_POOL_WORKER.search(f.file or "") for f in t.frames if not f.native)]
+    if pool:
+        return _threads(snap, knowledge, pid, pool, "thread pool workers", "thread pool worker")
     children = [p for p in snap.processes if p.ppid == pid and _in_pool(snap, p.pid)]
-    return _processes(snap, knowledge, children, "pool worker processes", "pool worker process")
+    if children:
+        return _processes(snap, knowledge, children, "pool worker processes", "pool worker process")
+    # no pool: the threads of its own code that would fill what it waits on (a prefetcher thread putting
+    # batches on a queue.Queue); library threads (tqdm's monitor, a tracker's) fill nothing of its own
+    own = [t for t in others if own_frame_index(list(t.frames)) is not None]
+    return _threads(snap, knowledge, pid, own, "threads", "thread") if own else None
+
+
+def _threads(snap: Snapshot, knowledge: Knowledge, pid: int, threads, what: str, one: str) -> Optional[Helpers]:
+    """Threads taking turns at the GIL: one sample shows some of them "idle" in its futex; their frames
+    in the job's own code, with no wait inside it, while the process runs, say they compute."""
+    process = snap.process(pid)
+    if process is not None and running(process) and all(_computes(knowledge, t.frames) for t in threads):
+        return Helpers(what, [f"thread {t.name or t.tid}" for t in threads], pid, one)
+    return None
 
 
 def _native_pool(snap: Snapshot, pid: int, entry: dict) -> Optional[Helpers]:

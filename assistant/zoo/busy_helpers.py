@@ -8,6 +8,9 @@
   for task 0's result.
 - ``pool_imap``: not hung. ``multiprocessing.Pool(2).imap`` over tasks of a minute each; the main
   thread waits in ``IMapIterator.next`` (a Condition), both pool workers compute in ``preprocess``.
+- ``prefetch_thread``: not hung. A background thread of the job's own (``threading.Thread``, named
+  ``prefetcher``) prepares each batch with a minute of CPU and puts it on a ``queue.Queue``; the main
+  thread waits in the queue's ``get``.
 - ``child_computes``: not hung. ``subprocess`` child that computes for ten minutes and writes nothing
   (a preprocessing step run as a script); the main thread waits for it in ``_try_wait``.
 - ``child_writes``: not hung. ``subprocess.run`` of a child that writes 1 MiB to
@@ -48,7 +51,7 @@ started, total = time.monotonic(), 0
 while time.monotonic() - started < 600:
     total += sum(k * k for k in range(1000))
 """
-SCENARIOS = ("threads", "threads_stuck", "pool_imap", "child_computes", "child_writes")
+SCENARIOS = ("threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes")
 
 
 def preprocess(index: int) -> int:
@@ -101,6 +104,24 @@ def pool_imap() -> None:
             print(total, flush=True)
 
 
+def prefetch_thread() -> None:
+    import queue
+
+    batches: queue.Queue = queue.Queue(maxsize=2)
+
+    def prefetch() -> None:
+        for index in range(100):
+            batches.put(preprocess(index))
+
+    waits = _common._main_sleeps_in("get")
+    _common.ready_when(
+        lambda: (_common.workdir() / "task-0").exists() and waits(), lambda: {"pid": os.getpid(), "scenario": SCENARIO}
+    )
+    threading.Thread(target=prefetch, name="prefetcher", daemon=True).start()
+    for step in range(100):
+        print(f"step {step}: {batches.get()}", flush=True)
+
+
 def child_computes() -> None:
     started = _common.workdir() / "child-started"
     child = subprocess.Popen([sys.executable, "-I", "-c", CHILD_COMPUTES, str(started)])
@@ -128,4 +149,5 @@ def child_writes() -> None:
 if __name__ == "__main__":
     if SCENARIO not in SCENARIOS:
         sys.exit(f"usage: busy_helpers.py [{'|'.join(SCENARIOS)}]; not {SCENARIO!r}")
-    {"pool_imap": pool_imap, "child_computes": child_computes, "child_writes": child_writes}.get(SCENARIO, pool_jobs)()
+    scenarios = {"pool_imap": pool_imap, "prefetch_thread": prefetch_thread, "child_computes": child_computes}
+    {**scenarios, "child_writes": child_writes}.get(SCENARIO, pool_jobs)()

@@ -27,3 +27,12 @@ def test_a_hung_job_and_a_log_reading_keep_their_most_likely_cause():
     assert said.endswith("Evidence of the hang: no stack moved."), said
     from_log = compose(Verdict(hung=None, cause="dataloader", confidence=0.93), [_top()])
     assert from_log.startswith("Most likely: DataLoader workers stalled"), from_log
+
+
+def test_an_undecided_job_names_no_cause_it_only_guesses():
+    verdict = Verdict(hung=None, cause="compile", confidence=0.45, state_reasons=["pid 10 (rank) waits for its thread"])
+    verdict.finding = {"kind": "chain", "text": "Process pid 10 waits for an item from a queue"}
+    guess = Diagnosis("compile", "A compiler is compiling for a very long time", 0.45, [], [], "compile")
+    said = compose(verdict, [guess])
+    assert "compil" not in said.lower() and "likeliest" not in said, said
+    assert said.startswith("Not judged hung from this window: pid 10 (rank) waits for its thread."), said

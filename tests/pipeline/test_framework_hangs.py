@@ -535,11 +535,13 @@ def test_a_slow_download_still_receiving_is_progressing_not_a_stopped_peer(knowl
     assert "end" not in end and "data still arrives" in end["detail"], end
 
 
-@pytest.mark.parametrize("scenario", ["threads", "threads_stuck", "pool_imap", "child_computes", "child_writes"])
+@pytest.mark.parametrize(
+    "scenario", ["threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes"]
+)
 def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge, zoo, scenario):  # noqa: F811
-    """Every thread of a pool, every worker of a Pool.imap, or the one child it runs computing its task:
-    undecided, with what would tell, nobody blamed. One task looping while the other worker idles:
-    hung on that task. A child that writes: progress."""
+    """Every thread of a pool, every worker of a Pool.imap, its own prefetcher thread, or the one child
+    it runs computing its task: undecided, with what would tell, nobody blamed. One task looping while
+    the other worker idles: hung on that task. A child that writes: progress."""
     job = zoo("busy_helpers", args=[scenario])
     report = diagnose(knowledge, job.proc.pid)
     summary = report.verdict.summary
@@ -551,6 +553,9 @@ def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge
     elif scenario == "pool_imap":
         assert report.verdict.hung is None and report.culprit is None, top(report)
         assert f"pid {job.proc.pid} (rank) waits for its pool worker processes while all 2 of them compute" in summary
+    elif scenario == "prefetch_thread":
+        assert report.verdict.hung is None and report.culprit is None, top(report)
+        assert f"pid {job.proc.pid} (rank) waits for its thread prefetcher, which computes" in summary, summary
     elif scenario == "child_computes":
         assert report.verdict.hung is None and report.culprit is None, top(report)
         child = job.info["child"]
