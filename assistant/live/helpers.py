@@ -8,6 +8,9 @@ helpers idle once the work queued for them is done (torch 2.13.0 torch/utils/dat
 _try_put_index keeps at most prefetch_factor * num_workers batches outstanding and _next_data
 returns them in order; a concurrent.futures or multiprocessing pool hands out its queued tasks and
 its idle workers wait in their queue's get), so helpers that all compute are not called hung.
+The same holds for a child process it runs and waits for, a prefetcher thread of its own, a native
+library's thread pool (seen through the process's CPU), and a main thread that computes inside a
+library routine itself (`computes_in_library`).
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from debug_stuck.live.progress import BUSY_CPU, running
 THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # ThreadPoolExecutor's _worker
 # What a main thread waits in for its pool's results: a future (concurrent.futures, a Pool's
 # AsyncResult.get), an event (AsyncResult.wait), a condition (Pool.imap's next) or a queue the
-# workers fill (datasets' Dataset.map with num_proc polls one). The helpers counted for them are
-# only a ThreadPoolExecutor's threads or the process's pool workers, so a wait of these kinds on
-# anything else finds none.
+# workers fill (datasets' Dataset.map with num_proc polls one). The helpers counted for them are a
+# ThreadPoolExecutor's threads, else the process's pool workers, else the threads of the job's own
+# code; a wait of these kinds with none of them finds none.
 POOL_WAITS = ("future", "event", "condition", "queue")
 PROCESS_POOL_WORKER = re.compile(r"(^|/)multiprocess(ing)?/pool\.py$|(^|/)concurrent/futures/process\.py$")
 
