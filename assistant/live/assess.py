@@ -32,6 +32,7 @@ from debug_stuck.live.culprit import (
 from debug_stuck.live.helpers import busy_helpers, computes_in_library
 from debug_stuck.live.observe import StackGroup, describe_ranks, group_ranks, stack_motion
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
+from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.stacks import main_thread
 
 CULPRIT_WEIGHT = 0.5
@@ -124,6 +125,24 @@ def stack_phase_frame(snap: Snapshot, knowledge: Knowledge, pid: int):
     return phase_of(list(thread.frames), knowledge) if thread is not None else None
 
 
+def _holder_at_work(snap: Snapshot, chains, progress: Progress) -> Progress:
+    """A job whose wait ends at a lock another process holds while that process writes (a download
+    into the locked file, a build) is waiting its turn, not stuck: undecided, nobody blamed."""
+    hops = chains[0].hops if chains else []
+    end = next((hop for hop in hops if hop.facts.get("end") == "held" and "holder_wrote" in hop.facts), None)
+    if not progress.hung or end is None:
+        return progress
+    holder = int(end.facts["holder"])
+    whose = "a process of this job" if snap.process(holder) is not None else "not a process of this job"
+    wrote = int(end.facts["holder_wrote"])
+    text = (
+        f"{end.who} waits for the lock on {end.object} that pid {holder} ({whose}) holds while it writes "
+        f"({wrote >> 10} KiB in {HOLDER_GAP} s): it waits its turn; if pid {holder} keeps writing without end, "
+        f"`py-spy dump --pid {holder}` says what it does"
+    )
+    return Progress(None, [text], undecided_computing=True)
+
+
 def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequence = ()) -> LiveAnalysis:
     groups = group_ranks(snap)
     culprit = find_culprit(knowledge, groups)
@@ -145,6 +164,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
         culprit = stuck_rank(knowledge, groups, progress.stuck_on[0], progress.reasons[0])
         mismatch = None if culprit is not None else mismatch
     chains = build_chains(snap, groups, culprit)
+    progress = _holder_at_work(snap, chains, progress)
     for chain in chains:
         for hop in chain.hops:
             obs.add("chain", ObservedLine(hop.fact_line(), subject=hop.who, pid=hop.pid))

@@ -56,9 +56,11 @@ from debug_stuck.live.parties import (
 )
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
+from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP
 
 MAX_HOPS = 8
+HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER_GAP s is at work
 # the hop facts a report's waits_on carries (docs/contract.md, chain)
 # Connections to several addresses: one that has received nothing for SILENT_CONNECTION_MS, beside
 # others that received data in the last DELIVERING_MS, is the one the wait ends at.
@@ -347,9 +349,14 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
             hop.kind, hop.facts["end"] = "lock", "held"
             hop.detail = f"waits for a lock on {hop.object}" + (f" at {hop.where}" if hop.where else "")
             hop.detail += f", polling; pid {locked_by[0]} holds it"
+            hop.facts["holder"] = str(locked_by[0])
             command = (lock_file.get("holder_cmdlines") or {}).get(locked_by[0])
             if command and locked_by[0] not in job_pids:
                 hop.detail += f" ({command[:100]}, not a process of this job)"
+            wrote = lock_file.get("holder_wrote")
+            if wrote is not None and wrote >= HOLDER_AT_WORK_BYTES:
+                hop.facts["holder_wrote"] = str(wrote)
+                hop.detail += f"; it wrote {wrote >> 10} KiB in {HOLDER_GAP} s: at work"
             return
         hop.detail = f"waits for the lock file {hop.object} to go away" + (f" at {hop.where}" if hop.where else "")
         if holders:

@@ -74,12 +74,17 @@ def _string(text) -> Optional[str]:
     return text[1:-1]
 
 
+HOLDER_GAP = 0.5  # seconds between the two readings of a lock holder's I/O counters
+
+
 def describe_lock_file(pid: int, path: str, seconds: float = 3.0) -> Dict[str, object]:
     """{"path", "exists", "holders": [pids with it open], "locked_by": [pids holding a flock/POSIX
-    lock on it], "holder_cmdlines", "recorded_pid", "recorded_alive"}: read as
+    lock on it], "holder_cmdlines", "holder_wrote" (bytes the first holder wrote in HOLDER_GAP s, or
+    None), "recorded_pid", "recorded_alive"}: read as
     process `pid` sees the path (its mount namespace), every read bounded."""
     from debug_stuck.bounded import call_or
     from debug_stuck.inputs import InputError, read_input
+    from debug_stuck.probes.collectors.procs import writes_over
     from debug_stuck.probes.collectors.waits import locks_on, scan_holders
 
     out: Dict[str, object] = {"path": path}
@@ -99,6 +104,10 @@ def describe_lock_file(pid: int, path: str, seconds: float = 3.0) -> Dict[str, o
     if inode is not None:
         out["locked_by"] = [p for p in locks_on(inode) if p != pid]
         out["holder_cmdlines"] = {p: _cmdline(p) for p in out["locked_by"][:3]}
+        if out["locked_by"]:
+            # a holder at work (a download into the locked file, a build) will let go; one that writes
+            # nothing may be stuck itself: two readings of its I/O counters, HOLDER_GAP apart
+            out["holder_wrote"] = writes_over(out["locked_by"][0], HOLDER_GAP)
     first = head.split()[0] if head.split() else ""
     if first.isdigit():
         out["recorded_pid"] = int(first)

@@ -617,6 +617,17 @@ def _counters(pid: int) -> _Counters:
     return _bounded(read, f"reading counters of {pid}", _Counters(None, None, None, time.monotonic()))
 
 
+def writes_over(pid: int, gap: float = 0.5) -> Optional[int]:
+    """Bytes process `pid` wrote (write and send calls) in `gap` seconds, from two bounded readings of
+    its I/O counters; None when they cannot be read (gone, no rights)."""
+    first = _counters(pid)
+    time.sleep(gap)
+    second = _counters(pid)
+    if first.write is None or second.write is None:
+        return None
+    return max(0, second.write - first.write)
+
+
 def _state(info: ProcInfo) -> None:
     pid = info.pid
     status = _bounded(lambda: _read(f"/proc/{pid}/status"), f"reading /proc/{pid}/status", None, info.errors)

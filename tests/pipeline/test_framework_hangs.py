@@ -6,6 +6,7 @@ not ranked."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -400,6 +401,24 @@ def test_a_cache_lock_another_live_process_holds_names_the_holder_not_a_stale_fi
     fix = first_fix(report)
     assert fix.title == f"The lock on {job.info['lock_path']} is held by pid {holder}: let it finish, or stop it"
     assert not any(c.startswith("rm ") for c in fix.commands), fix.commands  # removing it frees nothing
+
+
+def test_a_lock_held_by_another_process_that_writes_is_waiting_its_turn(knowledge, zoo):  # noqa: F811
+    """The holder, no process of the job, downloads into the locked cache (64 KiB every 50 ms): the job
+    waits its turn. Undecided, nobody blamed; a holder that writes nothing is still a hang (above)."""
+    job = zoo("lock_held_elsewhere", args=["writing"])
+    holder = job.info["holder_pid"]
+    try:
+        report = diagnose(knowledge, job.proc.pid)
+        summary = report.verdict.summary
+        assert report.verdict.hung is None and report.culprit is None, top(report)
+        assert (
+            f"waits for the lock on {job.info['lock_path']} that pid {holder} (not a process of this job) holds "
+            "while it writes" in summary
+        ), summary
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(holder, signal.SIGKILL)  # by its pid: it left the job's tree (the zoo also stops its group)
 
 
 def test_a_torchrun_agent_waiting_for_its_other_node_gets_the_rendezvous_fixes_with_its_own_flags(
