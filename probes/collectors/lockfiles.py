@@ -79,12 +79,10 @@ HOLDER_GAP = 0.5  # seconds between the two readings of a lock holder's I/O coun
 
 def describe_lock_file(pid: int, path: str, seconds: float = 3.0) -> Dict[str, object]:
     """{"path", "exists", "holders": [pids with it open], "locked_by": [pids holding a flock/POSIX
-    lock on it], "holder_cmdlines", "holder_wrote" (bytes the first holder wrote in HOLDER_GAP s, or
-    None), "recorded_pid", "recorded_alive"}: read as
+    lock on it], "holder_cmdlines", "recorded_pid", "recorded_alive"}: read as
     process `pid` sees the path (its mount namespace), every read bounded."""
     from debug_stuck.bounded import call_or
     from debug_stuck.inputs import InputError, read_input
-    from debug_stuck.probes.collectors.procs import writes_over
     from debug_stuck.probes.collectors.waits import locks_on, scan_holders
 
     out: Dict[str, object] = {"path": path}
@@ -104,10 +102,6 @@ def describe_lock_file(pid: int, path: str, seconds: float = 3.0) -> Dict[str, o
     if inode is not None:
         out["locked_by"] = [p for p in locks_on(inode) if p != pid]
         out["holder_cmdlines"] = {p: _cmdline(p) for p in out["locked_by"][:3]}
-        if out["locked_by"]:
-            # a holder at work (a download into the locked file, a build) will let go; one that writes
-            # nothing may be stuck itself: two readings of its I/O counters, HOLDER_GAP apart
-            out["holder_wrote"] = writes_over(out["locked_by"][0], HOLDER_GAP)
     first = head.split()[0] if head.split() else ""
     if first.isdigit():
         out["recorded_pid"] = int(first)
@@ -130,7 +124,12 @@ def _cmdline(pid: int) -> str:
 
 def lock_files(candidates: Dict[int, int], py_spy: Optional[str], budget: float = 10.0) -> Dict[int, dict]:
     """{pid: describe_lock_file(...)} for each {pid: tid} whose waiting frame names a lock file that
-    exists; one budget for all."""
+    exists, one budget for all, with "holder_wrote": the bytes the first holder wrote in HOLDER_GAP
+    seconds (None when unreadable). A holder at work (a download into the locked file, a build) will
+    let go; one that writes nothing may be stuck itself. Each holder is read once, all in one gap,
+    however many ranks wait on its lock."""
+    from debug_stuck.probes.collectors.procs import writes_over
+
     deadline = time.monotonic() + budget
     out: Dict[int, dict] = {}
     for pid, tid in candidates.items():
@@ -143,6 +142,11 @@ def lock_files(candidates: Dict[int, int], py_spy: Optional[str], budget: float 
         described = describe_lock_file(pid, path)
         if described.get("exists"):
             out[pid] = described
+    holders = {d["locked_by"][0] for d in out.values() if d.get("locked_by")}
+    wrote = writes_over(sorted(holders), HOLDER_GAP) if holders else {}
+    for described in out.values():
+        if described.get("locked_by"):
+            described["holder_wrote"] = wrote.get(described["locked_by"][0])
     return out
 
 

@@ -617,15 +617,16 @@ def _counters(pid: int) -> _Counters:
     return _bounded(read, f"reading counters of {pid}", _Counters(None, None, None, time.monotonic()))
 
 
-def writes_over(pid: int, gap: float = 0.5) -> Optional[int]:
-    """Bytes process `pid` wrote (write and send calls) in `gap` seconds, from two bounded readings of
-    its I/O counters; None when they cannot be read (gone, no rights)."""
-    first = _counters(pid)
+def writes_over(pids, gap: float = 0.5) -> Dict[int, Optional[int]]:
+    """{pid: bytes it wrote (write and send calls) in one `gap` of seconds}, from two bounded readings
+    of each process's I/O counters; None where they cannot be read (gone, no rights)."""
+    first = {pid: _counters(pid) for pid in pids}
     time.sleep(gap)
-    second = _counters(pid)
-    if first.write is None or second.write is None:
-        return None
-    return max(0, second.write - first.write)
+    out: Dict[int, Optional[int]] = {}
+    for pid, before in first.items():
+        after = _counters(pid)
+        out[pid] = None if before.write is None or after.write is None else max(0, after.write - before.write)
+    return out
 
 
 def _state(info: ProcInfo) -> None:
