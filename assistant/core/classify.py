@@ -176,12 +176,9 @@ def _answered_event_matches(knowledge: Knowledge, answers: Dict[str, Answer], ob
     text, report = found
     line = ObservedLine(text, file=report.file, line=report.line, origin="log", quote=report.quote)
     obs.add("fact", line)
-    out = []
-    for signal in knowledge.signals():
-        m = signal.pattern.search(text) if signal.source == "fact" else None
-        if m:
-            out.append(SignalMatch(signal, "fact", line, signal.describe(m)))
-    return out
+    alone = Observations()
+    alone.add("fact", line)
+    return match_signals(knowledge, alone, sources=("fact",))
 
 
 def derive_answers(knowledge: Knowledge, obs: Observations, matches: List[SignalMatch]) -> None:

@@ -44,6 +44,12 @@ def top(report):
     return [(d.cause, d.confidence) for d in report.diagnoses[:4]], report.culprit, report.verdict.summary
 
 
+def undecided_summary(report) -> str:
+    """The summary of a job watched and not told apart from a slow one, which blames nobody."""
+    assert report.verdict.hung is None and report.culprit is None, top(report)
+    return report.verdict.summary
+
+
 def wait_for(condition, what: str, job, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -410,8 +416,7 @@ def test_a_lock_held_by_another_process_that_writes_is_waiting_its_turn(knowledg
     holder = job.info["holder_pid"]
     try:
         report = diagnose(knowledge, job.proc.pid)
-        summary = report.verdict.summary
-        assert report.verdict.hung is None and report.culprit is None, top(report)
+        summary = undecided_summary(report)
         assert (
             f"waits for the lock on {job.info['lock_path']} that pid {holder} (not a process of this job) holds "
             "while it writes" in summary
@@ -490,8 +495,7 @@ def test_a_datasets_map_whose_workers_all_compute_is_not_called_hung(knowledge, 
     pytest.importorskip("datasets")
     job = zoo("datasets_map", args=["slow"], ready_timeout=120)
     report = diagnose(knowledge, job.proc.pid)
-    summary = report.verdict.summary
-    assert report.verdict.hung is None and report.culprit is None, top(report)
+    summary = undecided_summary(report)
     assert f"pid {job.proc.pid} (rank) waits for its pool worker processes while all 2 of them compute" in summary
     assert any(f"py-spy dump --locals --pid {pid}" in summary for pid in job.info["workers"]), summary
 
@@ -570,13 +574,13 @@ def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge
         assert f"py-spy dump --locals --pid {job.proc.pid}" in summary, summary
         assert report.culprit is None and "Most likely" not in summary, (report.culprit, summary)
     elif scenario == "pool_imap":
-        assert report.verdict.hung is None and report.culprit is None, top(report)
+        undecided_summary(report)
         assert f"pid {job.proc.pid} (rank) waits for its pool worker processes while all 2 of them compute" in summary
     elif scenario == "prefetch_thread":
-        assert report.verdict.hung is None and report.culprit is None, top(report)
+        undecided_summary(report)
         assert f"pid {job.proc.pid} (rank) waits for its thread prefetcher, which computes" in summary, summary
     elif scenario == "child_computes":
-        assert report.verdict.hung is None and report.culprit is None, top(report)
+        undecided_summary(report)
         child = job.info["child"]
         assert f"pid {job.proc.pid} (rank) waits for its child process pid {child} (" in summary, summary
         assert f"py-spy dump --locals --pid {child}" in summary, summary
@@ -596,8 +600,7 @@ def test_one_long_call_of_a_librarys_compute_routine_is_not_called_hung(knowledg
     pytest.importorskip("numpy")
     job = zoo("library_compute")
     report = diagnose(knowledge, job.proc.pid)
-    summary = report.verdict.summary
-    assert report.verdict.hung is None and report.culprit is None, top(report)
+    summary = undecided_summary(report)
     assert summary.startswith(f"Not judged hung from this window: pid {job.proc.pid} (rank) computes inside "
                               "convolve (numpy/"), summary  # fmt: skip
     assert f"py-spy dump --locals --pid {job.proc.pid}" in summary, summary
@@ -610,8 +613,7 @@ def test_a_long_encode_on_the_tokenizers_pool_is_not_called_hung(knowledge, zoo)
     pytest.importorskip("tokenizers")
     job = zoo("tokenizers_encode")
     report = diagnose(knowledge, job.proc.pid)
-    summary = report.verdict.summary
-    assert report.verdict.hung is None and report.culprit is None, top(report)
+    summary = undecided_summary(report)
     assert (
         f"pid {job.proc.pid} (rank) waits for rayon's thread pool (used by tokenizers' parallel encode), whose "
         "threads compute (" in summary
