@@ -4,6 +4,10 @@ On a machine with an NVIDIA GPU and torch built with CUDA, this starts these job
 time:
   cuda_sync   the main thread in cudaStreamSynchronize (torch.cuda.current_stream().synchronize())
               behind minutes of torch.cuda._sleep kernels: the GPU is busy, the host waits;
+  sync_in_library  the same wait reached inside a library: clip_grad_norm_(error_if_nonfinite=True)
+              reads the norm back (a .item() in torch/nn/utils/clip_grad.py) behind minutes of GPU work:
+              the innermost Python frame is torch's, the host spins in CUDA's wait: hung, not a library
+              computing;
   dataloader  a model on the GPU whose DataLoader workers never deliver a batch: the main thread
               waits for the workers, the GPU idles;
   dataloader_pinned  the same with pin_memory=True: the main thread waits on the pin-memory thread's
@@ -71,6 +75,7 @@ SCENARIOS = (
     "quiet_gpu",
     "jax_init",
     "cuda_sync",
+    "sync_in_library",
     "dataloader",
     "dataloader_pinned",
     "nccl_fr",
@@ -115,17 +120,35 @@ def _ready(note: dict) -> None:
 def child_cuda_sync() -> None:
     import torch
 
+    cycles_per_s = _queue_gpu_seconds(QUEUED_GPU_SECONDS)
+    _ready({"cycles_per_s": cycles_per_s, "kernels": int(QUEUED_GPU_SECONDS)})
+    torch.cuda.current_stream().synchronize()  # the hang: cudaStreamSynchronize for minutes
+
+
+def _queue_gpu_seconds(seconds: float) -> float:
+    """Queue about `seconds` of torch.cuda._sleep kernels (one a second) and return the cycles a second."""
+    import torch
+
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     torch.cuda._sleep(100_000_000)
     end.record()
     end.synchronize()
     cycles_per_s = 100_000_000 / (start.elapsed_time(end) / 1000.0)
-    one = int(cycles_per_s)  # about a second a kernel
-    for _ in range(int(QUEUED_GPU_SECONDS)):
-        torch.cuda._sleep(one)
+    for _ in range(int(seconds)):
+        torch.cuda._sleep(int(cycles_per_s))
+    return cycles_per_s
+
+
+def child_sync_in_library() -> None:
+    import torch
+
+    model = torch.nn.Linear(256, 256).cuda()
+    model(torch.randn(32, 256, device="cuda")).sum().backward()
+    cycles_per_s = _queue_gpu_seconds(QUEUED_GPU_SECONDS)
     _ready({"cycles_per_s": cycles_per_s, "kernels": int(QUEUED_GPU_SECONDS)})
-    torch.cuda.current_stream().synchronize()  # the hang: cudaStreamSynchronize for minutes
+    # the hang: the norm's finiteness check reads a GPU value back, behind minutes of queued kernels
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
 
 
 class _NeverDataset:
@@ -173,14 +196,7 @@ def child_nccl_fr() -> None:
         dist.all_reduce(t)
     dist.broadcast(t, 0)
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.cuda._sleep(100_000_000)
-    end.record()
-    end.synchronize()
-    one = int(100_000_000 / (start.elapsed_time(end) / 1000.0))
-    for _ in range(int(QUEUED_GPU_SECONDS)):
-        torch.cuda._sleep(one)
+    _queue_gpu_seconds(QUEUED_GPU_SECONDS)
     work = dist.all_reduce(t, async_op=True)  # NCCL's stream waits for the sleeping kernels
     prefix = os.environ["TORCH_FR_DUMP_TEMP_FILE"]
     as_json = dump_json()  # str on some versions, bytes on others

@@ -115,3 +115,61 @@ def test_a_jax_host_waiting_for_its_cpu_backend_that_computes_is_progressing(
     assert (progress.hung is False) is progressing, progress
     said = any("waits for its device's work, which runs on the CPU" in r for r in progress.reasons)
     assert said is progressing
+
+
+# --- a host blocked launching a kernel behind a GPU that does not drain (H200, bench/gpu_check.py) ----
+
+H200 = GPU_FIXTURES / "h200"
+
+
+def recorded_host(native: bool):
+    """sync_in_library's job as recorded live: its main thread's frames (clip_grad_norm_ ->
+    torch._foreach_norm -> cudaLaunchKernel -> cuLaunchKernel, the queue full behind minutes of
+    sleeping kernels), frozen over two samples, 100% CPU, its GPU replayed from the same run."""
+    from debug_stuck.live.collect import Snapshot
+    from debug_stuck.probes.collectors.procs import ProcInfo
+    from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
+
+    report = json.loads((H200 / "sync_in_library-report.json").read_text())
+    (recorded,) = [p for p in report["processes"] if p["role"] == "rank"]
+    (main,) = [t for t in recorded["threads"] if t["name"] == "MainThread"]
+    frames = [Frame(f["function"], f["file"], f["line"], f.get("native", False)) for f in main["frames"]]
+    frames = [f for f in frames if native or not f.native]
+    pid = recorded["pid"]
+
+    def dump():
+        return StackDump(
+            pid=pid, threads=[ThreadStack(pid, "MainThread", "active", frames)], tool="py-spy", seconds=0.1
+        )
+
+    process = ProcInfo(pid=pid, ppid=1, name="python3", cmdline=recorded["cmdline"].split(), role="rank")
+    process.state, process.cpu_percent = recorded["state"], recorded["cpu_percent"]
+    gpus = collect_gpus(backend=RecordedBackend(GPU_FIXTURES / "nvml-h200-sync-in-library.json"), samples=3, interval=0)
+    snap = Snapshot(
+        host="h", taken_at=0.0, window=1.0, processes=[process], stacks={pid: StackSeries(pid, [dump(), dump()])}
+    )
+    snap.gpus = gpus
+    return snap, pid
+
+
+def test_a_host_blocked_in_a_kernel_launch_inside_a_library_is_a_device_wait_not_a_library_computing(knowledge):
+    # Seen live on an H200: its innermost Python frame is torch's (_get_total_norm, clip_grad.py:96), it
+    # never waits in Python, it burns a core: read as a library's long computation, it was left undecided.
+    # The native frames say it waits for the GPU to take a launch (frames.yaml cuda-launch-queue-full).
+    from debug_stuck.core.classify import Observations
+    from debug_stuck.live.assess import analyze, main_thread_wait
+    from debug_stuck.live.helpers import computes_in_library
+
+    snap, pid = recorded_host(native=True)
+    assert computes_in_library(snap, knowledge, pid) is None
+    assert main_thread_wait(snap, knowledge, pid) == "cuda-sync"
+    progress = analyze(knowledge, snap, Observations()).progress
+    assert progress.hung is True and not progress.undecided_computing, progress
+
+
+def test_without_native_frames_the_same_host_is_a_library_computing(knowledge):
+    # the control: a Python-only dump cannot tell a launch queue from numpy's svd, and says so
+    from debug_stuck.live.helpers import computes_in_library
+
+    snap, pid = recorded_host(native=False)
+    assert computes_in_library(snap, knowledge, pid) == "_get_total_norm (torch/nn/utils/clip_grad.py:96)"
