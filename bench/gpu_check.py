@@ -8,6 +8,18 @@ time:
               reads the norm back (a .item() in torch/nn/utils/clip_grad.py) behind minutes of GPU work:
               the innermost Python frame is torch's, the host spins in CUDA's wait: hung, not a library
               computing;
+  empty_cache_wait  torch.cuda.empty_cache() behind minutes of GPU work (seven-second kernels, fewer than
+              the launch queue holds), a cached block to give back: cudaFree waits for the device;
+  pin_wait    a pinned host buffer asked for (torch.empty(..., pin_memory=True)) behind the same GPU work,
+              then torch.cuda.synchronize(): where the host waits says whether pinning waits for the GPU;
+  launch_bound  a loop of in-place multiplies on a 2 GiB tensor with a silent log: the GPU is the
+              bottleneck, the launch queue stays full and the host waits in cuLaunchKernel on one line of
+              its own code: healthy;
+  launch_bound_small  the same on a 16 MiB tensor (kernels of a few microseconds): healthy;
+  launch_bound_tiny  the same on a 64 KiB tensor (the GPU keeps up; the host is the bottleneck): healthy;
+  lstm_long   an LSTM's forward (torch's own, cuDNN off: cuDNN refuses so long a sequence) over
+              100,000 steps, again and again, silent: one library call launches small kernels for
+              seconds: healthy;
   dataloader  a model on the GPU whose DataLoader workers never deliver a batch: the main thread
               waits for the workers, the GPU idles;
   dataloader_pinned  the same with pin_memory=True: the main thread waits on the pin-memory thread's
@@ -76,6 +88,12 @@ SCENARIOS = (
     "jax_init",
     "cuda_sync",
     "sync_in_library",
+    "empty_cache_wait",
+    "pin_wait",
+    "launch_bound",
+    "launch_bound_small",
+    "launch_bound_tiny",
+    "lstm_long",
     "dataloader",
     "dataloader_pinned",
     "nccl_fr",
@@ -89,6 +107,10 @@ SCENARIOS = (
     "hf_eval",
 )
 HEALTHY = (
+    "launch_bound",
+    "launch_bound_small",
+    "launch_bound_tiny",
+    "lstm_long",
     "healthy_gpu",
     "quiet_gpu",
     "eval_while_waiting",
@@ -125,8 +147,9 @@ def child_cuda_sync() -> None:
     torch.cuda.current_stream().synchronize()  # the hang: cudaStreamSynchronize for minutes
 
 
-def _queue_gpu_seconds(seconds: float) -> float:
-    """Queue about `seconds` of torch.cuda._sleep kernels (one a second) and return the cycles a second."""
+def _queue_gpu_seconds(seconds: float, kernel_seconds: float = 1.0) -> float:
+    """Queue about `seconds` of torch.cuda._sleep kernels (each `kernel_seconds` long) and return the
+    cycles a second."""
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -135,8 +158,8 @@ def _queue_gpu_seconds(seconds: float) -> float:
     end.record()
     end.synchronize()
     cycles_per_s = 100_000_000 / (start.elapsed_time(end) / 1000.0)
-    for _ in range(int(seconds)):
-        torch.cuda._sleep(int(cycles_per_s))
+    for _ in range(int(seconds / kernel_seconds)):
+        torch.cuda._sleep(int(cycles_per_s * kernel_seconds))
     return cycles_per_s
 
 
@@ -149,6 +172,64 @@ def child_sync_in_library() -> None:
     _ready({"cycles_per_s": cycles_per_s, "kernels": int(QUEUED_GPU_SECONDS)})
     # the hang: the norm's finiteness check reads a GPU value back, behind minutes of queued kernels
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
+
+
+def child_empty_cache_wait() -> None:
+    import torch
+
+    block = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    del block  # kept by the caching allocator: empty_cache() has a block to cudaFree
+    cycles_per_s = _queue_gpu_seconds(QUEUED_GPU_SECONDS, kernel_seconds=7.0)
+    _ready({"cycles_per_s": cycles_per_s, "kernels": int(QUEUED_GPU_SECONDS / 7.0)})
+    torch.cuda.empty_cache()  # the hang: cudaFree synchronizes with the device
+    torch.cuda.synchronize()
+
+
+def child_pin_wait() -> None:
+    import torch
+
+    cycles_per_s = _queue_gpu_seconds(QUEUED_GPU_SECONDS, kernel_seconds=7.0)
+    _ready({"cycles_per_s": cycles_per_s, "kernels": int(QUEUED_GPU_SECONDS / 7.0)})
+    torch.empty(64 << 20, dtype=torch.uint8, pin_memory=True)
+    torch.cuda.synchronize()
+
+
+def _multiply_forever(kilobytes: int) -> None:
+    import torch
+
+    x = torch.ones(kilobytes << 8, device="cuda")  # float32: kilobytes KiB
+    print("started", flush=True)
+    for _ in range(2000):
+        x.mul_(1.0000001)
+    torch.cuda.synchronize()
+    _ready({"kilobytes": kilobytes})
+    while True:
+        x.mul_(1.0000001)  # the queue fills: the host waits in the launch, the GPU works
+
+
+def child_launch_bound() -> None:
+    _multiply_forever(2048 << 10)
+
+
+def child_launch_bound_small() -> None:
+    _multiply_forever(16 << 10)
+
+
+def child_launch_bound_tiny() -> None:
+    _multiply_forever(64)
+
+
+def child_lstm_long() -> None:
+    import torch
+
+    lstm = torch.nn.LSTM(64, 256, num_layers=2).cuda()
+    x = torch.randn(100_000, 8, 64, device="cuda")  # (steps, batch, features)
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=False):
+        lstm(x[:1000])
+        torch.cuda.synchronize()
+        _ready({"steps": x.shape[0]})
+        while True:
+            lstm(x)  # one call: cuDNN launches a kernel or more per step
 
 
 class _NeverDataset:

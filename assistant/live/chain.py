@@ -371,6 +371,14 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         hop.detail = "sleeps in a loop" + (f" at {hop.where}" if hop.where else "")
         return
     if op == "running":
+        native = [f for f in hop.frames if f.native]
+        device = innermost_wait(frames_table() or [], [(f.function, f.file) for f in native])
+        if device is not None and device[1].get("wait") == "cuda-sync":
+            # CUDA's wait spins on a core by default (cudaDeviceScheduleAuto/Spin): busy, yet waiting for the GPU
+            hop.kind = "device"
+            hop.detail = f"waits for its GPU in {native[device[0]].function} (CUDA's wait spins on a CPU core)"
+            hop.detail += f", at {hop.where}" if hop.where else ""
+            return
         hop.kind = "cpu"
         hop.detail = "keeps running, never waiting" + (f", at {hop.where}" if hop.where else "")
         return
@@ -843,7 +851,7 @@ def _inside_text(hop: Hop) -> Optional[str]:
     """What the thread was doing, in the job's own terms: the library call its code made (save,
     urlopen, all_reduce), else its own innermost function (__getitem__, fifo_read)."""
     py = python_frames(hop.frames)
-    if hop.where and hop.kind in ("cpu", "sleep"):
+    if hop.where and hop.kind in ("cpu", "sleep", "device"):
         named = next((i for i, f in enumerate(py) if f.text() == hop.where), 0)
         py = py[named + 1 :]  # the frame named already, and what it calls
     roots = job_roots([py])

@@ -47,6 +47,14 @@ STOPPED_STATES = ("T", "t")  # stopped by a signal, or by a debugger
 # tests/fixtures/gpu and gpu/h100/summary.json.
 GPU_COMPUTING_UTIL = 90.0
 GPU_COMPUTING_POWER = 0.3
+# A GPU of the job fed with kernels as they come: NVML's utilization is the share of its sample
+# period in which a kernel ran (nvmlDeviceGetUtilizationRates, nvml.h): below 100 in every reading,
+# kernels started and ended in each. A kernel that never ends holds it at 100; a host that stopped
+# launching leaves it near 0: H100/H200 recordings (tests/fixtures/gpu, gpu/h200 summaries) read 100
+# behind stuck kernels, 0-5 beside stalled DataLoader workers and a stopped rank, 23-28 beside a
+# loop of tiny kernels on one line. GPU_FED_MIN_UTIL keeps a margin above that idle floor.
+GPU_FED_READINGS = 2
+GPU_FED_MIN_UTIL = 10.0
 
 GC_FRAME = re.compile(
     r"^(gc_collect\w*|collect(_with_callback|_generations)?|_PyGC_\w+|gc\.collect"
@@ -103,6 +111,25 @@ def computing_gpus(snap: Snapshot) -> list:
     return out
 
 
+def fed_gpus(snap: Snapshot) -> list:
+    """The job's GPUs whose kernels keep starting and ending through the window (GPU_FED_*): busy part
+    of the time in every reading, on a GPU whose compute processes are all the job's."""
+    if snap.gpus is None:
+        return []
+    job = {p.pid for p in snap.processes}
+    shared = {gp.gpu_index for gp in snap.gpus.processes if gp.pid not in job}
+    used = snap.job_gpu_indices() - shared
+    return [
+        device
+        for device in snap.gpus.devices
+        if device.index in used
+        and device.util_samples >= GPU_FED_READINGS
+        and device.util_min is not None
+        and device.util_min >= GPU_FED_MIN_UTIL
+        and device.util_max < 100
+    ]
+
+
 def _busy(device) -> str:
     return f"{device.util_min or device.util:.0f}% busy at {device.power_w:.0f} W of {device.power_limit_w:.0f} W"
 
@@ -112,7 +139,7 @@ def gpu_of_computing(snap: Snapshot) -> dict:
     computing through the window: a loop that launches that GPU's work and waits for it is the work."""
     if snap.gpus is None:
         return {}
-    devices = {device.index: device for device in computing_gpus(snap)}
+    devices = {device.index: device for device in fed_gpus(snap) + computing_gpus(snap)}
     return {gp.pid: devices[gp.gpu_index] for gp in snap.gpus.processes if gp.gpu_index in devices}
 
 
@@ -291,6 +318,12 @@ def judge_progress(
         )
     for device in computing_gpus(snap):
         reasons.append(f"GPU {device.index} computes for the job: {_busy(device)}")
+    for device in fed_gpus(snap):
+        if device not in computing_gpus(snap):
+            reasons.append(
+                f"GPU {device.index} runs the job's kernels as they come: {device.util_min:.0f}-{device.util_max:.0f}% "
+                f"busy in each of {device.util_samples} readings (kernels start and end), at {device.power_w:.0f} W"
+            )
     if reasons and stuck_logs and not grew and not phase:
         lg = stuck_logs[0]
         reasons = []  # the stack moves, but the job's own log has been silent far beyond its rhythm

@@ -117,20 +117,19 @@ def test_a_jax_host_waiting_for_its_cpu_backend_that_computes_is_progressing(
     assert said is progressing
 
 
-# --- a host blocked launching a kernel behind a GPU that does not drain (H200, bench/gpu_check.py) ----
+# --- hosts that wait for a GPU inside a CUDA call, spinning (H200, bench/gpu_check.py) ----------------
 
 H200 = GPU_FIXTURES / "h200"
 
 
-def recorded_host(native: bool):
-    """sync_in_library's job as recorded live: its main thread's frames (clip_grad_norm_ ->
-    torch._foreach_norm -> cudaLaunchKernel -> cuLaunchKernel, the queue full behind minutes of
-    sleeping kernels), frozen over two samples, 100% CPU, its GPU replayed from the same run."""
+def recorded_host(job: str, nvml: str, native: bool = True):
+    """A job as bench/gpu_check.py recorded it live: its main thread's frames (py-spy --native),
+    frozen over two samples, its CPU and system-call reading, its GPU replayed from the same run."""
     from debug_stuck.live.collect import Snapshot
     from debug_stuck.probes.collectors.procs import ProcInfo
     from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
 
-    report = json.loads((H200 / "sync_in_library-report.json").read_text())
+    report = json.loads((H200 / f"{job}-report.json").read_text())
     (recorded,) = [p for p in report["processes"] if p["role"] == "rank"]
     (main,) = [t for t in recorded["threads"] if t["name"] == "MainThread"]
     frames = [Frame(f["function"], f["file"], f["line"], f.get("native", False)) for f in main["frames"]]
@@ -144,32 +143,113 @@ def recorded_host(native: bool):
 
     process = ProcInfo(pid=pid, ppid=1, name="python3", cmdline=recorded["cmdline"].split(), role="rank")
     process.state, process.cpu_percent = recorded["state"], recorded["cpu_percent"]
-    gpus = collect_gpus(backend=RecordedBackend(GPU_FIXTURES / "nvml-h200-sync-in-library.json"), samples=3, interval=0)
-    snap = Snapshot(
-        host="h", taken_at=0.0, window=1.0, processes=[process], stacks={pid: StackSeries(pid, [dump(), dump()])}
-    )
-    snap.gpus = gpus
+    process.waits = {int(tid): wait for tid, wait in recorded["waits"].items()}  # the main thread: running
+    series = StackSeries(pid, [dump(), dump()])
+    snap = Snapshot(host="h", taken_at=0.0, window=1.0, processes=[process], stacks={pid: series})
+    snap.gpus = collect_gpus(backend=RecordedBackend(GPU_FIXTURES / nvml), samples=3, interval=0)
     return snap, pid
 
 
-def test_a_host_blocked_in_a_kernel_launch_inside_a_library_is_a_device_wait_not_a_library_computing(knowledge):
-    # Seen live on an H200: its innermost Python frame is torch's (_get_total_norm, clip_grad.py:96), it
-    # never waits in Python, it burns a core: read as a library's long computation, it was left undecided.
-    # The native frames say it waits for the GPU to take a launch (frames.yaml cuda-launch-queue-full).
-    from debug_stuck.core.classify import Observations
+@pytest.mark.parametrize(
+    "job, nvml, cuda_call",
+    [
+        # clip_grad_norm_(error_if_nonfinite=True) behind 420 s of queued kernels: torch._foreach_norm's
+        # launch blocked, the queue full (frames.yaml cuda-launch-queue-full)
+        ("sync_in_library", "nvml-h200-sync-in-library.json", "cuLaunchKernel"),
+        # torch.cuda.empty_cache() behind the same work: cudaFree waits for the device (cuda-alloc-sync)
+        ("empty_cache_wait", "nvml-h200-empty-cache.json", "cuMemFree_v2"),
+    ],
+)
+def test_a_host_spinning_in_a_cuda_wait_inside_a_library_is_hung_on_its_gpu(knowledge, job, nvml, cuda_call):
+    # Seen live on an H200: the innermost Python frame is torch's (clip_grad.py, cuda/memory.py), it never
+    # waits in Python, it burns a core: read as a library's long computation, both were left undecided,
+    # then (the launch, once known) called a cpu-spin. The native frames say it waits for the GPU, which
+    # is 100% busy at 0.17 of its power: a kernel that does not compute.
+    from debug_stuck.core.classify import Observations, classify
+    from debug_stuck.core.facts import add_facts
     from debug_stuck.live.assess import analyze, main_thread_wait
     from debug_stuck.live.helpers import computes_in_library
+    from debug_stuck.live.observe import observe
 
-    snap, pid = recorded_host(native=True)
+    snap, pid = recorded_host(job, nvml)
     assert computes_in_library(snap, knowledge, pid) is None
     assert main_thread_wait(snap, knowledge, pid) == "cuda-sync"
-    progress = analyze(knowledge, snap, Observations()).progress
-    assert progress.hung is True and not progress.undecided_computing, progress
+    obs = Observations()
+    observe(snap, obs)
+    live = analyze(knowledge, snap, obs)
+    assert live.progress.hung is True and not live.progress.undecided_computing, live.progress
+    # CUDA spins on a core while it waits: the chain ends at the GPU, not at a runaway loop
+    (end,) = [hop for chain in live.chains for hop in chain.hops if hop.terminal]
+    assert end.kind == "device" and end.detail.startswith(f"waits for its GPU in {cuda_call}"), end.detail
+    add_facts(knowledge, obs)  # as the judge does: the frame table's wait=cuda-sync
+    diagnoses = classify(knowledge, {}, obs).diagnoses
+    assert diagnoses[0].cause == "cuda-sync", [(d.cause, round(d.confidence, 2)) for d in diagnoses[:3]]
 
 
 def test_without_native_frames_the_same_host_is_a_library_computing(knowledge):
     # the control: a Python-only dump cannot tell a launch queue from numpy's svd, and says so
     from debug_stuck.live.helpers import computes_in_library
 
-    snap, pid = recorded_host(native=False)
+    snap, pid = recorded_host("sync_in_library", "nvml-h200-sync-in-library.json", native=False)
     assert computes_in_library(snap, knowledge, pid) == "_get_total_norm (torch/nn/utils/clip_grad.py:96)"
+
+
+def test_a_loop_of_small_kernels_waiting_in_its_launches_beside_its_gpu_computing_is_progressing(knowledge):
+    # Healthy, seen live on an H200: x.mul_() on a 16 MiB tensor in a loop, the GPU behind, so the host
+    # waits in cuLaunchKernel on one line of its own code; the GPU computes for it (100% at 269 W of 700)
+    from debug_stuck.core.classify import Observations
+    from debug_stuck.live.assess import analyze
+    from debug_stuck.live.observe import observe
+
+    snap, pid = recorded_host("launch_bound_small", "nvml-h200-launch-bound-small.json")
+    obs = Observations()
+    observe(snap, obs)
+    progress = analyze(knowledge, snap, obs).progress
+    assert progress.hung is False and progress.state == "progressing", progress
+    assert any(r.startswith("GPU 0 computes for the job: 100% busy at 269 W of 700 W") for r in progress.reasons), (
+        progress.reasons
+    )
+
+
+@pytest.mark.parametrize(
+    "job, nvml, readings",
+    [
+        # x.mul_() on a 64 KiB tensor in a loop, the host the bottleneck, caught in cuLaunchKernel on one
+        # line of its own code: called hung (cuda-sync 93%; before the launch was known, a cpu-spin)
+        ("launch_bound_tiny", "nvml-h200-launch-bound-tiny.json", "23-28% busy in each of 3 readings"),
+        # an LSTM's forward over 100,000 steps (torch's own, cuDNN off): one call of torch's, inside it a
+        # matmul per step; its innermost Python frame torch's (rnn.py), a core busy
+        ("lstm_long", "nvml-h200-lstm-long.json", "30-32% busy in each of 3 readings"),
+    ],
+)
+def test_a_host_launching_small_kernels_on_one_line_beside_its_gpu_partly_busy_is_progressing(
+    knowledge, job, nvml, readings
+):
+    # Healthy, seen live on an H200. Its GPU, partly busy in every reading, runs its kernels as they come:
+    # a kernel that never ends would hold it at 100%, a host that stopped launching would leave it idle.
+    from debug_stuck.core.classify import Observations
+    from debug_stuck.live.assess import analyze
+    from debug_stuck.live.observe import observe
+
+    snap, pid = recorded_host(job, nvml)
+    obs = Observations()
+    observe(snap, obs)
+    progress = analyze(knowledge, snap, obs).progress
+    assert progress.hung is False and progress.state == "progressing", progress
+    reason = f"GPU 0 runs the job's kernels as they come: {readings} (kernels start and end)"
+    assert any(r.startswith(reason) for r in progress.reasons), progress.reasons
+
+
+def test_a_partly_busy_gpu_shared_with_another_process_says_nothing_of_this_job(knowledge, tmp_path):
+    # the same recording with a process of another job in the driver's table: whose kernels they are
+    # is unknown, so the GPU is no sign that this job's host launches them
+    from debug_stuck.live.progress import fed_gpus
+
+    snap, pid = recorded_host("launch_bound_tiny", "nvml-h200-launch-bound-tiny.json")
+    assert [d.index for d in fed_gpus(snap)] == [0]
+    data = json.loads((GPU_FIXTURES / "nvml-h200-launch-bound-tiny.json").read_text())
+    data["devices"][0]["compute_processes"].append({"pid": pid + 1, "usedGpuMemory": 1 << 30})
+    shared = tmp_path / "shared.json"
+    shared.write_text(json.dumps(data))
+    snap.gpus = collect_gpus(backend=RecordedBackend(shared), samples=3, interval=0)
+    assert fed_gpus(snap) == []
