@@ -28,7 +28,7 @@ from debug_stuck.core.libfacts import (
 )
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
-from debug_stuck.live.loops import is_library, job_roots, own_loop
+from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.parties import (
     FUTURE_WAIT,
@@ -380,7 +380,9 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
             hop.detail += f", at {hop.where}" if hop.where else ""
             return
         hop.kind = "cpu"
-        hop.detail = "keeps running, never waiting" + (f", at {hop.where}" if hop.where else "")
+        library = library_native_frame(hop.frames)
+        inside = f" inside {library.function} ({library.file})" if library is not None else ""
+        hop.detail = f"keeps running{inside}, never waiting" + (f", at {hop.where}" if hop.where else "")
         return
     if op in ("futex",):
         hop.kind = "futex"

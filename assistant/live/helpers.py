@@ -22,7 +22,7 @@ from typing import List, Optional
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.loops import is_stdlib, own_frame_index
+from debug_stuck.live.loops import is_stdlib, library_native_frame, own_frame_index
 from debug_stuck.live.progress import BUSY_CPU, running
 
 THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # ThreadPoolExecutor's _worker
@@ -127,19 +127,23 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
     """Where pid's main thread computes, when its innermost Python frame is a library's (numpy's svd,
     a model's forward, a solver's fit) and no frame of its stack waits: a library's compute routine
     runs as long as its input needs, so one frozen window of it is no hang by itself (live.loops says
-    the same of a moving thread). A frozen line of the job's own code, or of the standard library it
-    calls (a loop on a flag, a C call made from it), is not this: it is read as a spin."""
+    the same of a moving thread). So is a line of the job's own code that called a library's native
+    routine directly (torch.linalg.svd, a BLAS product: the native frames under it are the library's,
+    live.loops.library_native_frame). A frozen line of the job's own code, or of the standard library
+    it calls (a loop on a flag, a regex, a builtin), is not this: it is read as a spin."""
     thread = snap.latest_main_thread(pid)
     process = snap.process(pid)
     if thread is None or process is None or not running(process) or process.state in "DZT":
         return None
     frames = [f for f in thread.frames if not f.native]
     own = own_frame_index(frames)
-    if not any(not is_stdlib(f) for f in frames[:own]):
+    in_library = any(not is_stdlib(f) for f in frames[:own])
+    native = None if in_library else library_native_frame(thread.frames)
+    if not in_library and native is None:
         return None  # the job's own line, or the standard library under it (a poll of os.path.exists)
     if innermost_wait(knowledge.frames, [(f.function, f.file) for f in thread.frames]) is not None:
         return None
-    return frames[0].text()
+    return frames[0].text() if native is None else f"{native.function} ({native.file}), called from {frames[0].text()}"
 
 
 def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str, one: str = "") -> Optional[Helpers]:

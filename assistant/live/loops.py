@@ -11,6 +11,7 @@ the second is busy, which is progress until other evidence (the log's rhythm) sa
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Sequence
 
 from debug_stuck.core.owncode import STDLIB, entry_script_roots, is_library_code
@@ -20,6 +21,30 @@ def is_stdlib(frame) -> bool:
     top = (frame.file or "").replace("\\", "/").lstrip("./").split("/", 1)[0]
     top = top[:-3] if top.endswith(".py") else top
     return top in STDLIB or top.startswith("<frozen")
+
+
+# The interpreter's own machine code and the C library under it: a builtin (a regex match, sum() of a
+# list) or a standard-library extension module (lib-dynload) runs here. Any other shared object is a
+# library's native code: numpy's BLAS, torch's kernels (libtorch_cpu.so), a Rust or C++ extension.
+INTERPRETER_CODE = re.compile(r"^(python[\d.]*|libpython[\d.]+\S*|libc[.-]\S*|ld-linux\S*|libpthread\S*|libm[.-]\S*)$")
+# A GPU's driver, runtime or collective library: a host thread held in one for a whole window deals
+# with its device (a sync, a launch, a collective's proxy), whose readings judge it, not the CPU's.
+GPU_RUNTIME_CODE = re.compile(r"^(libcuda|libcudart|libnccl|librccl|libamdhip64|libhsa-runtime64|libnvidia-)\S*$")
+
+
+def library_native_frame(frames):
+    """The innermost named native frame of a library's machine code that the thread's innermost Python
+    frame called into (`frames` innermost first, as py-spy --native and pystack --native give them), or
+    None when it runs the interpreter's own code or a GPU runtime's (a device wait, judged by the GPU
+    readings), or no native frame was read."""
+    for frame in frames:
+        if not frame.native:
+            return None
+        name = frame.file or ""
+        if "/lib-dynload/" in (frame.path or "") or INTERPRETER_CODE.match(name) or frame.function.startswith("0x"):
+            continue
+        return None if GPU_RUNTIME_CODE.match(name) else frame
+    return None
 
 
 def job_roots(thread_frames) -> List[str]:
@@ -74,8 +99,8 @@ def own_loop(series, tid: int):
         index = own_frame_index(frames, roots)
         if index is None:
             return None
-        if any(not f.native and not is_stdlib(f) for f in frames[:index]):
-            return None  # it went down into a library's code: work, not a poll
+        if any(not f.native and not is_stdlib(f) for f in frames[:index]) or library_native_frame(frames):
+            return None  # it went down into a library's code (Python or native): work, not a poll
         owner = frames[index]
         owners.add((owner.bare_name, owner.file))
         last = owner

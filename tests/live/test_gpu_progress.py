@@ -253,3 +253,21 @@ def test_a_partly_busy_gpu_shared_with_another_process_says_nothing_of_this_job(
     shared.write_text(json.dumps(data))
     snap.gpus = collect_gpus(backend=RecordedBackend(shared), samples=3, interval=0)
     assert fed_gpus(snap) == []
+
+
+@pytest.mark.parametrize(
+    "job, nvml, inside",
+    [
+        # held in CUDA's driver (cuLaunchKernel): the device's business, judged by its readings
+        ("launch_bound_tiny", "nvml-h200-launch-bound-tiny.json", None),
+        ("sync_in_library", "nvml-h200-sync-in-library.json", None),
+        # in torch's own CUDA code, launching (an LSTM step's matmul): a library at work on the host
+        ("lstm_long", "nvml-h200-lstm-long.json", "libc10_cuda.so"),
+    ],
+)
+def test_the_native_code_under_a_frozen_line_is_a_librarys_unless_it_is_the_gpu_runtime(job, nvml, inside):
+    from debug_stuck.live.loops import library_native_frame
+
+    snap, pid = recorded_host(job, nvml)
+    found = library_native_frame(snap.latest_main_thread(pid).frames)
+    assert (found.file if found is not None else None) == inside, found

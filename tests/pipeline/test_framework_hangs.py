@@ -606,6 +606,24 @@ def test_one_long_call_of_a_librarys_compute_routine_is_not_called_hung(knowledg
     assert f"py-spy dump --locals --pid {job.proc.pid}" in summary, summary
 
 
+@pytest.mark.parametrize(
+    "scenario, library",
+    [("torch_svd", "libtorch_cpu.so"), ("numpy_matmul", "openblas")],
+)
+def test_a_long_native_call_made_from_the_jobs_own_line_is_not_called_hung(knowledge, zoo, scenario, library):  # noqa: F811
+    """torch.linalg.svd, or numpy's matmul, called straight from the job's own line: no Python frame of
+    the library, its BLAS under that line at 200% CPU. Seen by hand: hung, cpu-spin 93%, "keeps running,
+    never waiting, at <module>". py-spy --native shows the library's machine code: undecided."""
+    if scenario == "torch_svd":
+        pytest.importorskip("torch")
+    job = zoo("library_compute", args=[scenario])
+    report = diagnose(knowledge, job.proc.pid)
+    summary = undecided_summary(report)
+    assert summary.startswith(f"Not judged hung from this window: pid {job.proc.pid} (rank) computes inside "), summary
+    inside = summary.split("computes inside ", 1)[1].split(" for the whole window", 1)[0]
+    assert library in inside and f"called from {scenario} (" in inside, summary
+
+
 def test_a_long_encode_on_the_tokenizers_pool_is_not_called_hung(knowledge, zoo):  # noqa: F811
     """The main thread waits on rayon's latch while the pool's native threads (not listed by py-spy)
     compute: the process's CPU says they work. Undecided, nobody blamed; the fork case, where the
