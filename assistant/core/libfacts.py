@@ -127,6 +127,15 @@ def innermost_wait(entries, frames) -> tuple[int, dict] | None:
     return None
 
 
+def computing_routine(entries, frames) -> int | None:
+    """The index of the innermost frame that is a library's compute routine (frames.yaml `computes`:
+    a parser or serializer whose time grows with its input), or None. `frames`: (function, file) pairs."""
+    for index, (function, file) in enumerate(frames):
+        if (match_frame(entries, function, file) or {}).get("computes"):
+            return index
+    return None
+
+
 def chosen_wait(matched) -> int | None:
     """Of a thread's matched entries (innermost first), the index of the one that says what it
     waits on: CPython's C frame of a call (os.read, a lock's acquire) says how it waits, and a

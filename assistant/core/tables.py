@@ -222,6 +222,9 @@ def _check_frames(data: dict, file: str) -> List[TableProblem]:
             problems.append((file, f"{where}.stand_in", why))
         if "polls" in entry and not isinstance(entry["polls"], bool):
             problems.append((file, f"{where}.polls", "true or false: the wait is a loop of short tries"))
+        if "computes" in entry and not (entry["computes"] is True and entry.get("wait") == "busy"):
+            why = "true, on a busy entry: a routine whose time grows with its input (a parser, a serializer)"
+            problems.append((file, f"{where}.computes", why))
         if "lost_at_fork" in entry and not isinstance(entry["lost_at_fork"], bool):
             why = "true or false: the threads that release the wait are not copied into a forked child"
             problems.append((file, f"{where}.lost_at_fork", why))

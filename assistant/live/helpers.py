@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from debug_stuck.core.knowledge import Knowledge
-from debug_stuck.core.libfacts import innermost_wait, match_frame
+from debug_stuck.core.libfacts import computing_routine, innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.loops import is_stdlib, library_native_frame, own_frame_index
 from debug_stuck.live.progress import BUSY_CPU, running
@@ -137,13 +137,20 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
         return None
     frames = [f for f in thread.frames if not f.native]
     own = own_frame_index(frames)
-    in_library = any(not is_stdlib(f) for f in frames[:own])
+    under = thread.frames[: thread.frames.index(frames[own])] if own is not None else thread.frames
+    routine = computing_routine(knowledge.frames, [(f.bare_name, f.file) for f in under])
+    in_library = any(not is_stdlib(f) for f in frames[:own]) or routine is not None
     native = None if in_library else library_native_frame(thread.frames)
     if not in_library and native is None:
         return None  # the job's own line, or the standard library under it (a poll of os.path.exists)
-    if innermost_wait(knowledge.frames, [(f.function, f.file) for f in thread.frames]) is not None:
+    wait = innermost_wait(knowledge.frames, [(f.function, f.file) for f in thread.frames])
+    if wait is not None and wait[1].get("wait") != "gc":  # a collection its allocations set off is its work
         return None
-    return frames[0].text() if native is None else f"{native.function} ({native.file}), called from {frames[0].text()}"
+    if native is not None:
+        return f"{native.function} ({native.file}), called from {frames[0].text()}"
+    if routine is not None and under[routine].native:
+        return f"{under[routine].text()}, called from {frames[0].text()}"
+    return frames[0].text()
 
 
 def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str, one: str = "") -> Optional[Helpers]:

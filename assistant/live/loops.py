@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Sequence
 
+from debug_stuck.core.libfacts import computing_routine
 from debug_stuck.core.owncode import STDLIB, entry_script_roots, is_library_code
+from debug_stuck.live.jobfacts import frames_table
 
 
 def is_stdlib(frame) -> bool:
@@ -40,9 +42,12 @@ def library_native_frame(frames):
     for frame in frames:
         if not frame.native:
             return None
-        name = frame.file or ""
-        if "/lib-dynload/" in (frame.path or "") or INTERPRETER_CODE.match(name) or frame.function.startswith("0x"):
+        where = (frame.module or frame.file or "").replace("\\", "/")  # the shared object, or its C source
+        name = where.rsplit("/", 1)[-1]
+        if "/lib-dynload/" in where or INTERPRETER_CODE.match(name) or frame.function.startswith("0x"):
             continue
+        if frame.module is None and re.search(r"\.(c|h|cc|cpp)$", name):
+            continue  # a C source file and no shared object named: most likely the interpreter's own
         return None if GPU_RUNTIME_CODE.match(name) else frame
     return None
 
@@ -101,6 +106,8 @@ def own_loop(series, tid: int):
             return None
         if any(not f.native and not is_stdlib(f) for f in frames[:index]) or library_native_frame(frames):
             return None  # it went down into a library's code (Python or native): work, not a poll
+        if computing_routine(frames_table() or [], [(f.bare_name, f.file) for f in frames[:index]]) is not None:
+            return None  # a parse or an unpickling of the standard library's: work, not a poll
         owner = frames[index]
         owners.add((owner.bare_name, owner.file))
         last = owner

@@ -73,13 +73,15 @@ def _stacks_to_wire(stacks: dict) -> Tuple[list, list, list]:
                 ids = []
                 for frame in thread.frames:
                     path = frame.path if frame.path and frame.path != frame.file else None
-                    key = (frame.function, frame.file, frame.line, bool(frame.native), path)
+                    key = (frame.function, frame.file, frame.line, bool(frame.native), path, frame.module)
                     idx = frame_index.get(key)
                     if idx is None:
                         idx = frame_index[key] = len(frames)
                         row = [frame.function, frame.file, frame.line, 1 if frame.native else 0]
-                        if path:
+                        if path or frame.module:
                             row.append(path)  # a fifth element, so readers of four-element rows still work
+                        if frame.module:
+                            row.append(frame.module)  # a sixth: a native frame's shared object
                         frames.append(row)
                     ids.append(idx)
                 skey = tuple(ids)
@@ -107,7 +109,14 @@ def _stacks_from_wire(frames_in: list, table: list, series_in: list) -> dict:
     from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
 
     frames = [
-        Frame(function=f[0], file=f[1], line=f[2], native=bool(f[3]), path=f[4] if len(f) > 4 else None)
+        Frame(
+            function=f[0],
+            file=f[1],
+            line=f[2],
+            native=bool(f[3]),
+            path=f[4] if len(f) > 4 else None,
+            module=f[5] if len(f) > 5 else None,
+        )
         for f in frames_in
     ]
     stacks = [[frames[i] for i in ids] for ids in table]

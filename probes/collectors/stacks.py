@@ -52,6 +52,7 @@ class Frame:
     line: Optional[int]
     native: bool = False
     path: Optional[str] = None  # the full file name, where `file` is shortened (py-spy's short_filename)
+    module: Optional[str] = None  # a native frame's shared object, where `file` is its C source (py-spy's module)
 
     @property
     def bare_name(self) -> str:
@@ -66,6 +67,8 @@ class Frame:
             out["native"] = True
         if self.path and self.path != self.file:
             out["path"] = self.path
+        if self.module and self.module not in (self.file, self.path):
+            out["module"] = self.module
         return out
 
     def text(self) -> str:
@@ -372,6 +375,7 @@ def _parse_pyspy_json(text: str) -> list:
                     line=line if isinstance(line, int) and line > 0 else None,
                     native=native,
                     path=str(raw["filename"]) if raw.get("filename") else None,
+                    module=str(raw["module"]) if native and raw.get("module") else None,
                 )
             )
         tid = item.get("os_thread_id")

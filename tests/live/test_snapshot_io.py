@@ -161,3 +161,20 @@ def test_groups_merge_across_nodes_by_stack():
     merged = merge_groups(parts)
     assert [g.ranks for g in merged] == [[0, 1, 8, 9], [10]]
     assert merged[0].hosts == ["a", "a", "b", "b"] and merged[0].pids == [100, 101, 101, 100]
+
+
+def test_a_native_frames_shared_object_round_trips():
+    # py-spy names a native frame's shared object in `module` when `file` is its C source (a Python
+    # built with its symbols): the wire form keeps it, so a remote node's parse reads as a parse
+    from debug_stuck.probes.collectors.procs import ProcInfo
+    from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
+
+    scanner = Frame("scan_once_unicode", "_json.c", 1066, native=True, path="/b/Modules/_json.c",
+                    module="/py/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so")  # fmt: skip
+    python = Frame("raw_decode", "json/decoder.py", 353, path="/py/lib/python3.11/json/decoder.py")
+    thread = ThreadStack(tid=41, name="MainThread", state="active", frames=[scanner, python])
+    process = ProcInfo(pid=41, ppid=1, name="python", cmdline=["python", "load.py"], role="rank")
+    series = StackSeries(41, [StackDump(pid=41, threads=[thread], tool="py-spy", seconds=0.1)])
+    snap = Snapshot(host="h", taken_at=0.0, window=1.0, processes=[process], stacks={41: series})
+    frames = trip(snap).stacks[41].latest().threads[0].frames
+    assert frames == [scanner, python]

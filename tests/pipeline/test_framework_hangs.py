@@ -624,6 +624,19 @@ def test_a_long_native_call_made_from_the_jobs_own_line_is_not_called_hung(knowl
     assert library in inside and f"called from {scenario} (" in inside, summary
 
 
+def test_a_large_json_parse_on_the_jobs_own_line_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """json.loads of a 72 MB document from the job's own line: the standard library's parser, not a
+    spin. By hand first (json.load of a 770 MB annotation file, 15 s): hung, cpu-spin 93%, or gc-pause
+    93% when a sample caught the collector the parser's allocations set off. Undecided now."""
+    job = zoo("stdlib_parse")
+    report = diagnose(knowledge, job.proc.pid)
+    summary = undecided_summary(report)
+    expected = (
+        f"Not judged hung from this window: pid {job.proc.pid} (rank) computes inside raw_decode (json/decoder.py:"
+    )
+    assert summary.startswith(expected), summary
+
+
 def test_a_long_encode_on_the_tokenizers_pool_is_not_called_hung(knowledge, zoo):  # noqa: F811
     """The main thread waits on rayon's latch while the pool's native threads (not listed by py-spy)
     compute: the process's CPU says they work. Undecided, nobody blamed; the fork case, where the
