@@ -374,9 +374,11 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         native = [f for f in hop.frames if f.native]
         device = innermost_wait(frames_table() or [], [(f.function, f.file) for f in native])
         if device is not None and device[1].get("wait") == "cuda-sync":
-            # CUDA's wait spins on a core by default (cudaDeviceScheduleAuto/Spin): busy, yet waiting for the GPU
+            # CUDA's wait spins on a core by default (cudaDeviceScheduleAuto/Spin), HIP's too
+            # (hipDeviceScheduleAuto): busy, yet waiting for the GPU
             hop.kind = "device"
-            hop.detail = f"waits for its GPU in {native[device[0]].function} (CUDA's wait spins on a CPU core)"
+            runtime = "HIP" if device[1].get("library") == "hip" else "CUDA"
+            hop.detail = f"waits for its GPU in {native[device[0]].function} ({runtime}'s wait spins on a CPU core)"
             hop.detail += f", at {hop.where}" if hop.where else ""
             return
         hop.kind = "cpu"

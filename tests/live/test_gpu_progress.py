@@ -271,3 +271,29 @@ def test_the_native_code_under_a_frozen_line_is_a_librarys_unless_it_is_the_gpu_
     snap, pid = recorded_host(job, nvml)
     found = library_native_frame(snap.latest_main_thread(pid).frames)
     assert (found.file if found is not None else None) == inside, found
+
+
+def test_a_rocm_host_spinning_in_a_hip_wait_waits_for_its_gpu(knowledge):
+    # HIP mirrors CUDA's scheduling flags (hipDeviceScheduleAuto/Spin): a host running inside
+    # hipStreamSynchronize (frames.yaml hip-runtime-sync) waits for its GPU the same way
+    from debug_stuck.core.classify import Observations
+    from debug_stuck.live.assess import analyze
+    from debug_stuck.live.collect import Snapshot
+    from debug_stuck.probes.collectors.procs import ProcInfo
+    from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
+
+    frames = [
+        Frame("hipStreamSynchronize", "libamdhip64.so.6", None, native=True),
+        Frame("synchronize", "torch/cuda/streams.py", 108),
+        Frame("train", "train.py", 40),
+        Frame("<module>", "train.py", 52),
+    ]
+    dump = StackDump(pid=77, threads=[ThreadStack(77, "MainThread", "active", frames)], tool="py-spy", seconds=0.1)
+    process = ProcInfo(pid=77, ppid=1, name="python", cmdline=["python", "train.py"], role="rank")
+    process.state, process.cpu_percent, process.waits = "R", 99.0, {77: {"tid": 77, "op": "running"}}
+    snap = Snapshot(host="h", taken_at=0.0, window=1.0, processes=[process], stacks={77: StackSeries(77, [dump, dump])})
+    (end,) = [hop for chain in analyze(knowledge, snap, Observations()).chains for hop in chain.hops if hop.terminal]
+    assert end.kind == "device", end.detail
+    assert end.detail.startswith("waits for its GPU in hipStreamSynchronize (HIP's wait spins on a CPU core)"), (
+        end.detail
+    )
