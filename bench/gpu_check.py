@@ -5,9 +5,9 @@ time:
   cuda_sync   the main thread in cudaStreamSynchronize (torch.cuda.current_stream().synchronize())
               behind minutes of torch.cuda._sleep kernels: the GPU is busy, the host waits;
   sync_in_library  the same wait reached inside a library: clip_grad_norm_(error_if_nonfinite=True)
-              reads the norm back (a .item() in torch/nn/utils/clip_grad.py) behind minutes of GPU work:
-              the innermost Python frame is torch's, the host spins in CUDA's wait: hung, not a library
-              computing;
+              behind minutes of GPU work; on the H200 the host blocked before the norm's read-back, in
+              torch._foreach_norm's cuLaunchKernel (the launch queue full): the innermost Python frame is
+              torch's, the host spins in CUDA's wait: hung, not a library computing;
   empty_cache_wait  torch.cuda.empty_cache() behind minutes of GPU work (seven-second kernels, fewer than
               the launch queue holds), a cached block to give back: cudaFree waits for the device;
   pin_wait    a pinned host buffer asked for (torch.empty(..., pin_memory=True)) behind the same GPU work,

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from debug_stuck.core.knowledge import Knowledge
-from debug_stuck.core.libfacts import computing_routine, innermost_wait, match_frame
+from debug_stuck.core.libfacts import innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.loops import is_stdlib, library_native_frame, own_frame_index
+from debug_stuck.live.loops import library_at_work, own_frame_index
 from debug_stuck.live.progress import BUSY_CPU, running
 
 THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # ThreadPoolExecutor's _worker
@@ -135,22 +135,15 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
     process = snap.process(pid)
     if thread is None or process is None or not running(process) or process.state in "DZT":
         return None
-    frames = [f for f in thread.frames if not f.native]
-    own = own_frame_index(frames)
-    under = thread.frames[: thread.frames.index(frames[own])] if own is not None else thread.frames
-    routine = computing_routine(knowledge.frames, [(f.bare_name, f.file) for f in under])
-    in_library = any(not is_stdlib(f) for f in frames[:own]) or routine is not None
-    native = None if in_library else library_native_frame(thread.frames)
-    if not in_library and native is None:
+    own = own_frame_index(thread.frames)
+    found = library_at_work(thread.frames, own if own is not None else len(thread.frames))
+    if found is None:
         return None  # the job's own line, or the standard library under it (a poll of os.path.exists)
     wait = innermost_wait(knowledge.frames, [(f.function, f.file) for f in thread.frames])
     if wait is not None and wait[1].get("wait") != "gc":  # a collection its allocations set off is its work
         return None
-    if native is not None:
-        return f"{native.function} ({native.file}), called from {frames[0].text()}"
-    if routine is not None and under[routine].native:
-        return f"{under[routine].text()}, called from {frames[0].text()}"
-    return frames[0].text()
+    innermost = next(f for f in thread.frames if not f.native)
+    return f"{found.text()}, called from {innermost.text()}" if found.native else innermost.text()
 
 
 def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str, one: str = "") -> Optional[Helpers]:

@@ -32,6 +32,7 @@ INTERPRETER_CODE = re.compile(r"^(python[\d.]*|libpython[\d.]+\S*|libc[.-]\S*|ld
 # A GPU's driver, runtime or collective library: a host thread held in one for a whole window deals
 # with its device (a sync, a launch, a collective's proxy), whose readings judge it, not the CPU's.
 GPU_RUNTIME_CODE = re.compile(r"^(libcuda|libcudart|libnccl|librccl|libamdhip64|libhsa-runtime64|libnvidia-)\S*$")
+C_SOURCE = re.compile(r"\.(c|h|cc|cpp)$")  # py-spy's file for a native frame read with its symbols
 
 
 def library_native_frame(frames):
@@ -46,10 +47,23 @@ def library_native_frame(frames):
         name = where.rsplit("/", 1)[-1]
         if "/lib-dynload/" in where or INTERPRETER_CODE.match(name) or frame.function.startswith("0x"):
             continue
-        if frame.module is None and re.search(r"\.(c|h|cc|cpp)$", name):
+        if frame.module is None and C_SOURCE.search(name):
             continue  # a C source file and no shared object named: most likely the interpreter's own
         return None if GPU_RUNTIME_CODE.match(name) else frame
     return None
+
+
+def library_at_work(frames, own: int):
+    """The frame under the job's own frame (`frames[:own]`, innermost first) that shows a library at
+    work, or None when only the standard library and the interpreter run there: a library's Python
+    frame, else a standard-library routine whose time grows with its input (frames.yaml `computes`: a
+    JSON parse, an unpickling), else a library's native code (library_native_frame)."""
+    under = frames[:own]
+    found = next((f for f in under if not f.native and not is_stdlib(f)), None)
+    if found is not None:
+        return found
+    routine = computing_routine(frames_table() or [], [(f.bare_name, f.file) for f in under])
+    return under[routine] if routine is not None else library_native_frame(frames)
 
 
 def job_roots(thread_frames) -> List[str]:
@@ -104,10 +118,8 @@ def own_loop(series, tid: int):
         index = own_frame_index(frames, roots)
         if index is None:
             return None
-        if any(not f.native and not is_stdlib(f) for f in frames[:index]) or library_native_frame(frames):
-            return None  # it went down into a library's code (Python or native): work, not a poll
-        if computing_routine(frames_table() or [], [(f.bare_name, f.file) for f in frames[:index]]) is not None:
-            return None  # a parse or an unpickling of the standard library's: work, not a poll
+        if library_at_work(frames, index) is not None:
+            return None  # it went down into a library's code: work, not a poll
         owner = frames[index]
         owners.add((owner.bare_name, owner.file))
         last = owner

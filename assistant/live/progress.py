@@ -316,10 +316,11 @@ def judge_progress(
             f"{info.label()} waits for its device's work, which runs on the CPU in its other threads "
             f"({info.cpu_percent:.0f}% CPU)"
         )
-    for device in computing_gpus(snap):
+    gpus_computing = computing_gpus(snap)
+    for device in gpus_computing:
         reasons.append(f"GPU {device.index} computes for the job: {_busy(device)}")
     for device in fed_gpus(snap):
-        if device not in computing_gpus(snap):
+        if device not in gpus_computing:
             reasons.append(
                 f"GPU {device.index} runs the job's kernels as they come: {device.util_min:.0f}-{device.util_max:.0f}% "
                 f"busy in each of {device.util_samples} readings (kernels start and end), at {device.power_w:.0f} W"
