@@ -59,6 +59,7 @@ VALUES = {
     "thread_name": "a thread the end of the wait waits for (Python's exit waits for it)",
     "thread_site": "where that thread's own code waits (uploader (train.py:12))",
     "fork_parent": "the process that forked the waiting one (multiprocessing's fork start method)",
+    "gil_lib": "the shared library whose function a thread called through ctypes and blocks in, holding the GIL",
 }
 
 # phrases a remedy's prose may leave out when the report does not know them
@@ -241,6 +242,9 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     inside = (end.get("waits_on") or {}).get("detail") or ""
     found = re.search(r", inside (\w+)", inside)
     values["inside_text"] = f", inside {found.group(1)}" if found else ""
+    found = re.search(r"is blocked in \S+ \(([^)]+)\), through ctypes", inside)
+    if found and waits.get("gil") == "held":
+        values["gil_lib"] = found.group(1)  # live.gil.native_call
     return values
 
 

@@ -18,7 +18,7 @@ WAIT_KINDS = (
     "queue", "lock", "condition", "event", "semaphore", "future", "join", "subprocess", "pipe",
     "socket-connect", "socket-accept", "socket-recv", "socket-send", "ssl", "http", "file-open",
     "file-read", "file-write", "flock", "collective", "rendezvous", "cuda-sync", "compile",
-    "build-lock", "sleep", "input", "gc", "import", "busy",
+    "build-lock", "sleep", "input", "gc", "gil", "import", "busy",
 )  # fmt: skip
 JOB_FACTS = (
     "dataloader", "distributed", "multiprocess", "threads", "cuda", "rocm", "compile",

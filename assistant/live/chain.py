@@ -27,6 +27,7 @@ from debug_stuck.core.libfacts import (
     unwrap_call,
 )
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
 from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop
 from debug_stuck.live.observe import describe_ranks
@@ -67,7 +68,7 @@ HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER
 SILENT_CONNECTION_MS, DELIVERING_MS = 3_000, 2_000
 WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
-    "forked_by",
+    "forked_by", "gil",
 )  # fmt: skip
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
@@ -481,6 +482,7 @@ def follow(job: JobView, pid: int, tid: Optional[int] = None, seen: Optional[Set
         elif hop.kind == "cpu" and "lockfile" not in hop.facts:
             _name_own_loop(job, hop)
         nxt = _next(job, hop, wait or {})
+        note_gil_holder(job, hop, after_waiter=bool(hops) and hops[-1].facts.get("gil") == "wait")
         hops.append(hop)
         if nxt is None:
             hop.terminal = True
@@ -547,6 +549,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     files = " ".join(f.file for f in python_frames(thread.frames)) if thread is not None else ""
     if hop.facts.get("stdin") == "prompt":
         return None
+    holder = to_gil_holder(job, hop, thread)
+    if holder is not None:
+        return hop.pid, holder
     spawned = spawn_children(job, hop, thread)
     if spawned:
         hop.facts.pop("end", None)
@@ -815,7 +820,8 @@ def chain_sentence(chain: Chain) -> str:
         who = first.who
         if first.pid == end.pid and first.host == end.host:
             who = "its main thread" if first.tid == first.pid else f"its thread {first.thread!r}"
-        text += f"; {who} {verb} for it in {how}"
+        gil = first.facts.get("gil") == "wait" and len(hops) == 2
+        text += f"; {who} {verb} for {'the GIL' if gil else 'it'} in {how}"
         if len(hops) > 2:
             text += " (through " + ", ".join(h.who for h in hops[1:-1]) + ")"
     return text[:1].upper() + text[1:]
@@ -842,6 +848,8 @@ def _relation(before: Hop, hop: Hop) -> str:
         return ", the other end of that connection,"
     if before.kind == "child":
         return f", the child of pid {before.pid},"
+    if before.kind == "thread" and before.facts.get("gil") == "wait":
+        return ", which holds the GIL (Python's global interpreter lock),"
     if before.kind == "thread" and before.facts.get("end") == "queue-flush":
         return ", its queue's feeder thread,"
     if before.kind == "thread" and before.detail.startswith("waits for thread"):

@@ -89,7 +89,10 @@ def _stacks_to_wire(stacks: dict) -> Tuple[list, list, list]:
                 if sidx is None:
                     sidx = stack_index[skey] = len(table)
                     table.append(ids)
-                threads.append([thread.tid, thread.name, thread.state, sidx])
+                row = [thread.tid, thread.name, thread.state, sidx]
+                if thread.holds_gil:
+                    row.append(1)  # a fifth element, so readers of four-element rows still work
+                threads.append(row)
             entry = {"tool": dump.tool, "seconds": round(dump.seconds, 3), "threads": threads}
             if dump.error:
                 entry["error"] = dump.error
@@ -126,7 +129,10 @@ def _stacks_from_wire(frames_in: list, table: list, series_in: list) -> dict:
         dumps = []
         for d in item.get("dumps") or []:
             threads = [
-                ThreadStack(tid=int(t[0]), name=t[1], state=t[2], frames=list(stacks[t[3]])) for t in d["threads"]
+                ThreadStack(
+                    tid=int(t[0]), name=t[1], state=t[2], frames=list(stacks[t[3]]), holds_gil=len(t) > 4 and bool(t[4])
+                )
+                for t in d["threads"]
             ]
             dumps.append(
                 StackDump(

@@ -83,14 +83,20 @@ class ThreadStack:
     name: str
     state: str
     frames: list[Frame] = field(default_factory=list)
+    # The tool read this thread as the GIL's owner (py-spy's owns_gil, pystack's gil). Idle and
+    # holding it, the thread blocks every other Python thread of its process.
+    holds_gil: bool = False
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "tid": self.tid,
             "name": self.name,
             "state": self.state,
             "frames": [frame.to_dict() for frame in self.frames],
         }
+        if self.holds_gil:
+            out["holds_gil"] = True
+        return out
 
     def signature(self, lines: bool = False) -> tuple:
         # Native frames are left out: their presence depends on the tool and on whether unwinding
@@ -387,6 +393,7 @@ def _parse_pyspy_json(text: str) -> list:
                 name=str(item.get("thread_name") or ""),
                 state=_thread_state(bool(item.get("active")), bool(item.get("owns_gil"))),
                 frames=frames,
+                holds_gil=bool(item.get("owns_gil")),
             )
         )
     return threads
@@ -597,6 +604,7 @@ def _pystack_threads(pid: int, native: bool, deadline: float, budget: float, not
                 name=str(item.get("name") or ""),
                 state=_thread_state(active, bool(item.get("gil"))),
                 frames=frames,
+                holds_gil=bool(item.get("gil")),
             )
         )
     return threads
