@@ -23,15 +23,17 @@ from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.loops import library_at_work, own_frame_index
-from debug_stuck.live.progress import BUSY_CPU, running
+from debug_stuck.live.progress import BUSY_CPU, running, thread_motion
+from debug_stuck.probes.collectors.stacks import main_thread
 
 THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # ThreadPoolExecutor's _worker
 # What a main thread waits in for its pool's results: a future (concurrent.futures, a Pool's
 # AsyncResult.get), an event (AsyncResult.wait), a condition (Pool.imap's next) or a queue the
-# workers fill (datasets' Dataset.map with num_proc polls one). The helpers counted for them are a
-# ThreadPoolExecutor's threads, else the process's pool workers, else the threads of the job's own
-# code; a wait of these kinds with none of them finds none.
-POOL_WAITS = ("future", "event", "condition", "queue")
+# workers fill (datasets' Dataset.map with num_proc polls one), or a join of threads (Thread.join: a
+# worker thread that extracts features while the main thread waits for it to end). The helpers counted
+# for them are a ThreadPoolExecutor's threads, else the process's pool workers, else the threads of the
+# job's own code; a wait of these kinds with none of them finds none.
+POOL_WAITS = ("future", "event", "condition", "queue", "join")
 PROCESS_POOL_WORKER = re.compile(r"(^|/)multiprocess(ing)?/pool\.py$|(^|/)concurrent/futures/process\.py$")
 
 
@@ -79,6 +81,8 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         # one, whose stack says where; a child that writes is progress already)
         children = [p for p in snap.processes if p.ppid == pid]
         return _processes(snap, knowledge, children, "child processes", "child process")
+    if _sleeps(snap, pid, thread.tid):
+        return _sleeps_beside_children(snap, knowledge, pid, thread)
     if not any(e.get("wait") in POOL_WAITS for e in waits):
         return None
     others = [t for t in _latest_threads(snap, pid) if t.tid != thread.tid]
@@ -123,6 +127,42 @@ def _native_pool(snap: Snapshot, pid: int, entry: dict) -> Optional[Helpers]:
     )
 
 
+def _sleeps(snap: Snapshot, pid: int, tid: int) -> bool:
+    process = snap.process(pid)
+    return process is not None and ((process.waits or {}).get(tid) or {}).get("op") == "sleep"
+
+
+def _sleeps_beside_children(snap: Snapshot, knowledge: Knowledge, pid: int, thread) -> Optional[Helpers]:
+    """A main thread that sleeps in a loop (polling for a results file, a marker, a status) while every
+    child process it started computes: it waits for what they will produce (an evaluator writing its
+    scores), slow or stuck alike in one window. Children: running, a CPU busy, in no wait the frame
+    table knows."""
+    children = [p for p in snap.processes if p.ppid == pid]
+
+    def computes(p) -> bool:
+        cpu = max([v for v in (p.cpu_percent, p.cpu_demand) if v is not None], default=0.0)
+        main = snap.latest_main_thread(p.pid)
+        frames = [(f.function, f.file) for f in main.frames] if main is not None else []
+        return p.state not in "DZT" and cpu >= BUSY_CPU and innermost_wait(knowledge.frames, frames) is None
+
+    if not children or not all(computes(p) for p in children):
+        return None
+    members = [f"pid {p.pid} ({max(p.cpu_percent or 0.0, p.cpu_demand or 0.0):.0f}% CPU)" for p in children]
+    where = next((f.text() for f in thread.frames if not f.native), None)
+    verb = "computes" if len(children) == 1 else "compute"
+    return Helpers(
+        "child processes",
+        members,
+        children[0].pid,
+        "child process",
+        clause=f"sleeps in a loop{f' at {where}' if where else ''} while its child process"
+        f"{'es' if len(children) > 1 else ''} {', '.join(members)} {verb}: it polls for what "
+        f"{'they produce' if len(children) > 1 else 'that child produces'}",
+        check=f"what pid {children[0].pid} writes (`ls -l /proc/{children[0].pid}/fd`, the files it has open, growing) "
+        f"and `py-spy dump --pid {children[0].pid}` taken twice a minute apart tell them apart",
+    )
+
+
 def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[str]:
     """Where pid's main thread computes, when its innermost Python frame is a library's (numpy's svd,
     a model's forward, a solver's fit) and no frame of its stack waits: a library's compute routine
@@ -130,16 +170,22 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
     the same of a moving thread). So is a line of the job's own code that called a library's native
     routine directly (torch.linalg.svd, a BLAS product: the native frames under it are the library's,
     live.loops.library_native_frame). A frozen line of the job's own code, or of the standard library
-    it calls (a loop on a flag, a regex, a builtin), is not this: it is read as a spin."""
-    thread = snap.latest_main_thread(pid)
+    it calls (a loop on a flag, a regex, a builtin), is not this: it is read as a spin. Any sample of the
+    window will do: a line that runs a library routine again and again (`w = torch.tanh(w @ w.T)` in a
+    loop) is caught now and then between two of its calls, in the interpreter; a spin never shows one."""
+    latest = snap.latest_main_thread(pid)
     process = snap.process(pid)
-    if thread is None or process is None or not running(process) or process.state in "DZT":
+    if latest is None or process is None or not running(process) or process.state in "DZT":
         return None
-    own = own_frame_index(thread.frames)
-    found = library_at_work(thread.frames, own if own is not None else len(thread.frames))
+    found, thread = None, latest
+    for thread in _main_threads(snap, pid) + _unwound_alike(snap, pid, latest):
+        own = own_frame_index(thread.frames)
+        found = library_at_work(thread.frames, own if own is not None else len(thread.frames))
+        if found is not None:
+            break
     if found is None:
         return None  # the job's own line, or the standard library under it (a poll of os.path.exists)
-    wait = innermost_wait(knowledge.frames, [(f.function, f.file) for f in thread.frames])
+    wait = innermost_wait(knowledge.frames, [(f.function, f.file) for f in latest.frames])
     if wait is not None and wait[1].get("wait") != "gc":  # a collection its allocations set off is its work
         return None
     innermost = next(f for f in thread.frames if not f.native)
@@ -148,8 +194,12 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
 
 def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str, one: str = "") -> Optional[Helpers]:
     def computes(p) -> bool:
+        # in its own code now, or its stack moved in the window (a worker caught sending the result it
+        # computed: working, not stuck; a stuck worker's stack stays, an idle one's waits for a task)
         thread = snap.latest_main_thread(p.pid)
-        return thread is not None and _computes(knowledge, thread.frames)
+        if thread is None:
+            return False
+        return _computes(knowledge, thread.frames) or thread_motion(snap.stacks.get(p.pid), thread.tid) == "moving"
 
     if procs and all(running(p) and p.state not in "DZT" and computes(p) for p in procs):
         return Helpers(what, [f"pid {p.pid} ({p.cpu_percent or 0:.0f}% CPU)" for p in procs], procs[0].pid, one)
@@ -164,6 +214,29 @@ def _computes(knowledge: Knowledge, frames) -> bool:
     if own is None:
         return False
     return innermost_wait(knowledge.frames, [(f.function, f.file) for f in frames[: own + 1]]) is None
+
+
+def _main_threads(snap: Snapshot, pid: int) -> list:
+    """pid's main thread in each stack sample of the window, the latest first."""
+    series = snap.stacks.get(pid)
+    found = [main_thread(d, pid) for d in reversed(series.dumps)] if series is not None else []
+    return [t for t in found if t is not None]
+
+
+def _unwound_alike(snap: Snapshot, pid: int, latest) -> list:
+    """When no sample of pid was unwound natively: the main threads of the processes at the same
+    Python stack (line for line) that were. The sampler unwinds one process per distinct stack
+    (probes.collectors.stacks.sample_stacks: ranks at one line run the same code), so theirs stand
+    for pid's."""
+    if any(f.native for t in _main_threads(snap, pid) for f in t.frames):
+        return []
+    key = latest.signature(lines=True)
+    alike = []
+    for other in snap.stacks:
+        threads = _main_threads(snap, other) if other != pid else []
+        if threads and threads[0].signature(lines=True) == key:
+            alike += [t for t in threads if any(f.native for f in t.frames)]
+    return alike
 
 
 def _latest_threads(snap: Snapshot, pid: int) -> list:

@@ -16,6 +16,10 @@
 - ``child_writes``: not hung. ``subprocess.run`` of a child that writes 1 MiB to
   ``<workdir>/extracted.bin`` every 0.25 s for ever (an extraction or a conversion); the main thread
   waits for the child in ``_try_wait``.
+- ``join_blas``: not hung. A feature-extraction thread multiplies numpy matrices for ten minutes (BLAS,
+  the GIL released); the main thread waits for it in ``Thread.join``.
+- ``polls_child``: not hung. The main thread starts an evaluator child that computes for ten minutes
+  (then would write its scores), and polls for the scores file with ``time.sleep(5)`` between looks.
 
 READY (``{"pid", "scenario", "child"}``): written by a helper thread once the main thread has slept in
 its wait for a few consecutive samples and the helpers are at work (both tasks started; tasks 1-3
@@ -51,7 +55,10 @@ started, total = time.monotonic(), 0
 while time.monotonic() - started < 600:
     total += sum(k * k for k in range(1000))
 """
-SCENARIOS = ("threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes")
+SCENARIOS = (
+    "threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes", "join_blas",
+    "polls_child",
+)  # fmt: skip
 
 
 def preprocess(index: int) -> int:
@@ -146,8 +153,46 @@ def child_writes() -> None:
     child.wait()
 
 
+def join_blas() -> None:
+    import numpy as np
+
+    def extract() -> None:
+        _common.write_marker("task-0")
+        a = np.random.default_rng(0).standard_normal((1200, 1200))
+        started = time.monotonic()
+        while time.monotonic() - started < 600:
+            b = a @ a.T
+            a = b / np.linalg.norm(b)
+
+    waits = _common._main_sleeps_in("join")
+    _common.ready_when(
+        lambda: (_common.workdir() / "task-0").exists() and waits(), lambda: {"pid": os.getpid(), "scenario": SCENARIO}
+    )
+    worker = threading.Thread(target=extract, name="feature-extractor")
+    worker.start()
+    worker.join()
+
+
+def polls_child() -> None:
+    started = _common.workdir() / "child-started"
+    scores = _common.workdir() / "scores.json"
+    child = subprocess.Popen([sys.executable, "-I", "-c", CHILD_COMPUTES, str(started)])
+
+    def wait_for_scores() -> None:
+        while not scores.exists():
+            time.sleep(5)
+
+    waits = _common._main_sleeps_in("wait_for_scores")
+    _common.ready_when(
+        lambda: started.exists() and waits(), lambda: {"pid": os.getpid(), "scenario": SCENARIO, "child": child.pid}
+    )
+    print(f"evaluator pid {child.pid} started; waiting for {scores}", flush=True)
+    wait_for_scores()
+
+
 if __name__ == "__main__":
     if SCENARIO not in SCENARIOS:
         sys.exit(f"usage: busy_helpers.py [{'|'.join(SCENARIOS)}]; not {SCENARIO!r}")
     scenarios = {"pool_imap": pool_imap, "prefetch_thread": prefetch_thread, "child_computes": child_computes}
-    {**scenarios, "child_writes": child_writes}.get(SCENARIO, pool_jobs)()
+    scenarios.update(child_writes=child_writes, join_blas=join_blas, polls_child=polls_child)
+    scenarios.get(SCENARIO, pool_jobs)()

@@ -7,6 +7,8 @@ line, recorded by hand (tests/fixtures/stacks/README.md)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,36 @@ def test_a_rank_parsing_is_no_loop_of_its_own_code(dump):
 
     snap, pid = frozen_snapshot(dump)
     assert own_loop(snap.stacks[pid], pid) is None
+
+
+def unwound_natively(snap, pid) -> bool:
+    return any(f.native for d in snap.stacks[pid].dumps for t in d.threads for f in t.frames)
+
+
+def test_ranks_at_one_line_share_the_native_unwind_of_one_of_them(knowledge):
+    # two healthy gloo ranks at the same matmul line; the sampler unwound only one of them natively
+    from debug_stuck.core.classify import Observations
+    from debug_stuck.live.assess import analyze
+    from debug_stuck.live.wire import snapshot_from_wire
+
+    snap = snapshot_from_wire(json.loads((STACKS / "gloo-matmul-torchrun-snapshot.json").read_text()))
+    ranks = [p.pid for p in snap.processes if p.role == "rank"]
+    unwound = [pid for pid in ranks if unwound_natively(snap, pid)]
+    assert len(ranks) == 2 and len(unwound) == 1
+    for pid in ranks:
+        assert computes_in_library(snap, knowledge, pid) == (
+            "mkl_blas_avx512_sgemm_kernel_0 (libtorch_cpu.so), called from <module> (ok_gloo_matmul.py:13)"
+        )
+    progress = analyze(knowledge, snap, Observations()).progress
+    assert progress.hung is None and "a long computation and one that never ends" in progress.reasons[0], progress
+
+
+def test_a_rank_at_another_line_borrows_no_native_unwind(knowledge):
+    from debug_stuck.live.wire import snapshot_from_wire
+
+    snap = snapshot_from_wire(json.loads((STACKS / "gloo-matmul-torchrun-snapshot.json").read_text()))
+    ranks = [p.pid for p in snap.processes if p.role == "rank"]
+    bare = next(pid for pid in ranks if not unwound_natively(snap, pid))
+    for dump in snap.stacks[bare].dumps:  # the job's own loop, at a line the unwound rank is not at
+        dump.threads[0].frames = [dataclasses.replace(f, line=99) for f in dump.threads[0].frames]
+    assert computes_in_library(snap, knowledge, bare) is None

@@ -559,8 +559,10 @@ def test_a_slow_download_still_receiving_is_progressing_not_a_stopped_peer(knowl
 
 
 @pytest.mark.parametrize(
-    "scenario", ["threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes"]
-)
+    "scenario",
+    ["threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes", "join_blas",
+     "polls_child"],
+)  # fmt: skip
 def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge, zoo, scenario):  # noqa: F811
     """Every thread of a pool, every worker of a Pool.imap, its own prefetcher thread, or the one child
     it runs computing its task: undecided, with what would tell, nobody blamed. One task looping while
@@ -584,6 +586,15 @@ def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge
         child = job.info["child"]
         assert f"pid {job.proc.pid} (rank) waits for its child process pid {child} (" in summary, summary
         assert f"py-spy dump --locals --pid {child}" in summary, summary
+    elif scenario == "join_blas":
+        pytest.importorskip("numpy")
+        undecided_summary(report)
+        assert f"pid {job.proc.pid} (rank) waits for its thread feature-extractor, which computes" in summary, summary
+    elif scenario == "polls_child":
+        undecided_summary(report)
+        child = job.info["child"]
+        assert f"pid {job.proc.pid} (rank) sleeps in a loop at wait_for_scores (assistant/zoo/busy_helpers.py:" in summary, summary
+        assert f"while its child process pid {child} (" in summary, summary
     elif scenario == "threads_stuck":
         # its loop may change line between two samples (then "too little was sampled"): never progress,
         # never the busy-helpers rule, and the chain ends at the task that loops

@@ -1,0 +1,57 @@
+"""The helpers a main thread waits for (live.helpers.busy_helpers): a pool worker caught between two
+tasks, its stack moving (sending the result it computed), works as much as one computing now."""
+
+from __future__ import annotations
+
+from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.helpers import busy_helpers
+from debug_stuck.probes.collectors.procs import ProcInfo
+from debug_stuck.probes.collectors.stacks import Frame, StackDump, StackSeries, ThreadStack
+
+PARENT = [
+    Frame("wait", "threading.py", 331),
+    Frame("get", "multiprocessing/pool.py", 768),
+    Frame("<module>", "prep.py", 9),
+]
+POOL = [Frame("worker", "multiprocessing/pool.py", 125), Frame("_bootstrap", "multiprocessing/process.py", 314)]
+COMPUTING = [Frame("heavy", "prep.py", 5), Frame("mapstar", "multiprocessing/pool.py", 48), *POOL]
+SENDING = [Frame("_send", "multiprocessing/connection.py", 373), Frame("send", "multiprocessing/connection.py", 206)]
+IDLE = [
+    Frame("_recv_bytes", "multiprocessing/connection.py", 430),
+    Frame("get", "multiprocessing/queues.py", 367),
+    *POOL,
+]
+
+
+def process(pid: int, ppid: int, role: str, samples: list) -> tuple:
+    info = ProcInfo(pid=pid, ppid=ppid, name="python", cmdline=["python", "prep.py"], role=role)
+    info.state, info.cpu_percent = "R", 95.0
+    dumps = [
+        StackDump(pid=pid, threads=[ThreadStack(pid, "MainThread", "active", f)], tool="py-spy", seconds=0.1)
+        for f in samples
+    ]
+    return info, StackSeries(pid, dumps)
+
+
+def snapshot(*workers) -> Snapshot:
+    parent, parent_series = process(100, 1, "rank", [PARENT, PARENT])
+    parent.state, parent.cpu_percent = "S", 0.0
+    procs, stacks = [parent], {100: parent_series}
+    for pid, samples in workers:
+        info, series = process(pid, 100, "dataloader-worker", samples)
+        procs.append(info)
+        stacks[pid] = series
+    return Snapshot(host="h", taken_at=0.0, window=1.0, processes=procs, stacks=stacks)
+
+
+def test_a_worker_moving_from_its_task_to_sending_its_result_works(knowledge):
+    snap = snapshot((101, [COMPUTING, COMPUTING]), (102, [COMPUTING, SENDING + POOL]))
+    found = busy_helpers(snap, knowledge, 100)
+    assert found is not None and found.what == "pool worker processes", found
+
+
+def test_a_worker_frozen_sending_or_idle_is_no_helper_at_work(knowledge):
+    stuck_send = snapshot((101, [COMPUTING, COMPUTING]), (102, [SENDING + POOL, SENDING + POOL]))
+    assert busy_helpers(stuck_send, knowledge, 100) is None
+    idle = snapshot((101, [COMPUTING, COMPUTING]), (102, [IDLE, IDLE]))
+    assert busy_helpers(idle, knowledge, 100) is None
