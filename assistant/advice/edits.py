@@ -214,6 +214,8 @@ def _apply(rule: dict, call: ast.Call, statement: ast.stmt, lines: List[str], tr
         source = _segment(lines, call)
         new = _replace_span(lines, call, rule["wrap"].replace("{call}", source))
     elif "replace" in rule:
+        if _renamed_next(tree, statement, call, lines):
+            return None  # it already saves to a temporary path and renames it into place
         new = _replace_statement(lines, statement, call, rule["replace"])
     else:
         return None
@@ -269,6 +271,34 @@ def _replace_span(lines: List[str], node: ast.AST, replacement: str) -> List[str
     first = lines[node.lineno - 1][: _offsets(lines, node.lineno, node.col_offset)]
     last = lines[node.end_lineno - 1][_offsets(lines, node.end_lineno, node.end_col_offset) :]
     return lines[: node.lineno - 1] + [first + replacement + last] + lines[node.end_lineno :]
+
+
+RENAMES = ("os.replace", "os.rename", "shutil.move")
+
+
+def _renamed_next(tree: ast.Module, statement: ast.stmt, call: ast.Call, lines: List[str]) -> bool:
+    """The statement after `statement` renames the path the call writes (`save(obj, tmp)` then
+    `os.replace(tmp, path)`, or `tmp.replace(path)` on a pathlib.Path): the write is atomic already."""
+    if len(call.args) < 2:
+        return False
+    target = _segment(lines, call.args[1])
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            body = getattr(node, name, None)
+            if not isinstance(body, list) or statement not in body:
+                continue
+            index = body.index(statement)
+            nxt = body[index + 1] if index + 1 < len(body) else None
+            if not isinstance(nxt, ast.Expr) or not isinstance(nxt.value, ast.Call):
+                return False
+            rename = nxt.value
+            if _call_name(rename) in RENAMES and rename.args:
+                return _segment(lines, rename.args[0]) == target
+            func = rename.func
+            if isinstance(func, ast.Attribute) and func.attr in ("replace", "rename"):
+                return _segment(lines, func.value) == target
+            return False
+    return False
 
 
 def _replace_statement(lines: List[str], statement: ast.stmt, call: ast.Call, template: str) -> Optional[List[str]]:

@@ -360,13 +360,22 @@ def probe_item(knowledge: Knowledge, name: str) -> dict:
     return {"name": name, "summary": summary, "safety": safety_dict(spec.get("safety"), spec.get("safety_note") or "")}
 
 
+def cause_phase(knowledge: Knowledge, cause: str, answers) -> str:
+    """The phase a cause's playbook says it hangs in, unless the job's answers contradict it: a cause
+    that usually strikes at start-up (a prompt, a rendezvous) found in a job that was mid-run happened
+    in a phase the playbook does not say."""
+    phase = knowledge.playbooks[cause].phase
+    answer = answers.get("phase")
+    return "unknown" if phase == "startup" and answer is not None and answer.value == "mid-run" else phase
+
+
 def _verdict(knowledge: Knowledge, answers: Dict[str, Answer], walk: Walk, diagnoses: List[Diagnosis]) -> Verdict:
     verdict = Verdict()
     top = diagnoses[0] if diagnoses else None
     if top and top.score >= CAUSE_THRESHOLD:
         verdict.cause = top.cause
         verdict.confidence = top.confidence
-        verdict.phase = knowledge.playbooks[top.cause].phase
+        verdict.phase = cause_phase(knowledge, top.cause, answers)
     elif top:
         verdict.confidence = top.confidence
     for key, question in knowledge.tree.questions.items():

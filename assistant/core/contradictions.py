@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import yaml
 
 from debug_stuck.core.calibration import assign_probabilities
-from debug_stuck.core.classify import CAUSE_THRESHOLD
+from debug_stuck.core.classify import CAUSE_THRESHOLD, cause_phase
 from debug_stuck.core.problems import Problem
 from debug_stuck.yamlio import load_yaml
 
@@ -112,7 +112,7 @@ def drop_contradicted(knowledge, result, facts: Optional[Sequence[str]]) -> List
         named = top is not None and (top.confidence if top.score is None else top.score) >= CAUSE_THRESHOLD
         verdict.cause = top.cause if named else None
         if named and not _phase_from_answers(knowledge, result.answers):
-            verdict.phase = knowledge.playbooks[top.cause].phase
+            verdict.phase = cause_phase(knowledge, top.cause, result.answers)
     verdict.confidence = top.confidence if top is not None else 0.0
     return notes
 

@@ -527,6 +527,8 @@ def _context(job: JobView, hop: Hop, wait: dict) -> None:
             # input() or a debugger's prompt (frames.yaml facts: [stdin]): a person answers it, not
             # whatever holds the other end of the pipe (a shell's `sleep | python`, a tmux pane)
             hop.facts["stdin"] = "prompt"
+    if hop.facts.get("stdin") and thread is not None:
+        _stopped_in_debugger(hop, thread.frames)
     if obj.get("kind") in ("fifo", "pipe") and hop.facts.get("end") in ("no-writer", "no-reader"):
         scanned = "some processes could not be read" if obj.get("holders_incomplete") else "every process's fds"
         hop.evidence.append(f"no other holder of {obj.get('path') or hop.object} found ({scanned} scanned)")
@@ -541,6 +543,20 @@ def _context(job: JobView, hop: Hop, wait: dict) -> None:
         hop.detail += f" (MASTER_ADDR:MASTER_PORT of this job is {env.get('MASTER_ADDR', '?')}:{env['MASTER_PORT']})"
     if thread is not None and any(DISTRIBUTED_FILE.search(f.file or "") for f in python_frames(thread.frames)):
         hop.facts["dist"] = "yes"
+
+
+DEBUGGER_FILES = re.compile(r"(^|/)(pdb|bdb|cmd)\.py$")
+
+
+def _stopped_in_debugger(hop: Hop, frames) -> None:
+    """A prompt that is pdb's (frames.yaml facts: [debugger]) is said as the debugger, at the job's own
+    line where it stopped (the line after its breakpoint()), not as the pipe or terminal it reads."""
+    if not frames_prove(frames, "debugger"):
+        return
+    site = next((f for f in python_frames(frames) if not DEBUGGER_FILES.search(f.file or "")), None)
+    at = f" at {site.text()}" if site is not None else ""
+    how = hop.detail.removeprefix("is blocked in ")
+    hop.detail = f"is stopped in the debugger (pdb){at}, waiting for a command on its standard input ({how})"
 
 
 def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]]:
@@ -811,7 +827,7 @@ def chain_sentence(chain: Chain) -> str:
         return f"Deadlock: {links}; each waits for the other, nothing can move"
     text = f"{end.who}{_relation(hops[-2], end) if len(hops) > 1 else ''} {end.detail}"
     inside = _inside_text(end)
-    if inside and end.kind not in ("lock-cycle", "process", "futex", "thread"):
+    if inside and end.kind not in ("lock-cycle", "process", "futex", "thread") and "(pdb)" not in end.detail:
         text += f", inside {inside}"
     if len(hops) > 1:
         first = hops[0]

@@ -577,3 +577,15 @@ def test_the_hf_trainer_gets_its_own_workers_flag_with_its_value_replaced(tmp_pa
     ], kept
     left_out = [f["title"] for f in top.fixes_left_out]
     assert "Triage with no worker processes" in left_out and "Triage with --max_data_loader_n_workers 0" in left_out
+
+
+@pytest.mark.parametrize(
+    "rename",
+    ["os.replace(path + '.tmp', path)", "os.rename(path + '.tmp', path)", "(path + '.tmp').replace(path)"],
+)
+def test_a_save_already_renamed_into_place_gets_no_temporary_file_edit(tmp_path, rename):
+    save = {"call": "torch.save", "replace": '_tmp = str({arg1}) + ".tmp"\n{call}({arg0}, _tmp)', "why": "w"}
+    source = f"import os, torch\n\n\ndef save(m, path):\n    torch.save(m, path + '.tmp')\n    {rename}\n"
+    assert edit_at("checkpoint-save", 0, save, str(tmp_path / "t.py"), source, 5) is None
+    other = source.replace(rename, "os.replace(other, path)")
+    assert edit_at("checkpoint-save", 0, save, str(tmp_path / "t.py"), other, 5) is not None

@@ -36,3 +36,15 @@ def test_an_undecided_job_names_no_cause_it_only_guesses():
     said = compose(verdict, [guess])
     assert "compil" not in said.lower() and "likeliest" not in said, said
     assert said.startswith("Not judged hung from this window: pid 10 (rank) waits for its thread."), said
+
+
+def test_a_start_up_cause_found_mid_run_keeps_no_start_up_phase(knowledge):
+    # a breakpoint() left in the loop at step 50: input-wait, whose playbook says start-up; the log said mid-run
+    from debug_stuck.core.answers import Answer
+    from debug_stuck.core.classify import cause_phase
+
+    assert knowledge.playbooks["input-wait"].phase == "startup"
+    assert cause_phase(knowledge, "input-wait", {"phase": Answer("phase", "mid-run", "log")}) == "unknown"
+    assert cause_phase(knowledge, "input-wait", {"phase": Answer("phase", "start", "user")}) == "startup"
+    assert cause_phase(knowledge, "input-wait", {}) == "startup"
+    assert cause_phase(knowledge, "checkpoint-save", {"phase": Answer("phase", "mid-run", "log")}) == "checkpoint"
