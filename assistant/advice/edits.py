@@ -277,8 +277,8 @@ RENAMES = ("os.replace", "os.rename", "shutil.move")
 
 
 def _renamed_next(tree: ast.Module, statement: ast.stmt, call: ast.Call, lines: List[str]) -> bool:
-    """The statement after `statement` renames the path the call writes (`save(obj, tmp)` then
-    `os.replace(tmp, path)`, or `tmp.replace(path)` on a pathlib.Path): the write is atomic already."""
+    """The statement after `statement` renames the path the call writes into place (RENAMES with that
+    path first, or a pathlib.Path's own replace or rename method): the write is atomic already."""
     if len(call.args) < 2:
         return False
     target = _segment(lines, call.args[1])
