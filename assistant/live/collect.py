@@ -520,6 +520,10 @@ def _lock_files(snap: Snapshot) -> None:
                 continue
             if any(match_frame(table, f.function, f.file) for f in thread.frames if not f.native):
                 candidates.setdefault(info.pid, thread.tid)
+            elif wait.get("op") == "sleep" and _sleeps_in_own_code(thread) and len(candidates) < OWN_POLLS_READ:
+                # a loop of the job's own that sleeps between looks (`while os.path.exists(lock): sleep`):
+                # a lock-named path among its locals is the file it waits on
+                candidates.setdefault(info.pid, thread.tid)
     if not candidates:
         return
     try:
@@ -533,6 +537,18 @@ def _lock_files(snap: Snapshot) -> None:
             info.waits[candidates[pid]]["lock_file"] = described
             if described.get("locked_by"):  # a lock another process holds on the file: the chain follows it
                 info.waits[candidates[pid]]["lock_holders"] = list(described["locked_by"])
+
+
+OWN_POLLS_READ = 2  # at most this many processes' locals read for a sleeping loop of the job's own code
+
+
+def _sleeps_in_own_code(thread) -> bool:
+    """The thread's innermost Python frame is the job's own code (it called time.sleep itself)."""
+    from debug_stuck.live.loops import own_frame_index
+
+    python = [i for i, f in enumerate(thread.frames) if not f.native]
+    own = own_frame_index(thread.frames)
+    return bool(python) and own == python[0]
 
 
 def _refuse_when_nothing_readable(snap: Snapshot) -> None:

@@ -36,6 +36,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``stale_lock``: ``filelock.SoftFileLock(<workdir>/model.lock).acquire()`` on an empty lock file that
   a killed earlier run left behind (an empty marker: filelock never breaks it, as torch's FileBaton
   never does): the thread polls for ever, in time.sleep between tries, and no process has the file open.
+- ``own_lock_poll``: the job's own ``wait_for_gpu(lock_path)`` polls ``while os.path.exists(lock_path):
+  time.sleep(0.5)`` for a lock file that names the pid of a run that has exited (a stale lock).
 - ``queue_join``: a child (multiprocessing, fork) puts 1 MiB into a ``multiprocessing.Queue`` and
   returns; the parent ``join()``s it before reading the queue. The child cannot exit until its
   feeder thread has written the item into the pipe, which only the parent's read would drain
@@ -548,6 +550,21 @@ def stale_lock() -> None:
     _common.sleep_forever()
 
 
+def own_lock_poll() -> None:
+    earlier = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock_path = str(_common.workdir() / "gpu0.lock")
+    with open(lock_path, "w") as f:
+        f.write(earlier.stdout)  # the pid of a run that has exited since
+
+    def wait_for_gpu(lock_path: str) -> None:
+        while os.path.exists(lock_path):
+            time.sleep(0.5)
+
+    ready_in("sleep", path=lock_path, dead_pid=int(earlier.stdout))
+    wait_for_gpu(lock_path)
+    _common.sleep_forever()
+
+
 def prompt() -> None:
     master, slave = os.openpty()  # the master stays open: a terminal nobody types into
     os.dup2(slave, 0)
@@ -598,6 +615,7 @@ SCENARIOS = {
     "breakpoint_left": breakpoint_left,
     "child_prompt": child_prompt,
     "stale_lock": stale_lock,
+    "own_lock_poll": own_lock_poll,
     "prompt": prompt,
 }
 

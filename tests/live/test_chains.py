@@ -352,6 +352,19 @@ def test_a_stale_lock_file_left_by_a_killed_run_is_named_and_removable(knowledge
     assert removal == f"rm -- {path}" and "only when no other process" in fix.safety[-1]["note"]
 
 
+def test_a_loop_of_the_jobs_own_polling_a_stale_lock_file_is_named_and_removable(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["own_lock_poll"])
+    path, dead = job.info["path"], job.info["dead_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "io-stall", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["object"] == path and end.get("lockfile") == "yes", end
+    assert_said_everywhere(report, f"waits for the lock file {path} to go away at ")
+    assert "wait_for_gpu (assistant/zoo/blocked_on.py:" in report.verdict.summary, report.verdict.summary
+    assert f"it names pid {dead}, which no longer runs: a stale lock" in report.verdict.summary, report.verdict.summary
+    assert_first_fix_is_about(report, "stale-lock-file", f"Remove the stale lock file {path}")
+
+
 def test_threads_and_futures_lead_to_the_thread_that_blocks(knowledge, zoo):  # noqa: F811
     job = zoo("future_result")
     report = diagnose(knowledge, job.proc.pid)
