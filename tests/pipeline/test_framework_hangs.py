@@ -558,6 +558,22 @@ def test_a_slow_download_still_receiving_is_progressing_not_a_stopped_peer(knowl
     assert "end" not in end and "data still arrives" in end["detail"], end
 
 
+# what the summary of an undecided busy_helpers scenario says ({pid}: the job's, {child}: its child's)
+UNDECIDED_SAYS = {
+    "pool_imap": ["pid {pid} (rank) waits for its pool worker processes while all 2 of them compute"],
+    "prefetch_thread": ["pid {pid} (rank) waits for its thread prefetcher, which computes"],
+    "child_computes": [
+        "pid {pid} (rank) waits for its child process pid {child} (",
+        "py-spy dump --locals --pid {child}",
+    ],
+    "join_blas": ["pid {pid} (rank) waits for its thread feature-extractor, which computes"],
+    "polls_child": [
+        "pid {pid} (rank) sleeps in a loop at wait_for_scores (assistant/zoo/busy_helpers.py:",
+        "while its child process pid {child} (",
+    ],
+}
+
+
 @pytest.mark.parametrize(
     "scenario",
     ["threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes", "join_blas",
@@ -567,6 +583,8 @@ def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge
     """Every thread of a pool, every worker of a Pool.imap, its own prefetcher thread, or the one child
     it runs computing its task: undecided, with what would tell, nobody blamed. One task looping while
     the other worker idles: hung on that task. A child that writes: progress."""
+    if scenario == "join_blas":
+        pytest.importorskip("numpy")
     job = zoo("busy_helpers", args=[scenario])
     report = diagnose(knowledge, job.proc.pid)
     summary = report.verdict.summary
@@ -575,26 +593,11 @@ def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge
         assert f"pid {job.proc.pid} (rank) waits for its thread pool workers while all 2 of them compute" in summary
         assert f"py-spy dump --locals --pid {job.proc.pid}" in summary, summary
         assert report.culprit is None and "Most likely" not in summary, (report.culprit, summary)
-    elif scenario == "pool_imap":
+    elif scenario in UNDECIDED_SAYS:
         undecided_summary(report)
-        assert f"pid {job.proc.pid} (rank) waits for its pool worker processes while all 2 of them compute" in summary
-    elif scenario == "prefetch_thread":
-        undecided_summary(report)
-        assert f"pid {job.proc.pid} (rank) waits for its thread prefetcher, which computes" in summary, summary
-    elif scenario == "child_computes":
-        undecided_summary(report)
-        child = job.info["child"]
-        assert f"pid {job.proc.pid} (rank) waits for its child process pid {child} (" in summary, summary
-        assert f"py-spy dump --locals --pid {child}" in summary, summary
-    elif scenario == "join_blas":
-        pytest.importorskip("numpy")
-        undecided_summary(report)
-        assert f"pid {job.proc.pid} (rank) waits for its thread feature-extractor, which computes" in summary, summary
-    elif scenario == "polls_child":
-        undecided_summary(report)
-        child = job.info["child"]
-        assert f"pid {job.proc.pid} (rank) sleeps in a loop at wait_for_scores (assistant/zoo/busy_helpers.py:" in summary, summary
-        assert f"while its child process pid {child} (" in summary, summary
+        for said in UNDECIDED_SAYS[scenario]:
+            text = said.format(pid=job.proc.pid, child=job.info.get("child"))
+            assert text in summary, (text, summary)
     elif scenario == "threads_stuck":
         # its loop may change line between two samples (then "too little was sampled"): never progress,
         # never the busy-helpers rule, and the chain ends at the task that loops
