@@ -34,7 +34,11 @@ THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # Threa
 # for them are a ThreadPoolExecutor's threads, else the process's pool workers, else the threads of the
 # job's own code; a wait of these kinds with none of them finds none.
 POOL_WAITS = ("future", "event", "condition", "queue", "join")
-PROCESS_POOL_WORKER = re.compile(r"(^|/)multiprocess(ing)?/pool\.py$|(^|/)concurrent/futures/process\.py$")
+# a pool's worker process: multiprocessing's Pool, concurrent.futures' ProcessPoolExecutor, and loky's
+# (joblib 1.6.0 joblib/externals/loky/process_executor.py: _process_worker, joblib's default backend)
+PROCESS_POOL_WORKER = re.compile(
+    r"(^|/)multiprocess(ing)?/pool\.py$|(^|/)concurrent/futures/process\.py$|(^|/)loky/process_executor\.py$"
+)
 
 
 @dataclass
@@ -81,8 +85,9 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         # one, whose stack says where; a child that writes is progress already)
         children = [p for p in snap.processes if p.ppid == pid]
         return _processes(snap, knowledge, children, "child processes", "child process")
-    if _sleeps(snap, pid, thread.tid):
-        return _sleeps_beside_children(snap, knowledge, pid, thread)
+    polling = _sleeps_beside_children(snap, knowledge, pid, thread) if _sleeps(snap, pid, thread.tid) else None
+    if polling is not None:
+        return polling  # a poll of its own (a library's poll for its pool's results goes on below)
     if not any(e.get("wait") in POOL_WAITS for e in waits):
         return None
     others = [t for t in _latest_threads(snap, pid) if t.tid != thread.tid]
@@ -127,6 +132,16 @@ def _native_pool(snap: Snapshot, pid: int, entry: dict) -> Optional[Helpers]:
     )
 
 
+# multiprocessing's own helper processes (CPython 3.11.7 Lib/multiprocessing/resource_tracker.py and
+# forkserver.py; joblib 1.6.0's loky copy of the tracker), started beside any pool: idle by design
+MP_HELPER = re.compile(r"(^|/)(multiprocess(ing)?|loky/backend)/(resource_tracker|forkserver)\.py$")
+
+
+def _mp_helper(snap: Snapshot, pid: int) -> bool:
+    thread = snap.latest_main_thread(pid)
+    return thread is not None and any(MP_HELPER.search(f.file or "") for f in thread.frames if not f.native)
+
+
 def _sleeps(snap: Snapshot, pid: int, tid: int) -> bool:
     process = snap.process(pid)
     return process is not None and ((process.waits or {}).get(tid) or {}).get("op") == "sleep"
@@ -137,7 +152,7 @@ def _sleeps_beside_children(snap: Snapshot, knowledge: Knowledge, pid: int, thre
     child process it started computes: it waits for what they will produce (an evaluator writing its
     scores), slow or stuck alike in one window. Children: running, a CPU busy, in no wait the frame
     table knows."""
-    children = [p for p in snap.processes if p.ppid == pid]
+    children = [p for p in snap.processes if p.ppid == pid and not _mp_helper(snap, p.pid)]
 
     def computes(p) -> bool:
         cpu = max([v for v in (p.cpu_percent, p.cpu_demand) if v is not None], default=0.0)

@@ -402,6 +402,14 @@ def _waited_for(snap: Snapshot, ranks, waiting, motion, writers, stuck_logs, pha
     loops = {p.pid: own_loop(snap.stacks.get(p.pid), _main_tid(snap, p.pid)) for p in busy}
     on_gpu = gpu_of_computing(snap)
     spinning = [p for p in busy if loops[p.pid] is not None and p.pid not in on_gpu]
+    computing = [p for p in spinning if not makes_system_calls(p)]
+    if computing and len(computing) == len(spinning) and not phase and not stuck_logs:
+        who = ", ".join(f"{p.label()} turns in its own code at {loops[p.pid].text()}" for p in computing)
+        first = computing[0].pid
+        return Progress(None, [f"{waiters} {verb} in a collective while {who}, making no system call: a long "
+                               "pure-Python pass and a loop that never ends look alike in one window; its locals in "
+                               f"`py-spy dump --locals --pid {first}` taken twice a minute apart (a loop counter, an "
+                               "index) tell them apart"], undecided_computing=True)  # fmt: skip
     if spinning and not phase:
         who = ", ".join(f"{p.label()} turns in one loop of its own code at {loops[p.pid].text()}" for p in spinning)
         return Progress(True, [f"{waiters} {verb} in a collective for the whole window while {who}"],
@@ -421,6 +429,19 @@ def _waited_for(snap: Snapshot, ranks, waiting, motion, writers, stuck_logs, pha
         doing = "keeps computing, not in a loop of its own code,"
     return Progress(False, [f"{who} {doing} while {waiters} {verb} for it in a collective: one rank's long pass, "
                             "not a hang so far"], state="progressing")  # fmt: skip
+
+
+# A loop that polls something (a flag file's stat, a socket, a clock read through a system call) spends a
+# share of its CPU in the kernel: `while not os.path.exists(flag): pass` 19% on this machine; a loop that
+# computes in Python (hashing, parsing, deduplicating) or one that spins on a variable, 0%.
+POLL_SYSTEM_SHARE = 0.05
+
+
+def makes_system_calls(info) -> bool:
+    """The process spends a share of its CPU in system calls (unknown: assumed so, the old reading)."""
+    if info.cpu_system_percent is None or not info.cpu_percent:
+        return True
+    return info.cpu_system_percent >= POLL_SYSTEM_SHARE * info.cpu_percent
 
 
 def _main_tid(snap: Snapshot, pid: int) -> Optional[int]:

@@ -81,6 +81,7 @@ class ProcInfo:
     fd2_target: Optional[str] = None
     cpu_percent: Optional[float] = None
     cpu_demand: Optional[float] = None  # main thread: % of the window running or waiting for a CPU
+    cpu_system_percent: Optional[float] = None  # the part of cpu_percent spent in the kernel (system calls)
     io_read_bytes: Optional[int] = None
     io_write_bytes: Optional[int] = None
     wchan: Optional[str] = None
@@ -119,6 +120,7 @@ class ProcInfo:
             "state": self.state,
             "cpu_percent": self.cpu_percent,
             "cpu_demand": self.cpu_demand,
+            "cpu_system_percent": self.cpu_system_percent,
             "thread_count": self.threads,
             "io_read_bytes": self.io_read_bytes,
             "io_write_bytes": self.io_write_bytes,
@@ -598,6 +600,7 @@ class _Counters:
     read: Optional[int]
     write: Optional[int]
     at: float
+    system: Optional[float] = None
 
 
 def _counters(pid: int) -> _Counters:
@@ -612,7 +615,7 @@ def _counters(pid: int) -> _Counters:
             )
         except (psutil.AccessDenied, AttributeError):
             rd = wr = None
-        return _Counters(times.user + times.system, rd, wr, time.monotonic())
+        return _Counters(times.user + times.system, rd, wr, time.monotonic(), times.system)
 
     return _bounded(read, f"reading counters of {pid}", _Counters(None, None, None, time.monotonic()))
 
@@ -698,6 +701,8 @@ def sample_window(procs: List[ProcInfo], window: float = 1.0, max_workers: int =
         elapsed = max(1e-3, b.at - a.at)
         if a.cpu is not None and b.cpu is not None:
             info.cpu_percent = round(100.0 * (b.cpu - a.cpu) / elapsed, 1)
+        if a.system is not None and b.system is not None:
+            info.cpu_system_percent = round(100.0 * (b.system - a.system) / elapsed, 1)
         if sa is not None and sb is not None:
             info.cpu_demand = round(min(100.0, 100.0 * (sb - sa) / elapsed), 1)
         if a.read is not None and b.read is not None:

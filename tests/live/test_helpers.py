@@ -55,3 +55,22 @@ def test_a_worker_frozen_sending_or_idle_is_no_helper_at_work(knowledge):
     assert busy_helpers(stuck_send, knowledge, 100) is None
     idle = snapshot((101, [COMPUTING, COMPUTING]), (102, [IDLE, IDLE]))
     assert busy_helpers(idle, knowledge, 100) is None
+
+
+def test_a_joblib_parallel_whose_loky_workers_compute_is_no_hang(knowledge):
+    # recorded live: the parent polls (it sleeps between looks), loky's workers compute; the resource
+    # trackers beside them idle by design (was: hung, cpu-spin 93%, a worker blamed)
+    import json
+    from pathlib import Path
+
+    from debug_stuck.core.classify import Observations
+    from debug_stuck.live.assess import analyze
+    from debug_stuck.live.wire import snapshot_from_wire
+
+    recorded = Path(__file__).parents[1] / "fixtures" / "stacks" / "joblib-loky-snapshot.json"
+    snap = snapshot_from_wire(json.loads(recorded.read_text()))
+    parent = next(p.pid for p in snap.processes if p.role == "rank")
+    found = busy_helpers(snap, knowledge, parent)
+    assert found is not None and found.what == "pool worker processes" and len(found.members) == 2, found
+    progress = analyze(knowledge, snap, Observations()).progress
+    assert progress.hung is None and "while all 2 of them compute" in progress.reasons[0], progress
