@@ -148,7 +148,10 @@ def busy_worker(job: JobView, pid: int) -> Optional[int]:
     for worker in workers:
         if worker.state in ("Z", "D", "T"):
             return worker.pid
-    for worker in workers:
+    # the DataLoader's own workers (in its worker loop), before any other child forked beside them (a
+    # server the job runs, a helper): they are what a wait for a batch waits on
+    loaders = [w for w in workers if _in_worker_loop(job, w.pid)]
+    for worker in loaders + [w for w in workers if w not in loaders]:
         thread = job.thread(worker.pid)
         if thread is None:
             continue
@@ -157,6 +160,11 @@ def busy_worker(job: JobView, pid: int) -> Optional[int]:
         if py and not idle and not IDLE_QUEUE.search(py[0].file) and py[0].bare_name not in IDLE_CALLS:
             return worker.pid
     return None
+
+
+def _in_worker_loop(job: JobView, pid: int) -> bool:
+    thread = job.thread(pid)
+    return thread is not None and any(DATALOADER_FILE.search(f.file or "") for f in python_frames(thread.frames))
 
 
 def pool_worker_thread(job: JobView, pid: int, tid: Optional[int]) -> Optional[int]:

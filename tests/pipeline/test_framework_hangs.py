@@ -745,3 +745,18 @@ def test_hf_trainer_evaluating_with_a_silent_log_is_progressing_in_validation_no
     assert report.verdict.hung is False and report.verdict.state == "progressing", top(report)
     assert report.verdict.phase == "validation", top(report)
     assert "checkpoint" not in report.verdict.summary, report.verdict.summary
+
+
+def test_dataloader_workers_waiting_on_the_jobs_own_server_are_the_culprit_not_the_server(knowledge, zoo):  # noqa: F811
+    """The server is a child of the trainer too, forked before the workers: the wait for a batch leads
+    to a DataLoader worker in its worker loop (was: the server, "blocked in accept()", the culprit)."""
+    pytest.importorskip("torch")
+    job = zoo("dataloader_http")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "external-service", top(report)
+    culprit = report.culprit
+    assert culprit is not None and culprit["pid"] != job.info["server_pid"], culprit
+    workers = {p.pid for p in job.children_of(job.proc.pid)} - {job.info["server_pid"]}
+    assert culprit["role"] == "dataloader-worker" and culprit["pid"] in workers, culprit
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "socket" and end["object"] == f"127.0.0.1:{job.info['port']}", end
