@@ -510,7 +510,7 @@ def _lock_files(snap: Snapshot) -> None:
         table = [e for e in load_knowledge().frames if e.get("wait") in LOCK_FILE_WAITS]
     except Exception:  # the knowledge base is checked elsewhere; without it, no lock file
         return
-    candidates = {}
+    candidates, native = {}, set()
     for info in snap.processes:
         series = snap.stacks.get(info.pid)
         dump = series.latest() if series is not None else None
@@ -520,6 +520,9 @@ def _lock_files(snap: Snapshot) -> None:
                 continue
             if any(match_frame(table, f.function, f.file) for f in thread.frames if not f.native):
                 candidates.setdefault(info.pid, thread.tid)
+            elif any(match_frame(table, f.function, None) for f in thread.frames if f.native):
+                candidates.setdefault(info.pid, thread.tid)  # a native lock poll (SQLite's busy handler)
+                native.add(info.pid)
             elif wait.get("op") == "sleep" and _sleeps_in_own_code(thread) and len(candidates) < OWN_POLLS_READ:
                 # a loop of the job's own that sleeps between looks (`while os.path.exists(lock): sleep`):
                 # a lock-named path among its locals is the file it waits on
@@ -527,7 +530,7 @@ def _lock_files(snap: Snapshot) -> None:
     if not candidates:
         return
     try:
-        found = lock_files(candidates, _find_py_spy())
+        found = lock_files(candidates, _find_py_spy(), from_fds=frozenset(native))
     except Exception as exc:  # a bonus: the report stands without it
         snap.errors.append(f"could not read the lock file the job waits on: {type(exc).__name__}: {exc}")
         return

@@ -38,6 +38,10 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   never does): the thread polls for ever, in time.sleep between tries, and no process has the file open.
 - ``own_lock_poll``: the job's own ``wait_for_gpu(lock_path)`` polls ``while os.path.exists(lock_path):
   time.sleep(0.5)`` for a lock file that names the pid of a run that has exited (a stale lock).
+- ``sqlite_held``: the launcher opens its run database, ``BEGIN EXCLUSIVE`` to register the run, then
+  starts the trainer (a ``multiprocessing.Process``) and joins it before committing; the trainer logs
+  a metric into the same database with ``sqlite3.connect(db, timeout=3600)``: SQLite's busy handler
+  sleeps and retries on the launcher's lock, the launcher waits for the trainer to exit.
 - ``queue_join``: a child (multiprocessing, fork) puts 1 MiB into a ``multiprocessing.Queue`` and
   returns; the parent ``join()``s it before reading the queue. The child cannot exit until its
   feeder thread has written the item into the pipe, which only the parent's read would drain
@@ -565,6 +569,34 @@ def own_lock_poll() -> None:
     _common.sleep_forever()
 
 
+def _log_metric(db: str) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(db, timeout=3600)
+    con.execute("INSERT INTO metrics VALUES (?, ?)", (0, 0.5))
+    con.commit()
+
+
+def sqlite_held() -> None:
+    import multiprocessing
+    import sqlite3
+
+    db = str(_common.workdir() / "runs.db")
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("CREATE TABLE runs (id INTEGER, name TEXT)")
+    con.execute("CREATE TABLE metrics (step INTEGER, loss REAL)")
+    con.execute("BEGIN EXCLUSIVE")
+    con.execute("INSERT INTO runs VALUES (1, 'exp')")
+    trainer = multiprocessing.get_context("fork").Process(target=_log_metric, args=(db,), name="trainer")
+    trainer.start()
+    _common.ready_when(
+        lambda: _common.sleeping_steadily(trainer.pid, samples=10),
+        lambda: {"scenario": sys.argv[1], "path": db, "child_pid": trainer.pid},
+    )
+    trainer.join()
+    con.execute("COMMIT")
+
+
 def prompt() -> None:
     master, slave = os.openpty()  # the master stays open: a terminal nobody types into
     os.dup2(slave, 0)
@@ -616,6 +648,7 @@ SCENARIOS = {
     "child_prompt": child_prompt,
     "stale_lock": stale_lock,
     "own_lock_poll": own_lock_poll,
+    "sqlite_held": sqlite_held,
     "prompt": prompt,
 }
 

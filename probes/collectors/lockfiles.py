@@ -122,9 +122,41 @@ def _cmdline(pid: int) -> str:
     return redacted_command_line([p.decode("utf-8", "replace") for p in raw.split(b"\0") if p])
 
 
-def lock_files(candidates: Dict[int, int], py_spy: Optional[str], budget: float = 10.0) -> Dict[int, dict]:
+MAX_FDS = 256
+
+
+def locked_open_file(pid: int, seconds: float = 3.0) -> Optional[str]:
+    """The path of a regular file `pid` has open on which another process holds a flock/POSIX lock
+    (/proc/locks): what a native lock poll waits on (SQLite's busy handler, which polls the database
+    file's POSIX lock and keeps no path in a Python local). None when there is none or it cannot be read."""
+    import stat
+
+    from debug_stuck.bounded import call_or
+    from debug_stuck.probes.collectors.waits import locks_on
+
+    def scan() -> Optional[str]:
+        fd_dir = f"/proc/{pid}/fd"
+        for name in sorted(os.listdir(fd_dir), key=lambda n: int(n) if n.isdigit() else 0)[:MAX_FDS]:
+            try:
+                target = os.readlink(f"{fd_dir}/{name}")
+                if not target.startswith("/"):
+                    continue
+                info = os.stat(f"{fd_dir}/{name}")
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and [p for p in locks_on(info.st_ino) if p != pid]:
+                return target
+        return None
+
+    return call_or(None, scan, seconds, f"the locked files of {pid}")
+
+
+def lock_files(
+    candidates: Dict[int, int], py_spy: Optional[str], budget: float = 10.0, from_fds: frozenset = frozenset()
+) -> Dict[int, dict]:
     """{pid: describe_lock_file(...)} for each {pid: tid} whose waiting frame names a lock file that
-    exists, one budget for all, with "holder_wrote": the bytes the first holder wrote in HOLDER_GAP
+    exists (for the pids in `from_fds`, a native lock poll: the open file another process locks), one
+    budget for all, with "holder_wrote": the bytes the first holder wrote in HOLDER_GAP
     seconds (None when unreadable). A holder at work (a download into the locked file, a build) will
     let go; one that writes nothing may be stuck itself. Each holder is read once, all in one gap,
     however many ranks wait on its lock."""
@@ -136,7 +168,10 @@ def lock_files(candidates: Dict[int, int], py_spy: Optional[str], budget: float 
         left = deadline - time.monotonic()
         if left <= 0.5:
             break
-        path = waited_lock_file(pid, tid, py_spy, min(LOCALS_SECONDS, left))
+        if pid in from_fds:
+            path = locked_open_file(pid, min(3.0, left))
+        else:
+            path = waited_lock_file(pid, tid, py_spy, min(LOCALS_SECONDS, left))
         if path is None:
             continue
         described = describe_lock_file(pid, path)
@@ -150,4 +185,4 @@ def lock_files(candidates: Dict[int, int], py_spy: Optional[str], budget: float 
     return out
 
 
-__all__ = ["describe_lock_file", "lock_files", "waited_lock_file"]
+__all__ = ["describe_lock_file", "lock_files", "locked_open_file", "waited_lock_file"]

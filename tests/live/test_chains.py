@@ -365,6 +365,24 @@ def test_a_loop_of_the_jobs_own_polling_a_stale_lock_file_is_named_and_removable
     assert_first_fix_is_about(report, "stale-lock-file", f"Remove the stale lock file {path}")
 
 
+def test_a_launcher_holding_its_sqlite_lock_while_it_joins_the_trainer_that_waits_for_it_is_a_deadlock(
+    knowledge,
+    zoo,  # noqa: F811
+):
+    job = zoo("blocked_on", args=["sqlite_held"])
+    path, child = job.info["path"], job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["waits_on"]["kind"] for hop in report.chain] == ["child", "lock", "cycle"], report.chain
+    assert report.chain[1]["pid"] == child and report.chain[1]["waits_on"]["object"] == path, report.chain
+    assert report.verdict.summary.startswith("Deadlock: "), report.verdict.summary
+    assert_first_fix_is_about(
+        report,
+        "lock-held-by-its-waiter",
+        f"Deadlock: pid {job.proc.pid} holds the lock on {path} and waits for pid {child}, which waits for that lock",
+    )
+
+
 def test_threads_and_futures_lead_to_the_thread_that_blocks(knowledge, zoo):  # noqa: F811
     job = zoo("future_result")
     report = diagnose(knowledge, job.proc.pid)
