@@ -59,6 +59,7 @@ VALUES = {
     "thread_name": "a thread the end of the wait waits for (Python's exit waits for it)",
     "thread_site": "where that thread's own code waits (uploader (train.py:12))",
     "fork_parent": "the process that forked the waiting one (multiprocessing's fork start method)",
+    "signal_wait": "set when the wait is for a Condition's notify or an Event's set(), which a wait begun later misses",
     "gil_lib": "the shared library whose function a thread called through ctypes and blocks in, holding the GIL",
 }
 
@@ -566,6 +567,8 @@ def _sync(values: Dict[str, str], end: dict, reader: _Reader) -> None:
     what = found.group(1)
     values["sync_what"] = what
     values["feed_what"] = SYNC_FEEDS.get(what, "provide it")
+    if what in ("a condition to be notified", "an Event nobody sets"):
+        values["signal_wait"] = "yes"  # a notify or set() made before the wait began is lost for it
     if found.group(2) and "at_site" not in values:
         values["at_site"] = f" at {found.group(2)}"
     if found.group(2):

@@ -42,6 +42,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   starts the trainer (a ``multiprocessing.Process``) and joins it before committing; the trainer logs
   a metric into the same database with ``sqlite3.connect(db, timeout=3600)``: SQLite's busy handler
   sleeps and retries on the launcher's lock, the launcher waits for the trainer to exit.
+- ``lost_wakeup``: a prefetch thread fills a buffer, ``notify_all()``s a ``threading.Condition`` and
+  ends; the main thread, done with its setup a moment later, calls ``cond.wait()`` with no predicate
+  and no timeout: the notify came before the wait.
 - ``queue_join``: a child (multiprocessing, fork) puts 1 MiB into a ``multiprocessing.Queue`` and
   returns; the parent ``join()``s it before reading the queue. The child cannot exit until its
   feeder thread has written the item into the pipe, which only the parent's read would drain
@@ -520,6 +523,24 @@ def breakpoint_left() -> None:
     _common.sleep_forever()
 
 
+def lost_wakeup() -> None:
+    cond = threading.Condition()
+    batches: list = []
+
+    def prefetch() -> None:
+        with cond:
+            batches.append(list(range(1000)))
+            cond.notify_all()  # nobody waits yet: the wakeup is lost
+
+    thread = threading.Thread(target=prefetch, name="prefetch")
+    thread.start()
+    thread.join()  # the model's setup takes longer than the first batch
+    _common.ready_when(_common._main_sleeps_in("wait"), lambda: dict(scenario=sys.argv[1]))
+    with cond:
+        cond.wait()
+    _common.sleep_forever()
+
+
 def barrier_party_died() -> None:
     """Three shard threads meet at a threading.Barrier(3); one raises before it gets there. The
     other two wait at the barrier for ever, and the main thread joins them."""
@@ -649,6 +670,7 @@ SCENARIOS = {
     "stale_lock": stale_lock,
     "own_lock_poll": own_lock_poll,
     "sqlite_held": sqlite_held,
+    "lost_wakeup": lost_wakeup,
     "prompt": prompt,
 }
 

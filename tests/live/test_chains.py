@@ -383,6 +383,19 @@ def test_a_launcher_holding_its_sqlite_lock_while_it_joins_the_trainer_that_wait
     )
 
 
+def test_a_condition_waited_on_after_its_only_notify_names_the_lost_wakeup(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["lost_wakeup"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[-1]["waits_on"].get("end") == "no-thread", report.chain
+    assert_first_fix_is_about(
+        report,
+        "thread-gone-or-signal-missed",
+        "No thread is left to notify the condition: it died, or it signalled before this wait began",
+    )
+    assert "cond.wait_for(lambda: ready, timeout=600)" in "\n".join(report.diagnoses[0].fixes[0].commands)
+
+
 def test_threads_and_futures_lead_to_the_thread_that_blocks(knowledge, zoo):  # noqa: F811
     job = zoo("future_result")
     report = diagnose(knowledge, job.proc.pid)
