@@ -576,7 +576,8 @@ def stale_lock() -> None:
 
 
 def own_lock_poll() -> None:
-    earlier = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    script = "import os; print(os.getpid())"
+    earlier = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True)
     lock_path = str(_common.workdir() / "gpu0.lock")
     with open(lock_path, "w") as f:
         f.write(earlier.stdout)  # the pid of a run that has exited since

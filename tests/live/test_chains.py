@@ -437,22 +437,25 @@ def test_torch_save_on_a_fifo_names_the_checkpoint_path(knowledge, zoo):  # noqa
 # -- ranks --------------------------------------------------------------------------------------------
 
 
-def test_a_busy_looping_rank_is_hung_on_every_run(knowledge, zoo):  # noqa: F811
+def test_a_rank_looping_in_pure_python_is_told_the_same_on_every_run_and_not_blamed(knowledge, zoo):  # noqa: F811
+    """Rank 1 turns in a pure-Python loop whose condition never holds while rank 0 waits in all_reduce.
+    Its stacks look like a long pure-Python pass (deduplicating shards): no library, no system call.
+    One window cannot tell them apart, so: undecided on every run, nobody blamed, the loop named with
+    what tells (a loop that polls something, a flag file's stat, stays the culprit:
+    test_framework_hangs.py's flag-file rank and tests/live/test_rank_passes.py)."""
     pytest.importorskip("torch")
     job = zoo("gloo_ranks", args=["busy"])
     rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
     reports = [diagnose(knowledge, rank0) for _ in range(3)]
     for report in reports:
-        assert report.verdict.hung is True and report.verdict.state == "hung", top(report)
-        assert report.culprit["pid"] == rank1
-        assert [hop["pid"] for hop in report.chain] == [rank0, rank1]
-        assert report.chain[-1]["waits_on"]["kind"] == "cpu"
-        assert report.verdict.summary.startswith(
-            f"Rank 1 (pid {rank1}) keeps running, never waiting, at refine_until_converged ("
-        ), report.verdict.summary
-        assert f"rank 0 (pid {rank0}) waits for it in all_reduce" in report.verdict.summary
-        assert report.verdict.cause == "cpu-spin", top(report)
-        assert_first_fix_is_about(report, "straggler-rank", "never joins the all_reduce", "refine_until_converged (")
+        assert report.verdict.hung is None and report.culprit is None, top(report)
+        summary = report.verdict.summary
+        assert f"pid {rank0} (rank 0) waits in a collective while pid {rank1} (rank 1) turns in its own code at " in (
+            summary
+        ), summary
+        assert "refine_until_converged (" in summary and "making no system call" in summary, summary
+        assert f"py-spy dump --locals --pid {rank1}" in summary, summary
+        assert report.verdict.cause == "cpu-spin", top(report)  # what it would be, were it stuck
     assert len({steady(r) for r in reports}) == 1
 
 
