@@ -28,7 +28,7 @@ from debug_stuck.live.parties import JobView, python_frames
 # glibc's names for a condition-variable wait (the versioned and internal aliases py-spy may print)
 COND_WAIT = re.compile(r"^_*(pthread_cond_(timed|clock)?wait(64)?|__pthread_cond_wait_common)(@\S+)?$")
 LIBC = re.compile(r"^(libc[.-]\S*|libpthread\S*)$")
-# a thread that holds the GIL and waits in one of these has not blocked: it is between bytecodes
+# the GIL's owner read in this state runs Python with it, as every running thread does: not blocked
 NOT_BLOCKED = ("running",)
 
 
