@@ -56,6 +56,7 @@ from debug_stuck.live.parties import (
     sync_party,
 )
 from debug_stuck.live.progress import arriving
+from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP
@@ -164,7 +165,10 @@ class Hop:
 
     def fact_line(self) -> str:
         """One line for the classifier (playbook signals with `source: chain` match it)."""
-        parts = [f"hop={'terminal' if self.terminal else 'link'}", f"role={self.role}", f"kind={self.kind}"]
+        role = self.role
+        if role == "dataloader-worker" and not (self._in_dataloader() if self.frames else self.dataloader_job):
+            role = "worker-process"  # a forked child that runs no DataLoader (the summary's "worker process")
+        parts = [f"hop={'terminal' if self.terminal else 'link'}", f"role={role}", f"kind={self.kind}"]
         if self.op:
             parts.append(f"op={self.op}")
         parts += [f"{k}={v}" for k, v in self.facts.items()]
@@ -528,7 +532,7 @@ def _context(job: JobView, hop: Hop, wait: dict) -> None:
             # whatever holds the other end of the pipe (a shell's `sleep | python`, a tmux pane)
             hop.facts["stdin"] = "prompt"
     if hop.facts.get("stdin") and thread is not None:
-        _stopped_in_debugger(hop, thread.frames)
+        stopped_in_debugger(hop, thread.frames)
     if obj.get("kind") in ("fifo", "pipe") and hop.facts.get("end") in ("no-writer", "no-reader"):
         scanned = "some processes could not be read" if obj.get("holders_incomplete") else "every process's fds"
         hop.evidence.append(f"no other holder of {obj.get('path') or hop.object} found ({scanned} scanned)")
@@ -543,20 +547,6 @@ def _context(job: JobView, hop: Hop, wait: dict) -> None:
         hop.detail += f" (MASTER_ADDR:MASTER_PORT of this job is {env.get('MASTER_ADDR', '?')}:{env['MASTER_PORT']})"
     if thread is not None and any(DISTRIBUTED_FILE.search(f.file or "") for f in python_frames(thread.frames)):
         hop.facts["dist"] = "yes"
-
-
-DEBUGGER_FILES = re.compile(r"(^|/)(pdb|bdb|cmd)\.py$")
-
-
-def _stopped_in_debugger(hop: Hop, frames) -> None:
-    """A prompt that is pdb's (frames.yaml facts: [debugger]) is said as the debugger, at the job's own
-    line where it stopped (the line after its breakpoint()), not as the pipe or terminal it reads."""
-    if not frames_prove(frames, "debugger"):
-        return
-    site = next((f for f in python_frames(frames) if not DEBUGGER_FILES.search(f.file or "")), None)
-    at = f" at {site.text()}" if site is not None else ""
-    how = hop.detail.removeprefix("is blocked in ")
-    hop.detail = f"is stopped in the debugger (pdb){at}, waiting for a command on its standard input ({how})"
 
 
 def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[int]]]:
