@@ -23,7 +23,8 @@ from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.loops import library_at_work, own_frame_index
-from debug_stuck.live.progress import BUSY_CPU, running, thread_motion
+from debug_stuck.live.progress import BUSY_CPU, cpu_used, running, thread_motion
+from debug_stuck.probes.collectors.procs import is_library_helper
 from debug_stuck.probes.collectors.stacks import main_thread
 
 THREAD_POOL_WORKER = re.compile(r"(^|/)concurrent/futures/thread\.py$")  # ThreadPoolExecutor's _worker
@@ -132,16 +133,6 @@ def _native_pool(snap: Snapshot, pid: int, entry: dict) -> Optional[Helpers]:
     )
 
 
-# multiprocessing's own helper processes (CPython 3.11.7 Lib/multiprocessing/resource_tracker.py and
-# forkserver.py; joblib 1.6.0's loky copy of the tracker), started beside any pool: idle by design
-MP_HELPER = re.compile(r"(^|/)(multiprocess(ing)?|loky/backend)/(resource_tracker|forkserver)\.py$")
-
-
-def _mp_helper(snap: Snapshot, pid: int) -> bool:
-    thread = snap.latest_main_thread(pid)
-    return thread is not None and any(MP_HELPER.search(f.file or "") for f in thread.frames if not f.native)
-
-
 def _sleeps(snap: Snapshot, pid: int, tid: int) -> bool:
     process = snap.process(pid)
     return process is not None and ((process.waits or {}).get(tid) or {}).get("op") == "sleep"
@@ -152,17 +143,17 @@ def _sleeps_beside_children(snap: Snapshot, knowledge: Knowledge, pid: int, thre
     child process it started computes: it waits for what they will produce (an evaluator writing its
     scores), slow or stuck alike in one window. Children: running, a CPU busy, in no wait the frame
     table knows."""
-    children = [p for p in snap.processes if p.ppid == pid and not _mp_helper(snap, p.pid)]
+    # multiprocessing's resource tracker and fork server sit idle beside any pool, by design
+    children = [p for p in snap.processes if p.ppid == pid and not is_library_helper(p.cmdline)]
 
     def computes(p) -> bool:
-        cpu = max([v for v in (p.cpu_percent, p.cpu_demand) if v is not None], default=0.0)
         main = snap.latest_main_thread(p.pid)
         frames = [(f.function, f.file) for f in main.frames] if main is not None else []
-        return p.state not in "DZT" and cpu >= BUSY_CPU and innermost_wait(knowledge.frames, frames) is None
+        return p.state not in "DZT" and cpu_used(p) >= BUSY_CPU and innermost_wait(knowledge.frames, frames) is None
 
     if not children or not all(computes(p) for p in children):
         return None
-    members = [f"pid {p.pid} ({max(p.cpu_percent or 0.0, p.cpu_demand or 0.0):.0f}% CPU)" for p in children]
+    members = [f"pid {p.pid} ({cpu_used(p):.0f}% CPU)" for p in children]
     where = next((f.text() for f in thread.frames if not f.native), None)
     verb = "computes" if len(children) == 1 else "compute"
     return Helpers(
@@ -193,7 +184,8 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
     if latest is None or process is None or not running(process) or process.state in "DZT":
         return None
     found, thread = None, latest
-    for thread in _main_threads(snap, pid) + _unwound_alike(snap, pid, latest):
+    samples = _main_threads(snap, pid)
+    for thread in samples + _unwound_alike(snap, pid, latest, samples):
         own = own_frame_index(thread.frames)
         found = library_at_work(thread.frames, own if own is not None else len(thread.frames))
         if found is not None:
@@ -238,12 +230,12 @@ def _main_threads(snap: Snapshot, pid: int) -> list:
     return [t for t in found if t is not None]
 
 
-def _unwound_alike(snap: Snapshot, pid: int, latest) -> list:
-    """When no sample of pid was unwound natively: the main threads of the processes at the same
-    Python stack (line for line) that were. The sampler unwinds one process per distinct stack
-    (probes.collectors.stacks.sample_stacks: ranks at one line run the same code), so theirs stand
-    for pid's."""
-    if any(f.native for t in _main_threads(snap, pid) for f in t.frames):
+def _unwound_alike(snap: Snapshot, pid: int, latest, samples: list) -> list:
+    """When no sample of pid (`samples`: its main thread in each) was unwound natively: the main
+    threads of the processes at the same Python stack (line for line) that were. The sampler unwinds
+    one process per distinct stack (probes.collectors.stacks.sample_stacks: ranks at one line run the
+    same code), so theirs stand for pid's."""
+    if any(f.native for t in samples for f in t.frames):
         return []
     key = latest.signature(lines=True)
     alike = []

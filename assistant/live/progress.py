@@ -171,10 +171,14 @@ def arriving(conn: dict) -> bool:
     return recent and received >= RECEIVE_MIN_BYTES and conn.get("sent_bytes", 0) * 8 <= received
 
 
+def cpu_used(info) -> float:
+    """The CPU a process used or wanted over the window, in percent of one CPU (0 when unread)."""
+    return max([v for v in (info.cpu_percent, info.cpu_demand) if v is not None], default=0.0)
+
+
 def running(info) -> bool:
     """On a CPU, or wanting one, most of the window: computing, even if every sample shows one line."""
-    cpu = max([v for v in (info.cpu_percent, info.cpu_demand) if v is not None], default=0.0)
-    return info.state == "R" or cpu >= BUSY_CPU
+    return info.state == "R" or cpu_used(info) >= BUSY_CPU
 
 
 def frames_in_gc(frames) -> bool:
@@ -368,7 +372,7 @@ def judge_progress(
                         undecided_computing=True)  # fmt: skip
     sampled = [snap.stacks.get(p.pid) for p in trainers]
     # a retry loop uses little CPU; the state it was read in (R between two sleeps) says nothing
-    retry_waits = any(max(p.cpu_percent or 0.0, p.cpu_demand or 0.0) < BUSY_CPU for p in retried)
+    retry_waits = any(cpu_used(p) < BUSY_CPU for p in retried)
     if any(s is not None and s.frozen() for s in sampled) or retry_waits or any(p.state in "DZT" for p in trainers):
         return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
     return Progress(None, ["too little was sampled to tell"])

@@ -132,9 +132,12 @@ def locked_open_file(pid: int, seconds: float = 3.0) -> Optional[str]:
     import stat
 
     from debug_stuck.bounded import call_or
-    from debug_stuck.probes.collectors.waits import locks_on
+    from debug_stuck.probes.collectors.waits import lock_holders
 
     def scan() -> Optional[str]:
+        held = {ino for ino, pids in lock_holders().items() if any(p != pid for p in pids)}
+        if not held:
+            return None
         fd_dir = f"/proc/{pid}/fd"
         for name in sorted(os.listdir(fd_dir), key=lambda n: int(n) if n.isdigit() else 0)[:MAX_FDS]:
             try:
@@ -144,7 +147,7 @@ def locked_open_file(pid: int, seconds: float = 3.0) -> Optional[str]:
                 info = os.stat(f"{fd_dir}/{name}")
             except OSError:
                 continue
-            if stat.S_ISREG(info.st_mode) and [p for p in locks_on(info.st_ino) if p != pid]:
+            if stat.S_ISREG(info.st_mode) and info.st_ino in held:
                 return target
         return None
 

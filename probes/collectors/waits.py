@@ -539,10 +539,11 @@ def _tcp_info() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Opti
     return out
 
 
-def locks_on(inode: int, dev_minor_major: Optional[Tuple[int, int]] = None) -> List[int]:
-    """PIDs holding a flock/POSIX lock on this inode (/proc/locks; the waiters' "->" lines left out)."""
+def lock_holders() -> Dict[int, List[int]]:
+    """{inode: PIDs holding a flock/POSIX lock on it}, from one read of /proc/locks (the waiters' "->"
+    lines left out)."""
     text = _bounded(lambda: _read_text("/proc/locks"), "/proc/locks") or ""
-    holders = []
+    holders: Dict[int, set] = {}
     for line in text.splitlines():
         if "->" in line:
             continue
@@ -554,9 +555,14 @@ def locks_on(inode: int, dev_minor_major: Optional[Tuple[int, int]] = None) -> L
             ino = int(f[5].split(":")[2])
         except (ValueError, IndexError):
             continue
-        if ino == inode and pid > 0:
-            holders.append(pid)
-    return sorted(set(holders))
+        if pid > 0:
+            holders.setdefault(ino, set()).add(pid)
+    return {ino: sorted(pids) for ino, pids in holders.items()}
+
+
+def locks_on(inode: int, dev_minor_major: Optional[Tuple[int, int]] = None) -> List[int]:
+    """PIDs holding a flock/POSIX lock on this inode (/proc/locks; the waiters' "->" lines left out)."""
+    return lock_holders().get(inode, [])
 
 
 # -- putting it together -----------------------------------------------------------------------------
