@@ -28,12 +28,33 @@ def _cpu(info) -> Optional[float]:
     return max(values) if values else None
 
 
-def process_fact(info, motion: Optional[str], shm_ratio: Optional[float]) -> str:
+def fact_role(info, dataloader_job: Optional[bool]) -> str:
+    """The role a playbook reads: a trainer's child is a DataLoader worker only in a job that runs a
+    DataLoader. Any forked child gets the role `dataloader-worker` from its place in the tree; when
+    the job's stacks show no DataLoader anywhere (`dataloader_job` False), a dead or stuck child is a
+    `worker-process` (a multiprocessing.Process, a Pool worker), not evidence for the DataLoader
+    playbook. Without stacks (`None`) the tree's role stands."""
+    if info.role == "dataloader-worker" and dataloader_job is False:
+        return "worker-process"
+    return info.role
+
+
+def runs_dataloader(snap: Snapshot) -> Optional[bool]:
+    """Whether any stack of the snapshot is in torch's DataLoader; None when no stack was read."""
+    from debug_stuck.live.jobfacts import DATALOADER_FILE, snapshot_frames
+
+    frames = list(snapshot_frames(snap))
+    if not frames:
+        return None
+    return any(DATALOADER_FILE.search(f.file or "") for f in frames)
+
+
+def process_fact(info, motion: Optional[str], shm_ratio: Optional[float], role: Optional[str] = None) -> str:
     def val(x):
         return "na" if x is None else x
 
     parts = [
-        f"role={info.role}",
+        f"role={role or info.role}",
         f"state={info.state}",
         f"cpu={val(_cpu(info))}",
         f"threads={info.threads}",
@@ -76,18 +97,18 @@ def observe(snap: Snapshot, obs: Observations) -> None:
         if beat.get("step") is not None and beat["step"] > 0:
             why = f"pid {pid}'s debug_stuck.hook heartbeat reached step {beat['step']}"
             obs.offer_answer(Answer("phase", "mid-run", "evidence"), why)
+    dataloader_job = runs_dataloader(snap)
     for info in snap.processes:
         if is_library_helper(info.cmdline):
             continue  # listed in the report's processes, never evidence
         series = snap.stacks.get(info.pid)
-        obs.add(
-            "process",
-            ObservedLine(process_fact(info, stack_motion(series), shm_ratio), subject=info.label(), pid=info.pid),
-        )
+        role = fact_role(info, dataloader_job)
         dump = series.latest() if series is not None else None
+        fact = process_fact(info, stack_motion(series), shm_ratio, role) + _waits_for_children(dump, info.pid)
+        obs.add("process", ObservedLine(fact, subject=info.label(), pid=info.pid))
         for tid, wchan in info.thread_wchans.items():
             if tid != info.pid:
-                line = f"role={info.role} thread={tid} wchan={wchan}" + _waits_for_children(dump, tid)
+                line = f"role={role} thread={tid} wchan={wchan}" + _waits_for_children(dump, tid)
                 obs.add("process", ObservedLine(line, subject=info.label(), pid=info.pid))
         if dump is None:
             continue

@@ -8,13 +8,23 @@ timeout). At the fourth sample the reader raises (a corrupt record): the excepti
 
 READY (``{"pid"}``): once the producer thread is gone and the main thread has slept in ``get`` for
 5 consecutive samples; the watcher thread that writes it exits right after.
+
+``python producer_died.py process``: the producer is a ``multiprocessing.Process`` feeding a
+``multiprocessing.Queue``, and it is killed by SIGKILL (what the kernel's out-of-memory killer
+sends) after three batches. Nothing reaps it (``multiprocessing`` reaps only on ``join`` or
+``active_children``), so it stays a zombie while the loop waits in ``get``: a job with a dead child
+and no DataLoader. READY adds ``producer_pid``.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import queue
+import signal
+import sys
 import threading
+import time
 
 import _common
 
@@ -52,5 +62,31 @@ def train() -> None:
         print(f"step {step} loss {sum(batch) / len(batch):.3f}", flush=True)
 
 
+def produce_then_die(batches) -> None:
+    for index in range(CORRUPT_AT):
+        batches.put(read_sample(index))
+    time.sleep(0.5)  # the queue's feeder thread flushes the three batches
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def train_from_process() -> None:
+    batches = multiprocessing.Queue(maxsize=4)
+    producer = multiprocessing.Process(target=produce_then_die, args=(batches,), name="shard-reader")
+    producer.start()
+    main = threading.main_thread()
+
+    def waiting_on_the_dead() -> bool:
+        dead = _common.task_state(producer.pid) == "Z"
+        in_get = "get" in _common.stack_functions(main.ident)
+        return dead and in_get and _common.sleeping_steadily(os.getpid(), main.native_id)
+
+    _common.ready_when(waiting_on_the_dead, lambda: {"producer_pid": producer.pid})
+    step = 0
+    while True:
+        batch = batches.get()  # no timeout: the bug
+        step += 1
+        print(f"step {step} loss {sum(batch) / len(batch):.3f}", flush=True)
+
+
 if __name__ == "__main__":
-    train()
+    train_from_process() if sys.argv[1:] == ["process"] else train()

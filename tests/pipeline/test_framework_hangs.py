@@ -361,6 +361,21 @@ def test_a_queue_whose_producer_thread_died_is_a_wait_on_a_thread_that_is_gone(k
     assert not ranked & (NEEDS_A_RANK | {"dataloader"}), (ranked, report.notes)
 
 
+def test_a_queue_whose_producer_process_was_killed_blames_the_dead_child_not_a_dataloader(knowledge, zoo):  # noqa: F811
+    """The producer is a multiprocessing.Process, killed by SIGKILL and left a zombie; the job runs no
+    DataLoader, so the dead child is no DataLoader worker and its parent's pipe read is a wait on its
+    own child (waits=children), not a stalled pipe: no cause is claimed, the dead child is blamed."""
+    job = zoo("producer_died", args=["process"])
+    child = job.info["producer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert report.verdict.cause not in ("dataloader", "io-stall"), top(report)
+    assert report.chain[-1]["pid"] == child and "zombie" in report.chain[-1]["waits_on"]["detail"], report.chain
+    assert {d.cause for d in report.diagnoses if d.confidence >= 0.5} == set(), top(report)
+    fix = first_fix(report)
+    assert fix.origin == "finding" and f"pid {child} has died (signal 9)" in fix.title, fix
+
+
 # -- waits that end at another thread, a child's pipe, a lock another process holds -------------------
 
 
