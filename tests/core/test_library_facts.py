@@ -320,10 +320,27 @@ def test_a_fact_rules_detail_names_the_library_message(cli_json, tmp_path):
         ),
         # Megatron-LM megatron/initialize.py
         ("> compiling and loading fused kernels ...", "extension-build"),
+        # torch 2.13.0 inductor on CPU, TORCH_LOGS=+torch._inductor.kernel.mm (printed by this machine's torch)
+        (
+            "I1127 21:38:42.770000 17431 torch/_inductor/kernel/mm.py:388] [0/0] Tuned aten.mm: m=64, n=16, k=32, "
+            "mat1_dtype=torch.float32, mat2_dtype=torch.float32, output_layout=FixedLayout('cpu', torch.float32, "
+            "size=[64, 16], stride=[16, 1])",
+            "compile-start",
+        ),
     ],
 )
 def test_library_lines_read_as_their_fact(catalog, line, fact):
     assert fact in {entry["fact"] for entry, _ in match_log(catalog, line)}
+
+
+def test_inductor_ir_in_a_log_reads_as_compiling(catalog):
+    """Only Inductor prints its IR's layouts: the repr as torch itself writes it, on any device."""
+    torch = pytest.importorskip("torch")
+    from torch._inductor.ir import FixedLayout
+
+    layout = str(FixedLayout(torch.device("cuda", 0), torch.bfloat16, [512, 16512], [1, 512]))
+    found = {entry["id"]: groups for entry, groups in match_log(catalog, f"[rank0]:  mat_a=StorageBox({layout}")}
+    assert found["inductor-ir-layout"] == {"layout": "FixedLayout", "device": "cuda:0"}, found
 
 
 def test_one_machine_rules_out_the_inter_node_network(cli_json, tmp_path):
