@@ -374,6 +374,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     if op == "sleep":
         hop.kind = "sleep"
         hop.detail = "sleeps in a loop" + (f" at {hop.where}" if hop.where else "")
+        hop.detail += f", `{wait['loop']}`" if wait.get("loop") else ""
         return
     if op == "running":
         native = [f for f in hop.frames if f.native]

@@ -251,6 +251,7 @@ def collect(
     _refine_roles(snap)
     _resolve_waits(snap)
     _lock_files(snap)
+    _own_loops(snap)
     for info in procs:
         snap.errors.extend(f"{info.label()}: {e}" for e in info.errors)
     for pid, series in snap.stacks.items():
@@ -543,6 +544,34 @@ def _lock_files(snap: Snapshot) -> None:
 
 
 OWN_POLLS_READ = 2  # at most this many processes' locals read for a sleeping loop of the job's own code
+OWN_LOOPS_READ = 4  # at most this many source files read for the loop a sleeping thread turns in
+
+
+def _own_loops(snap: Snapshot) -> None:
+    """A thread that sleeps in a loop of the job's own code gets the loop's header in its wait
+    (`loop`: `while not os.path.exists(done)`), read from the source file (bounded, never run): what
+    the loop waits for, where its locals cannot be read (a loop at module level has none)."""
+    from debug_stuck.live.loops import loop_header
+    from debug_stuck.recovery.reading import read_source, seen_from
+
+    sources: dict = {}
+    for info in snap.processes:
+        series = snap.stacks.get(info.pid)
+        dump = series.latest() if series is not None else None
+        for thread in dump.threads if dump is not None else []:
+            wait = info.waits.get(thread.tid)
+            if not wait or wait.get("op") != "sleep" or not _sleeps_in_own_code(thread):
+                continue
+            frame = next(f for f in thread.frames if not f.native)
+            path = frame.path or frame.file
+            if path not in sources:
+                if len(sources) >= OWN_LOOPS_READ or not os.path.isabs(path or ""):
+                    continue
+                with seen_from(info.pid):
+                    sources[path] = read_source(path)
+            header = loop_header(sources[path], frame.line) if sources[path] and frame.line else None
+            if header:
+                wait["loop"] = header
 
 
 def _sleeps_in_own_code(thread) -> bool:

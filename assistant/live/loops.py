@@ -11,6 +11,7 @@ the second is busy, which is progress until other evidence (the log's rhythm) sa
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import List, Optional, Sequence
 
@@ -124,3 +125,36 @@ def own_loop(series, tid: int):
         owners.add((owner.bare_name, owner.file))
         last = owner
     return last if len(owners) == 1 else None
+
+
+LOOP_HEADER_CHARS = 160
+
+
+def loop_header(source: str, line: int) -> Optional[str]:
+    """The header of the innermost `while` or `for` loop of `source` whose body holds `line` (a sleep
+    the job's own code makes between looks), as written (`while not os.path.exists(done):`), on one
+    line and cut to LOOP_HEADER_CHARS; None when the file does not parse or no loop holds the line.
+    It names what the loop waits for: a loop polls until its condition changes."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.While, ast.For, ast.AsyncFor)) and node.body:
+            if node.body[0].lineno <= line <= (node.end_lineno or node.lineno):
+                if found is None or node.lineno > found.lineno:
+                    found = node
+    if found is None:
+        return None
+
+    def text(node) -> str:
+        return " ".join((ast.get_source_segment(source, node) or ast.unparse(node)).split())
+
+    if isinstance(found, ast.While):
+        header = f"while {text(found.test)}"
+    else:
+        header = (
+            f"{'async for' if isinstance(found, ast.AsyncFor) else 'for'} {text(found.target)} in {text(found.iter)}"
+        )
+    return header if len(header) <= LOOP_HEADER_CHARS else header[: LOOP_HEADER_CHARS - 3] + "..."

@@ -38,6 +38,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   never does): the thread polls for ever, in time.sleep between tries, and no process has the file open.
 - ``own_lock_poll``: the job's own ``wait_for_gpu(lock_path)`` polls ``while os.path.exists(lock_path):
   time.sleep(0.5)`` for a lock file that names the pid of a run that has exited (a stale lock).
+- ``results_poll``: the job's own ``wait_for_scores(results)`` polls ``while not os.path.exists(results):
+  time.sleep(0.5)`` for an evaluator's results file that nothing writes (no evaluator runs).
 - ``sqlite_held``: the launcher opens its run database, ``BEGIN EXCLUSIVE`` to register the run, then
   starts the trainer (a ``multiprocessing.Process``) and joins it before committing; the trainer logs
   a metric into the same database with ``sqlite3.connect(db, timeout=3600)``: SQLite's busy handler
@@ -591,6 +593,18 @@ def own_lock_poll() -> None:
     _common.sleep_forever()
 
 
+def results_poll() -> None:
+    results = str(_common.workdir() / "eval" / "scores.json")
+
+    def wait_for_scores(results: str) -> None:
+        while not os.path.exists(results):
+            time.sleep(0.5)
+
+    ready_in("sleep", path=results)
+    wait_for_scores(results)
+    _common.sleep_forever()
+
+
 def _log_metric(db: str) -> None:
     import sqlite3
 
@@ -670,6 +684,7 @@ SCENARIOS = {
     "child_prompt": child_prompt,
     "stale_lock": stale_lock,
     "own_lock_poll": own_lock_poll,
+    "results_poll": results_poll,
     "sqlite_held": sqlite_held,
     "lost_wakeup": lost_wakeup,
     "prompt": prompt,

@@ -365,6 +365,17 @@ def test_a_loop_of_the_jobs_own_polling_a_stale_lock_file_is_named_and_removable
     assert_first_fix_is_about(report, "stale-lock-file", f"Remove the stale lock file {path}")
 
 
+def test_a_sleeping_loop_of_the_jobs_own_says_what_it_polls_for(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["results_poll"])
+    report = diagnose(knowledge, job.proc.pid)
+    end = report.chain[-1]
+    assert end["waits_on"]["kind"] == "sleep", end
+    assert "`while not os.path.exists(results)`" in end["waits_on"]["detail"], end
+    assert "wait_for_scores (assistant/zoo/blocked_on.py:" in report.verdict.summary, report.verdict.summary
+    waits = next(p["waits"] for p in report.processes if p["pid"] == job.proc.pid)
+    assert any(w.get("loop") == "while not os.path.exists(results)" for w in waits.values()), waits
+
+
 def test_a_launcher_holding_its_sqlite_lock_while_it_joins_the_trainer_that_waits_for_it_is_a_deadlock(
     knowledge,
     zoo,  # noqa: F811
