@@ -317,7 +317,7 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
     in a DataLoader's worker loop (`workers`): torch.multiprocessing.spawn, DDP's usual way to start
     its ranks, starts them so; children that meet at a plain multiprocessing barrier stay workers.
     Their parent, a Python process with no such frame, is then their launcher, not a rank."""
-    from debug_stuck.live.jobfacts import frames_table, table_facts
+    from debug_stuck.live.jobfacts import frames_table, in_process_group, table_facts
 
     table = frames_table()
     if table is None:
@@ -325,18 +325,21 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
 
     def facts_of(pid: int) -> set:
         # native frames too: a DDP rank waiting in backward shows its collective only there
-        # (c10d::Reducer::finalize_backward), its Python frames being autograd's
-        return table_facts(_latest_frames(snap, pid), table)
+        # (c10d::Reducer::finalize_backward), its Python frames being autograd's. Every sample of the
+        # window: a rank of a healthy job is in its collective only part of the time (a barrier between
+        # its own steps), and the latest sample may catch it computing
+        return table_facts(_window_frames(snap, pid), table)
 
     def distributed(pid: int) -> bool:
-        return "distributed" in facts_of(pid)
+        info = snap.process(pid)
+        return (info is not None and in_process_group(info)) or "distributed" in facts_of(pid)
 
     def takes_no_part(pid: int) -> bool:
         # no distributed library's frame; or torch elastic's agent run in-process (elastic_launch,
         # accelerate's notebook_launcher), distributed by its frames yet the ranks' launcher, as
         # torchrun's agent is
         facts = facts_of(pid)
-        return "launcher" in facts or "distributed" not in facts
+        return "launcher" in facts or not distributed(pid)
 
     def unsettled(info) -> bool:
         return info.role == "other" or (info.role == "dataloader-worker" and info.pid not in workers)
@@ -406,6 +409,13 @@ def _latest_frames(snap: Snapshot, pid: int) -> list:
     series = snap.stacks.get(pid)
     dump = series.latest() if series is not None else None
     return [f for t in (dump.threads if dump is not None else []) for f in t.frames]
+
+
+def _window_frames(snap: Snapshot, pid: int) -> list:
+    """Every frame of every thread of every stack sample of pid over the window."""
+    series = snap.stacks.get(pid)
+    dumps = series.dumps if series is not None else []
+    return [f for dump in dumps if dump is not None for t in dump.threads for f in t.frames]
 
 
 SPAWN_WRAP = ("_wrap", "torch/multiprocessing/spawn.py")

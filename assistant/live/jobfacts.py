@@ -12,6 +12,17 @@ from debug_stuck.core.libfacts import proven_facts
 DATALOADER_FILE = re.compile(r"torch/utils/data/")
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/")
 DATASET_PROTOCOL = "__getitem__"  # what a DataLoader calls on a Dataset, in any job's own code
+# The threads a torch.distributed process group starts in its process, by the names torch gives them
+# (c10::setThreadName): torch 2.13.0 torch/csrc/distributed/c10d/ProcessGroupGloo.cpp runLoop
+# ("pt_gloo_runloop", one per worker of the group), ProcessGroupNCCL.cpp Watchdog::run and
+# HeartbeatMonitor::runLoop ("pt_nccl_watchdg", "pt_nccl_heartbt"; 2.2 and later). A process that has
+# one is a rank of a process group, whatever its stack shows at the moment it is sampled.
+PROCESS_GROUP_THREADS = frozenset({"pt_gloo_runloop", "pt_nccl_watchdg", "pt_nccl_heartbt"})
+
+
+def in_process_group(info) -> bool:
+    """Whether a process runs a thread of a torch.distributed process group (PROCESS_GROUP_THREADS)."""
+    return any(name in PROCESS_GROUP_THREADS for name in getattr(info, "thread_names", None) or ())
 
 
 def snapshot_frames(snap) -> Iterable:
@@ -66,6 +77,7 @@ def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Sequen
         or "distributed" in proven
         or bool(logged)
         or any(DISTRIBUTED_FILE.search(f.file or "") for f in frames)
+        or any(in_process_group(p) for p in processes)
     )
     if distributed:
         facts.add("distributed")

@@ -86,6 +86,7 @@ class ProcInfo:
     io_write_bytes: Optional[int] = None
     wchan: Optional[str] = None
     thread_wchans: Dict[int, str] = field(default_factory=dict)
+    thread_names: List[str] = field(default_factory=list)  # the distinct names of its threads (/proc/P/task/T/comm)
     kernel_stack: Optional[List[str]] = None
     thread_kernel_stacks: Dict[int, List[str]] = field(default_factory=dict)
     waits: Dict[int, dict] = field(default_factory=dict)  # tid -> what it waits on (probes.collectors.waits)
@@ -126,6 +127,7 @@ class ProcInfo:
             "io_write_bytes": self.io_write_bytes,
             "wchan": self.wchan,
             "thread_wchans": {str(k): v for k, v in self.thread_wchans.items()},
+            "thread_names": self.thread_names,
             "kernel_stacks": {str(k): v for k, v in self.thread_kernel_stacks.items()},
             "waits": {str(k): v for k, v in self.waits.items()},
             "fd1": self.fd1,
@@ -655,7 +657,8 @@ def _state(info: ProcInfo) -> None:
     states: Dict[int, tuple] = {}
     raw = _bounded(lambda: read_syscalls(pid, states), f"system calls of {pid}", {}, info.errors) or {}
     info.waits = {tid: wait.to_dict(with_args=True) for tid, wait in raw.items()}
-    for tid, (thread_state, wchan) in list(states.items())[:MAX_THREADS]:
+    info.thread_names = sorted({name for _, _, name in states.values() if name})
+    for tid, (thread_state, wchan, _) in list(states.items())[:MAX_THREADS]:
         if wchan:
             info.thread_wchans[tid] = wchan
         # Kernel stacks (root only) of the main thread and of threads in uninterruptible sleep.

@@ -207,9 +207,9 @@ def _signed32(value: int) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
-def read_syscalls(pid: int, states: Optional[Dict[int, Tuple[str, Optional[str]]]] = None) -> Dict[int, Wait]:
+def read_syscalls(pid: int, states: Optional[Dict[int, Tuple[str, Optional[str], str]]] = None) -> Dict[int, Wait]:
     """tid -> Wait for every thread of pid (bounded; unreadable threads are left out). `states`, when
-    given, receives tid -> (state letter, wait channel or None) of every thread read."""
+    given, receives tid -> (state letter, wait channel or None, thread name) of every thread read."""
     out: Dict[int, Wait] = {}
     tids = _bounded(lambda: sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")), f"threads of {pid}", []) or []
     for tid in tids[:MAX_THREADS]:
@@ -218,9 +218,9 @@ def read_syscalls(pid: int, states: Optional[Dict[int, Tuple[str, Optional[str]]
         read = _bounded(lambda tid=tid: _read_thread(pid, tid), f"state of thread {tid}", None)
         if read is None:
             continue
-        state, wchan, text = read
+        state, wchan, text, name = read
         if states is not None:
-            states[tid] = (state, wchan)
+            states[tid] = (state, wchan, name)
         if state == "R":
             out[tid] = Wait(tid, "running")
             continue
@@ -230,11 +230,13 @@ def read_syscalls(pid: int, states: Optional[Dict[int, Tuple[str, Optional[str]]
     return out
 
 
-def _read_thread(pid: int, tid: int) -> Tuple[str, Optional[str], Optional[str]]:
-    """(state, wchan or None, the syscall file's text or None when unreadable)."""
-    state = _thread_state(pid, tid)
+def _read_thread(pid: int, tid: int) -> Tuple[str, Optional[str], Optional[str], str]:
+    """(state, wchan or None, the syscall file's text or None when unreadable, the thread's name)."""
+    stat = _read_text(f"/proc/{pid}/task/{tid}/stat", 4096)
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    name = stat.partition("(")[2].rpartition(")")[0]
     if state == "R":
-        return state, None, None
+        return state, None, None, name
     base = f"/proc/{pid}/task/{tid}"
     try:
         wchan: Optional[str] = _read_text(f"{base}/wchan", 256).strip()
@@ -244,7 +246,7 @@ def _read_thread(pid: int, tid: int) -> Tuple[str, Optional[str], Optional[str]]
         text: Optional[str] = _read_text(f"{base}/syscall", 512).strip()
     except OSError:
         text = None
-    return state, (None if wchan in (None, "", "0") else wchan), text
+    return state, (None if wchan in (None, "", "0") else wchan), text, name
 
 
 # -- step 2: what the arguments name ------------------------------------------------------------------

@@ -9,7 +9,14 @@ import time
 import psutil
 import pytest
 
-from debug_stuck.probes.collectors.procs import InspectError, job_processes, read_process, read_states, sample_window
+from debug_stuck.probes.collectors.procs import (
+    InspectError,
+    ProcInfo,
+    job_processes,
+    read_process,
+    read_states,
+    sample_window,
+)
 from debug_stuck.redact import REDACTED, redact_env
 
 
@@ -105,7 +112,7 @@ def test_gone_pid():
 
 
 @pytest.mark.timeout(60)
-def test_a_dead_worker_is_a_zombie_worker_and_evidence(child, knowledge):
+def test_a_dead_forked_child_is_a_zombie_worker_and_no_dataloader_evidence_without_a_dataloader(child, knowledge):
     from conftest import diagnosed as run_diagnosis
     from debug_stuck.pipeline import DiagnoseRequest
 
@@ -124,8 +131,22 @@ def test_a_dead_worker_is_a_zombie_worker_and_evidence(child, knowledge):
     dead = [p for p in procs if p.pid != proc.pid]
     assert len(dead) == 1 and dead[0].state == "Z" and dead[0].role == "dataloader-worker"
     report = run_diagnosis(DiagnoseRequest(pids=[proc.pid]), knowledge)
-    dataloader = next(d for d in report.diagnoses if d.cause == "dataloader")
-    assert any("zombie" in e.detail for e in dataloader.evidence)
+    # the tree makes it a worker (the JSON's role); no stack of the job runs a DataLoader, so the
+    # playbooks read it as a worker process, and a DataLoader's dead-worker line does not fire
+    ranked = [d for d in report.diagnoses if d.cause == "dataloader"]
+    assert not any("zombie" in e.detail for d in ranked for e in d.evidence), ranked
+    assert next(p for p in report.processes if p["pid"] == dead[0].pid)["role"] == "dataloader-worker"
+
+
+def test_a_trainers_child_is_a_dataloader_worker_to_the_playbooks_only_in_a_job_that_runs_a_dataloader():
+    from debug_stuck.live.observe import fact_role
+
+    worker = ProcInfo(pid=2, ppid=1, name="python", cmdline=["python", "train.py"], role="dataloader-worker")
+    assert fact_role(worker, True) == "dataloader-worker"
+    assert fact_role(worker, None) == "dataloader-worker"  # no stack read: the tree's role stands
+    assert fact_role(worker, False) == "worker-process"
+    rank = ProcInfo(pid=1, ppid=0, name="python", cmdline=["python", "train.py"], role="rank")
+    assert fact_role(rank, False) == "rank"
 
 
 def test_a_program_is_what_the_interpreter_runs_not_its_options():
