@@ -69,7 +69,7 @@ HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER
 SILENT_CONNECTION_MS, DELIVERING_MS = 3_000, 2_000
 WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
-    "forked_by", "gil",
+    "forked_by", "gil", "receiving",
 )  # fmt: skip
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
@@ -421,6 +421,13 @@ def _waits_on_silent_connections(hop: Hop, op: str, watched: List[dict]) -> bool
     remotes = sorted({str(w.get("remote")) for w in conns})
     if not conns or len(conns) != len(tcp):
         return False
+    flowing = next((w for w in conns if arriving(w)), None)
+    if flowing is not None:
+        hop.kind, hop.object = "socket", str(flowing.get("remote"))
+        hop.detail = f"waits in {OP_WORDS.get(op, op)} on a connection to {hop.object}: data still arrives"
+        hop.detail += f" ({flowing['received_bytes']} bytes in the last {RECEIVE_GAP} s)"
+        hop.facts.update(receiving="yes", state="ESTABLISHED")
+        return True
     others = ""
     if len(remotes) > 1:
         found = silent_among(conns, SILENT_CONNECTION_MS, DELIVERING_MS)

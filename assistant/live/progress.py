@@ -32,7 +32,7 @@ IO_PROGRESS_BYTES = 1 << 20
 # tcp_info, `ss -ti` lastrcv) and kept receiving between two readings (bytes_received grew): a
 # transfer under way (a slow download), not a peer that stopped. /proc/PID/io cannot tell: its
 # rchar counts read(2), not the recv(2) family that sockets are read with.
-RECEIVE_MIN_BYTES = 16 << 10  # in RECEIVE_GAP: 32 KB/s and more
+RECEIVE_MIN_BYTES = 4 << 10  # in RECEIVE_GAP: 8 KB/s and more (a heartbeat or a ping frame is tens of bytes)
 STUCK_MULTIPLE = 20.0  # silent for this many step intervals: stuck
 SLOW_MULTIPLE = 10.0  # steps this many times slower than the job's own rhythm: slow
 STALE_FLOOR = 60.0  # ... and at least this long, in seconds
@@ -153,11 +153,13 @@ def _device_work_on_the_cpu(snap: Snapshot, ranks, device_waits) -> list:
 
 
 def receiving(info) -> Optional[dict]:
-    """The connection a thread of this process waits to read while data arrives on it, or None."""
+    """The connection a thread of this process waits to read while data arrives on it, or None: the
+    socket of its read, or one its poll or event loop's epoll watches."""
     for wait in (info.waits or {}).values():
-        conn = wait.get("object") or {}
-        if conn.get("kind") == "socket" and arriving(conn):
-            return conn
+        watched = [w.get("object") or {} for w in wait.get("watched") or []]
+        for conn in [wait.get("object") or {}] + watched:
+            if conn.get("kind") == "socket" and arriving(conn):
+                return conn
     return None
 
 

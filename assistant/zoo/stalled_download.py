@@ -14,6 +14,10 @@ The job waits in the socket read under urllib3's ``HTTPResponse.stream`` for eve
 200 ms (a slow mirror, 80 KB/s); the job spends its time in the same socket read, receiving,
 and keeps the body in no file (only the connection shows the progress).
 
+``python stalled_download.py asyncio_slow``: not hung either. The body comes slower still, 4 KiB every
+200 ms (20 KB/s), and the job reads it with asyncio streams, so its thread waits in the event loop's
+``epoll_wait`` on the connection, not in a read of its own.
+
 READY (``{"pid", "server_pid", "port"}``): once the main thread has sat in the body read for 5
 consecutive samples.
 """
@@ -28,7 +32,33 @@ import _common
 import requests
 
 
+async def fetch_weights(port: int) -> None:
+    import asyncio
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /model.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    await writer.drain()
+    while await reader.read(1 << 16):  # no timeout: the same bug, here harmless
+        pass
+
+
+def download_with_asyncio() -> None:
+    import asyncio
+
+    server, port = _common.start_silent_server(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n", drip=4 << 10)
+    main_thread = threading.main_thread()
+
+    def in_event_loop() -> bool:
+        names = _common.stack_functions(main_thread.ident)
+        return "run_forever" in names and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
+
+    _common.ready_when(in_event_loop, lambda: {"server_pid": server.pid, "port": port})
+    asyncio.run(fetch_weights(port))
+
+
 def main() -> None:
+    if sys.argv[1:] == ["asyncio_slow"]:
+        return download_with_asyncio()
     slow = sys.argv[1:] == ["slow"]
     answer = b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n" + b"x" * 5000  # then silence
     server, port = _common.start_silent_server(answer, drip=16 << 10 if slow else 0)

@@ -590,6 +590,8 @@ def resolve_waits(waits_by_pid: Dict[int, Dict[int, Wait]], budget: float = RESO
                 and obj.get("state") == "ESTABLISHED"
             ):
                 reading.append(obj)
+            # an event loop (asyncio's, a selector's) reads its connections from an epoll or poll wait
+            reading += [w for w in _watched_connections(wait) if w is not obj]
     if reading and clock.left() > RECEIVE_GAP:
         keys = [(_endpoint(str(obj.get("local"))), _endpoint(str(obj.get("remote")))) for obj in reading]
         found = tcp_receiving(keys)
@@ -673,6 +675,16 @@ def _resolve_socket(pid: int, obj: dict, tid: int, wanted: Dict[str, list], sock
     if entry:
         obj.update(entry)
         _socket_peer(obj, tid, table, wanted)
+
+
+def _watched_connections(wait: Wait) -> List[dict]:
+    """The established TCP connections among the descriptors a poll or epoll wait watches."""
+    if wait.op not in ("poll", "select", "epoll"):
+        return []
+    objects = [w.get("object") or {} for w in wait.watched[:MAX_POLL_FDS]]
+    return [
+        o for o in objects if o.get("kind") == "socket" and o.get("proto") == "tcp" and o.get("state") == "ESTABLISHED"
+    ]
 
 
 def _resolve_watched_sockets(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict) -> None:

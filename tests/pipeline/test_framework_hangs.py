@@ -573,6 +573,21 @@ def test_a_slow_download_still_receiving_is_progressing_not_a_stopped_peer(knowl
     assert "end" not in end and "data still arrives" in end["detail"], end
 
 
+def test_a_slow_stream_read_by_an_asyncio_event_loop_is_progressing(knowledge, zoo):  # noqa: F811
+    """asyncio waits on its connections in epoll_wait, not in a read: the connections the event loop
+    watches are read from tcp_info too, and 20 KB/s arriving is a transfer under way."""
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) reads the connection's tcp_info")
+    job = zoo("stalled_download", args=["asyncio_slow"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False and report.verdict.state == "progressing", top(report)
+    said = " ".join(report.verdict.state_reasons)
+    assert f"receives data on its connection to 127.0.0.1:{job.info['port']}" in said, said
+    end = report.chain[-1]["waits_on"]
+    assert end.get("receiving") == "yes" and "end" not in end, end
+    assert "waits in epoll_wait() on a connection to" in end["detail"] and "data still arrives" in end["detail"], end
+
+
 # what the summary of an undecided busy_helpers scenario says ({pid}: the job's, {child}: its child's)
 UNDECIDED_SAYS = {
     "pool_imap": ["pid {pid} (rank) waits for its pool worker processes while all 2 of them compute"],
