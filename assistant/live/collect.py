@@ -561,10 +561,13 @@ def _own_loops(snap: Snapshot) -> None:
     """A thread that sleeps in a loop of the job's own code gets the loop's header in its wait
     (`loop`: `while not os.path.exists(done)`), read from the source file (bounded, never run): what
     the loop waits for, where its locals cannot be read (a loop at module level has none)."""
+    from debug_stuck.live.jobfacts import in_process_group
     from debug_stuck.live.loops import loop_header
+    from debug_stuck.probes.collectors.waits import process_connections
     from debug_stuck.recovery.reading import read_source, seen_from
 
     sources: dict = {}
+    services = 0
     for info in snap.processes:
         series = snap.stacks.get(info.pid)
         dump = series.latest() if series is not None else None
@@ -582,6 +585,31 @@ def _own_loops(snap: Snapshot) -> None:
             header = loop_header(sources[path], frame.line) if sources[path] and frame.line else None
             if header:
                 wait["loop"] = header
+            if thread.tid == info.pid and services < OWN_LOOPS_READ and not in_process_group(info):
+                services += 1  # a rank's process group talks to its peers: no service of the loop's
+                service = _answering_service(process_connections(info.pid))
+                if service is not None:
+                    wait["service"] = service
+
+
+SERVICE_ANSWERED_MS = 60_000  # a connection that sent and received within this is in use
+
+
+def _answering_service(connections) -> Optional[dict]:
+    """Of a process's established TCP connections, the one that exchanged data most recently, both
+    ways, within SERVICE_ANSWERED_MS: a service its sleeping loop calls between sleeps (a retry with
+    backoff, a status poll), and that answers."""
+    used = [
+        c
+        for c in connections
+        if c["last_received_ms"] < SERVICE_ANSWERED_MS
+        and c.get("last_sent_ms", SERVICE_ANSWERED_MS) < SERVICE_ANSWERED_MS
+        and c.get("received_total")
+    ]
+    if not used:
+        return None
+    best = min(used, key=lambda c: c["last_received_ms"])
+    return {k: best[k] for k in ("remote", "last_received_ms", "last_sent_ms") if k in best}
 
 
 def _sleeps_in_own_code(thread) -> bool:

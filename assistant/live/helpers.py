@@ -87,6 +87,7 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         children = [p for p in snap.processes if p.ppid == pid]
         return _processes(snap, knowledge, children, "child processes", "child process")
     polling = _sleeps_beside_children(snap, knowledge, pid, thread) if _sleeps(snap, pid, thread.tid) else None
+    polling = polling or _sleeps_between_calls(snap, pid, thread)
     if polling is not None:
         return polling  # a poll of its own (a library's poll for its pool's results goes on below)
     if not any(e.get("wait") in POOL_WAITS for e in waits):
@@ -166,6 +167,29 @@ def _sleeps_beside_children(snap: Snapshot, knowledge: Knowledge, pid: int, thre
         f"{'they produce' if len(children) > 1 else 'that child produces'}",
         check=f"what pid {children[0].pid} writes (`ls -l /proc/{children[0].pid}/fd`, the files it has open, growing) "
         f"and `py-spy dump --pid {children[0].pid}` taken twice a minute apart tell them apart",
+    )
+
+
+def _sleeps_between_calls(snap: Snapshot, pid: int, thread) -> Optional[Helpers]:
+    """A main thread that sleeps in a loop of the job's own code while its process exchanged data both
+    ways with a service moments ago (live.collect: `service` of its wait): a retry with backoff on a
+    busy or rate-limited service, or a poll of a job's status, calls a service that answers between
+    its sleeps. Slow or stuck (an answer that never changes) look alike in one window."""
+    process = snap.process(pid)
+    wait = ((process.waits or {}).get(thread.tid) or {}) if process is not None else {}
+    service = wait.get("service")
+    if wait.get("op") != "sleep" or not service:
+        return None
+    where = next((f.text() for f in thread.frames if not f.native), None)
+    ago = service["last_received_ms"] / 1000
+    return Helpers(
+        "service",
+        [str(service["remote"])],
+        pid,
+        clause=f"sleeps in a loop{f' at {where}' if where else ''} between calls to {service['remote']}, which "
+        f"answered {ago:.1f} s ago: it retries or polls a service that is up",
+        check=f"the answers it gets (a 429 or 503 with Retry-After, a status that never changes) in its log, or "
+        f"`py-spy dump --locals --pid {pid}` taken twice a minute apart (a step or attempt counter), tell them apart",
     )
 
 

@@ -20,6 +20,9 @@
   the GIL released); the main thread waits for it in ``Thread.join``.
 - ``polls_child``: not hung. The main thread starts an evaluator child that computes for ten minutes
   (then would write its scores), and polls for the scores file with ``time.sleep(5)`` between looks.
+- ``polls_service``: not hung. The main thread fetches its next batch from a feature service (a child
+  running ``http.server`` with HTTP/1.1 keep-alive) that answers ``503`` with ``Retry-After: 1`` while
+  it warms up; the client honours it with ``time.sleep`` and asks again on the same connection.
 
 READY (``{"pid", "scenario", "child"}``): written by a helper thread once the main thread has slept in
 its wait for a few consecutive samples and the helpers are at work (both tasks started; tasks 1-3
@@ -55,9 +58,21 @@ started, total = time.monotonic(), 0
 while time.monotonic() - started < 600:
     total += sum(k * k for k in range(1000))
 """
+WARMING_SERVICE = r"""
+import http.server, sys
+class Warming(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: the client's connection stays open between calls
+    def log_message(self, *args): pass
+    def do_GET(self):
+        self.send_response(503); self.send_header("Retry-After", "1"); self.send_header("Content-Length", "0")
+        self.end_headers()
+server = http.server.HTTPServer(("127.0.0.1", 0), Warming)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
 SCENARIOS = (
     "threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes", "join_blas",
-    "polls_child",
+    "polls_child", "polls_service",
 )  # fmt: skip
 
 
@@ -190,9 +205,32 @@ def polls_child() -> None:
     wait_for_scores()
 
 
+def polls_service() -> None:
+    import http.client
+
+    service = subprocess.Popen([sys.executable, "-I", "-c", WARMING_SERVICE], stdout=subprocess.PIPE, text=True)
+    port = int(service.stdout.readline())
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    def fetch_batch(step: int) -> bytes:
+        while True:
+            connection.request("GET", f"/batch/{step}")
+            response = connection.getresponse()
+            body = response.read()
+            if response.status == 200:
+                return body
+            time.sleep(float(response.getheader("Retry-After", "1")))  # a busy service: back off, ask again
+
+    waits = _common._main_sleeps_in("fetch_batch")
+    _common.ready_when(waits, lambda: {"pid": os.getpid(), "scenario": SCENARIO, "child": service.pid})
+    for step in range(1000):
+        fetch_batch(step)
+
+
 if __name__ == "__main__":
     if SCENARIO not in SCENARIOS:
         sys.exit(f"usage: busy_helpers.py [{'|'.join(SCENARIOS)}]; not {SCENARIO!r}")
     scenarios = {"pool_imap": pool_imap, "prefetch_thread": prefetch_thread, "child_computes": child_computes}
     scenarios.update(child_writes=child_writes, join_blas=join_blas, polls_child=polls_child)
+    scenarios.update(polls_service=polls_service)
     scenarios.get(SCENARIO, pool_jobs)()

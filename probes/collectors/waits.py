@@ -460,6 +460,7 @@ SS_SECONDS = 1.5
 _SS_LASTRCV = re.compile(r"\blastrcv:(\d+)")
 _SS_RECEIVED = re.compile(r"\bbytes_received:(\d+)")
 _SS_SENT = re.compile(r"\bbytes_sent:(\d+)")
+_SS_LASTSND = re.compile(r"\blastsnd:(\d+)")
 RECEIVE_GAP = 0.5  # seconds between the two readings that tell data still arriving
 RECEIVING_MS = 1000  # a connection that received data this recently may be receiving still
 
@@ -508,8 +509,8 @@ def tcp_receiving(
     return out
 
 
-def _tcp_info() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Optional[int], Optional[int]]]:
-    """(local, remote) -> (lastrcv ms, bytes_received, bytes_sent: None when not printed), one
+def _tcp_info() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Optional[int], Optional[int], int]]:
+    """(local, remote) -> (lastrcv ms, bytes_received, bytes_sent: None when not printed, lastsnd ms), one
     bounded `ss -tinH` call."""
     from debug_stuck.bounded import run_command
 
@@ -519,7 +520,7 @@ def _tcp_info() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Opti
         return {}
     if result.timed_out or result.returncode != 0:
         return {}
-    out: Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Optional[int], Optional[int]]] = {}
+    out: Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Optional[int], Optional[int], int]] = {}
     pair = None
     for line in result.stdout.splitlines():
         if line[:1] and not line[:1].isspace():
@@ -531,14 +532,44 @@ def _tcp_info() -> Dict[Tuple[Tuple[str, int], Tuple[str, int]], Tuple[int, Opti
         if pair:
             # ss prints lastrcv (and bytes_sent) only when not 0 (iproute2 misc/ss.c tcp_stats_print):
             # a connection that received data this very millisecond shows none
-            received, sent = _SS_RECEIVED.search(line), _SS_SENT.search(line)
+            received, sent, last_sent = _SS_RECEIVED.search(line), _SS_SENT.search(line), _SS_LASTSND.search(line)
             out[pair] = (
                 int(last.group(1)) if last else 0,
                 int(received.group(1)) if received else None,
                 int(sent.group(1)) if sent else 0,  # ss leaves bytes_sent out for a connection that sent none
+                int(last_sent.group(1)) if last_sent else 0,
             )
         pair = None
     return out
+
+
+MAX_PROCESS_FDS = 256  # descriptors looked at for a process's connections
+
+
+def process_connections(pid: int) -> List[dict]:
+    """The established TCP connections pid holds (bounded: its first MAX_PROCESS_FDS descriptors),
+    each with how long since it last received and last sent data (`last_received_ms`,
+    `last_sent_ms`, the kernel's tcp_info as `ss -ti` prints it) and its `received_total` bytes."""
+    names = _bounded(lambda: os.listdir(f"/proc/{pid}/fd"), f"descriptors of {pid}", []) or []
+    inodes: Dict[int, int] = {}
+    for name in names[:MAX_PROCESS_FDS]:
+        target = fd_target(pid, int(name)) if name.isdigit() else None
+        if target and target.startswith("socket:[") and target.endswith("]"):
+            inodes[int(target[8:-1])] = int(name)
+    if not inodes:
+        return []
+    table = socket_tables(pid)
+    conns = [
+        dict(table[inode], fd=fd)
+        for inode, fd in inodes.items()
+        if table.get(inode, {}).get("proto") == "tcp" and table[inode].get("state") == "ESTABLISHED"
+    ]
+    info = _tcp_info() if conns else {}
+    for conn in conns:
+        found = info.get((_endpoint(str(conn.get("local"))), _endpoint(str(conn.get("remote")))))
+        if found is not None:
+            conn["last_received_ms"], conn["received_total"], _, conn["last_sent_ms"] = found
+    return [c for c in conns if "last_received_ms" in c]
 
 
 def lock_holders() -> Dict[int, List[int]]:

@@ -601,13 +601,18 @@ UNDECIDED_SAYS = {
         "pid {pid} (rank) sleeps in a loop at wait_for_scores (assistant/zoo/busy_helpers.py:",
         "while its child process pid {child} (",
     ],
+    "polls_service": [
+        "pid {pid} (rank) sleeps in a loop at fetch_batch (assistant/zoo/busy_helpers.py:",
+        "between calls to 127.0.0.1:",
+        "it retries or polls a service that is up",
+    ],
 }
 
 
 @pytest.mark.parametrize(
     "scenario",
     ["threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes", "join_blas",
-     "polls_child"],
+     "polls_child", "polls_service"],
 )  # fmt: skip
 def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge, zoo, scenario):  # noqa: F811
     """Every thread of a pool, every worker of a Pool.imap, its own prefetcher thread, or the one child
