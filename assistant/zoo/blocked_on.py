@@ -29,6 +29,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   never answers, with the Hub's own timeouts raised to a day (stack: huggingface_hub -> its HTTP
   client -> socket read).
 - ``flock``: ``fcntl.flock(LOCK_EX)`` on ``<workdir>/train.lock``, held by a child for ever.
+- ``lock_behind_prompt``: a cache-building child takes ``<workdir>/cache.lock`` (``flock``) and then asks
+  a y/N question with ``input()`` on its stdin, the pipe its parent holds and never writes; the parent
+  waits for the same lock. A prompt the lock waits behind, not a lock-order deadlock.
 - ``child_stdin``: ``subprocess.Popen(stdin=PIPE).wait()`` on a child that reads its stdin: the
   parent holds the pipe's write end and waits, the child waits for input that never comes.
 - ``breakpoint_left``: a ``breakpoint()`` left in the loop, with stdin a pipe that a child holds
@@ -103,6 +106,11 @@ if what == "locker":
     print("LOCKED", flush=True)
     while True:
         time.sleep(3600)
+if what == "asker":  # takes the lock, then asks on its stdin: the parent's pipe, never written
+    f = open(sys.argv[2], "w")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    print("LOCKED", flush=True)
+    input("The repository contains custom code which must be executed. Do you wish to run it? [y/N] ")
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", 0))
@@ -411,6 +419,16 @@ def flock() -> None:
     _common.sleep_forever()
 
 
+def lock_behind_prompt() -> None:
+    path = _common.workdir() / "cache.lock"
+    child = _peer("asker", str(path))
+    child.stdout.readline()  # LOCKED
+    ready_in("flock", path=str(path), peer_pid=child.pid)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+    _common.sleep_forever()
+
+
 def child_stdin() -> None:
     child = _peer("reader")
     ready_in("wait4", peer_pid=child.pid)
@@ -685,6 +703,7 @@ SCENARIOS = {
     "stale_lock": stale_lock,
     "own_lock_poll": own_lock_poll,
     "results_poll": results_poll,
+    "lock_behind_prompt": lock_behind_prompt,
     "sqlite_held": sqlite_held,
     "lost_wakeup": lost_wakeup,
     "prompt": prompt,

@@ -365,6 +365,20 @@ def test_a_loop_of_the_jobs_own_polling_a_stale_lock_file_is_named_and_removable
     assert_first_fix_is_about(report, "stale-lock-file", f"Remove the stale lock file {path}")
 
 
+def test_a_lock_held_by_a_child_that_asks_a_question_on_its_parents_pipe_is_a_prompt(knowledge, zoo):  # noqa: F811
+    """The parent waits for a lock its child holds; the child waits for an answer on the stdin pipe the
+    parent holds: a cycle, whose way out is the prompt (input-wait), not a lock order."""
+    job = zoo("blocked_on", args=["lock_behind_prompt"])
+    child = job.info["peer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "input-wait", top(report)
+    asker = next(h for h in report.chain if h["pid"] == child)
+    assert asker["waits_on"].get("stdin") == "parent" and asker["waits_on"].get("fd") == "0", report.chain
+    said = [e.detail for d in report.diagnoses[:1] for e in d.evidence]
+    assert any("the others wait behind a prompt" in d for d in said), said
+    assert {d.cause for d in report.diagnoses if d.confidence >= 0.5} == {"input-wait"}, top(report)
+
+
 def test_a_sleeping_loop_of_the_jobs_own_says_what_it_polls_for(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["results_poll"])
     report = diagnose(knowledge, job.proc.pid)
