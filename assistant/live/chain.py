@@ -27,6 +27,7 @@ from debug_stuck.core.libfacts import (
     unwrap_call,
 )
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.eventloop import stuck_event_loop, waits_on_connections
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
 from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop
@@ -51,7 +52,6 @@ from debug_stuck.live.parties import (
     queue_feeder,
     replacement_worker,
     runs_own_task,
-    silent_among,
     spawn_children,
     sync_party,
 )
@@ -64,9 +64,6 @@ from debug_stuck.probes.collectors.waits import RECEIVE_GAP
 MAX_HOPS = 8
 HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER_GAP s is at work
 # the hop facts a report's waits_on carries (docs/contract.md, chain)
-# Connections to several addresses: one that has received nothing for SILENT_CONNECTION_MS, beside
-# others that received data in the last DELIVERING_MS, is the one the wait ends at.
-SILENT_CONNECTION_MS, DELIVERING_MS = 3_000, 2_000
 WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
     "forked_by", "gil", "receiving",
@@ -85,7 +82,6 @@ POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
 # (iflatmap_unordered loops queue.get(timeout=0.05) on a Manager queue while the pool works)
 PROCESS_POOL_FILE = re.compile(r"concurrent/futures/process\.py$")
 # CPython Lib/asyncio/base_events.py: run_forever -> _run_once -> selector.select, the loop's only wait
-ASYNCIO_FILE = re.compile(r"asyncio/base_events\.py")
 POLLED_POOL_WAIT = re.compile(r"joblib/parallel\.py|datasets/utils/py_utils\.py")
 # CPython 3.11.7 Lib/threading.py: _shutdown joins every non-daemon thread at interpreter exit;
 # Lib/concurrent/futures/thread.py: _python_exit (atexit) and shutdown(wait=True) join the pool's threads.
@@ -400,7 +396,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     if op in ("poll", "select", "epoll"):
         hop.kind = "poll"
         watched = [w.get("object") or {} for w in wait.get("watched") or []]
-        if _waits_on_silent_connections(hop, op, watched):
+        if waits_on_connections(hop, op, watched):
             return
         kinds = sorted({w.get("kind", "?") for w in watched})
         hop.detail = f"waits in {OP_WORDS.get(op, op)}" + (f" on {', '.join(kinds)}" if kinds else "")
@@ -410,44 +406,6 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         hop.detail = f"waits for I/O in the kernel ({wait.get('wchan')})"
         return
     hop.detail = f"waits ({wait.get('syscall') or wait.get('wchan') or op or 'unknown'})"
-
-
-def _waits_on_silent_connections(hop: Hop, op: str, watched: List[dict]) -> bool:
-    """An event loop (asyncio's, a selector's) idle in poll/epoll whose only network descriptors are
-    established TCP connections to one address: what it runs waits on them, and nothing arrives (no
-    listening socket among them: a server idle between clients is not this)."""
-    tcp = [w for w in watched if w.get("kind") == "socket" and w.get("proto") == "tcp"]
-    conns = [w for w in tcp if w.get("state") == "ESTABLISHED"]
-    remotes = sorted({str(w.get("remote")) for w in conns})
-    if not conns or len(conns) != len(tcp):
-        return False
-    flowing = next((w for w in conns if arriving(w)), None)
-    if flowing is not None:
-        hop.kind, hop.object = "socket", str(flowing.get("remote"))
-        hop.detail = f"waits in {OP_WORDS.get(op, op)} on a connection to {hop.object}: data still arrives"
-        hop.detail += f" ({flowing['received_bytes']} bytes in the last {RECEIVE_GAP} s)"
-        hop.facts.update(receiving="yes", state="ESTABLISHED")
-        return True
-    others = ""
-    if len(remotes) > 1:
-        found = silent_among(conns, SILENT_CONNECTION_MS, DELIVERING_MS)
-        if found is None:
-            return False
-        remotes, conns, others = found
-    loop = "asyncio" if any(ASYNCIO_FILE.search(f.file or "") for f in python_frames(hop.frames)) else None
-    count = f"{len(conns)} connections" if len(conns) > 1 else "a connection"
-    peer = next((w.get("peer") for w in conns if w.get("peer")), None)
-    hop.kind, hop.object = "socket", remotes[0]
-    hop.detail = (
-        f"waits in {OP_WORDS.get(op, op)} on {count} to {remotes[0]}{others}"
-        + (" (asyncio's event loop: its tasks wait on them)" if loop else "")
-        + ": the peer never answers"
-        + (f" ({describe_peer(peer)})" if peer else "")
-    )
-    hop.facts.update(end="no-answer", state="ESTABLISHED")
-    if loop:
-        hop.facts["event_loop"] = loop
-    return True
 
 
 # -- following the chain -------------------------------------------------------------------------------
@@ -483,6 +441,7 @@ def follow(job: JobView, pid: int, tid: Optional[int] = None, seen: Optional[Set
         wait = job.wait(pid, hop.tid or pid)
         if wait is not None:
             _describe(hop, wait, set(job.procs))
+            stuck_event_loop(job, hop, wait)
             _context(job, hop, wait)
         else:
             hop.detail = "waits (its system call could not be read)"

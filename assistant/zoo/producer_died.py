@@ -14,6 +14,11 @@ READY (``{"pid"}``): once the producer thread is gone and the main thread has sl
 sends) after three batches. Nothing reaps it (``multiprocessing`` reaps only on ``join`` or
 ``active_children``), so it stays a zombie while the loop waits in ``get``: a job with a dead child
 and no DataLoader. READY adds ``producer_pid``.
+
+``python producer_died.py asyncio``: the same pipeline in asyncio. A producer task puts records in an
+``asyncio.Queue`` and raises at the corrupt one; the training coroutine awaits ``queue.get()``. The
+task's exception is kept until the task is awaited (the program still holds it: nothing is logged),
+and the event loop idles in ``epoll_wait`` with no timeout, nothing but its own wakeup socket to watch.
 """
 
 from __future__ import annotations
@@ -88,5 +93,36 @@ def train_from_process() -> None:
         print(f"step {step} loss {sum(batch) / len(batch):.3f}", flush=True)
 
 
+async def produce_records(batches) -> None:
+    index = 0
+    while True:
+        await batches.put(read_sample(index))
+        index += 1
+
+
+async def train_on_records() -> None:
+    import asyncio
+
+    batches: asyncio.Queue = asyncio.Queue(maxsize=4)
+    producer = asyncio.create_task(produce_records(batches), name="producer")
+    main = threading.main_thread()
+
+    def idle_in_the_loop() -> bool:
+        in_select = "select" in _common.stack_functions(main.ident)
+        return producer.done() and in_select and _common.sleeping_steadily(os.getpid(), main.native_id)
+
+    _common.ready_when(idle_in_the_loop)
+    step = 0
+    while True:
+        batch = await batches.get()  # no timeout: the bug
+        step += 1
+        print(f"step {step} loss {sum(batch) / len(batch):.3f}", flush=True)
+
+
 if __name__ == "__main__":
-    train_from_process() if sys.argv[1:] == ["process"] else train()
+    if sys.argv[1:] == ["asyncio"]:
+        import asyncio
+
+        asyncio.run(train_on_records())
+    else:
+        train_from_process() if sys.argv[1:] == ["process"] else train()

@@ -89,6 +89,7 @@ class Wait:
     child: Optional[int] = None  # wait-child: the pid waited for (-1: any child)
     lock_holders: List[int] = field(default_factory=list)
     flags: Optional[int] = None  # open: O_ACCMODE (0 read, 1 write, 2 both)
+    timeout_ms: Optional[int] = None  # poll, epoll_wait: the timeout it was given, -1 for none
     wchan: Optional[str] = None
     error: Optional[str] = None
 
@@ -96,7 +97,7 @@ class Wait:
         out = {"tid": self.tid, "op": self.op}
         if with_args and self.args:
             out["args"] = list(self.args)
-        for key in ("syscall", "fd", "object", "child", "flags", "wchan", "error"):
+        for key in ("syscall", "fd", "object", "child", "flags", "timeout_ms", "wchan", "error"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -192,6 +193,8 @@ def wait_from_syscall(tid: int, text: str, wchan: Optional[str] = None) -> Wait:
         wait.child = _signed32(args[spec["pid"]])
     if "flags" in spec:
         wait.flags = args[spec["flags"]] & 3
+    if "timeout" in spec and len(args) > spec["timeout"]:
+        wait.timeout_ms = max(-1, _signed32(args[spec["timeout"]]))  # any negative: no timeout (poll(2))
     return wait
 
 

@@ -361,6 +361,21 @@ def test_a_queue_whose_producer_thread_died_is_a_wait_on_a_thread_that_is_gone(k
     assert not ranked & (NEEDS_A_RANK | {"dataloader"}), (ranked, report.notes)
 
 
+def test_an_asyncio_loop_that_no_task_can_wake_is_a_task_that_died(knowledge, zoo):  # noqa: F811
+    """The producer task raised; the consumer awaits the queue. The loop waits in epoll_wait with no
+    timeout on its own wakeup socket alone, one Python thread: nothing can wake it."""
+    job = zoo("producer_died", args=["asyncio"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "task" and end.get("end") == "no-task" and end.get("event_loop") == "asyncio", end
+    fix = first_fix(report)
+    assert fix.title.startswith("No asyncio task is left to wake the event loop"), fix
+    assert "asyncio.TaskGroup()" in fix.commands[-1], fix.commands
+    ranked = {d.cause for d in report.diagnoses}
+    assert not ranked & (NEEDS_A_RANK | {"dataloader"}), ranked
+
+
 def test_a_queue_whose_producer_process_was_killed_blames_the_dead_child_not_a_dataloader(knowledge, zoo):  # noqa: F811
     """The producer is a multiprocessing.Process, killed by SIGKILL and left a zombie; the job runs no
     DataLoader, so the dead child is no DataLoader worker and its parent's pipe read is a wait on its

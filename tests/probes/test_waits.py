@@ -41,6 +41,22 @@ def test_an_unknown_resumed_call_says_what_the_kernel_says():
 
 
 @pytest.mark.parametrize(
+    "name, timeout, expected",
+    [
+        ("epoll_wait", "0xffffffff", -1),  # select.epoll.poll(-1): asyncio with no timer pending
+        ("epoll_wait", "0xffffffffffffffff", -1),
+        ("epoll_pwait", "0x1388", 5000),
+        ("poll", "0xffffffff", -1),
+    ],
+)
+def test_a_poll_or_epoll_wait_keeps_its_timeout(name, timeout, expected):
+    args = ["0x3", "0x7ffd0000", "0x1", "0x0"] if name == "poll" else ["0x3", "0x7ffd0000", "0x1", "0x0", "0x0"]
+    args.insert(2 if name == "poll" else 3, timeout)
+    line = f"{number_of(name)} {' '.join(args[:6])} 0x7ffd 0x7f0a"
+    assert wait_from_syscall(101, line, "do_epoll_wait").timeout_ms == expected
+
+
+@pytest.mark.parametrize(
     "proc_form, ss_form",
     [
         ("127.0.0.1:8080", "127.0.0.1:8080"),

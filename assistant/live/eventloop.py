@@ -1,0 +1,81 @@
+"""An event loop's wait, read from its poll or epoll: asyncio's tasks wait on the connections the
+loop watches, not in reads of their own; and a loop that nothing is left to wake."""
+
+from __future__ import annotations
+
+import re
+from typing import List
+
+from debug_stuck.live.parties import python_frames, silent_among
+from debug_stuck.live.progress import arriving
+from debug_stuck.live.waitwords import OP_WORDS, describe_peer
+from debug_stuck.probes.collectors.waits import RECEIVE_GAP
+
+ASYNCIO_FILE = re.compile(r"asyncio/base_events\.py")
+# Connections to several addresses: one that has received nothing for SILENT_CONNECTION_MS, beside
+# others that received data in the last DELIVERING_MS, is the one the wait ends at.
+SILENT_CONNECTION_MS, DELIVERING_MS = 3_000, 2_000
+
+
+def waits_on_connections(hop, op: str, watched: List[dict]) -> bool:
+    """An event loop (asyncio's, a selector's) idle in poll/epoll whose only network descriptors are
+    established TCP connections to one address: what it runs waits on them, and nothing arrives (no
+    listening socket among them: a server idle between clients is not this)."""
+    tcp = [w for w in watched if w.get("kind") == "socket" and w.get("proto") == "tcp"]
+    conns = [w for w in tcp if w.get("state") == "ESTABLISHED"]
+    remotes = sorted({str(w.get("remote")) for w in conns})
+    if not conns or len(conns) != len(tcp):
+        return False
+    flowing = next((w for w in conns if arriving(w)), None)
+    if flowing is not None:
+        hop.kind, hop.object = "socket", str(flowing.get("remote"))
+        hop.detail = f"waits in {OP_WORDS.get(op, op)} on a connection to {hop.object}: data still arrives"
+        hop.detail += f" ({flowing['received_bytes']} bytes in the last {RECEIVE_GAP} s)"
+        hop.facts.update(receiving="yes", state="ESTABLISHED")
+        return True
+    others = ""
+    if len(remotes) > 1:
+        found = silent_among(conns, SILENT_CONNECTION_MS, DELIVERING_MS)
+        if found is None:
+            return False
+        remotes, conns, others = found
+    loop = "asyncio" if any(ASYNCIO_FILE.search(f.file or "") for f in python_frames(hop.frames)) else None
+    count = f"{len(conns)} connections" if len(conns) > 1 else "a connection"
+    peer = next((w.get("peer") for w in conns if w.get("peer")), None)
+    hop.kind, hop.object = "socket", remotes[0]
+    hop.detail = (
+        f"waits in {OP_WORDS.get(op, op)} on {count} to {remotes[0]}{others}"
+        + (" (asyncio's event loop: its tasks wait on them)" if loop else "")
+        + ": the peer never answers"
+        + (f" ({describe_peer(peer)})" if peer else "")
+    )
+    hop.facts.update(end="no-answer", state="ESTABLISHED")
+    if loop:
+        hop.facts["event_loop"] = loop
+    return True
+
+
+def stuck_event_loop(job, hop, wait: dict) -> bool:
+    """asyncio's event loop idle for good: in epoll_wait or poll with no timeout (asyncio passes the
+    time to its nearest scheduled callback, none when no timer is pending: CPython 3.11
+    Lib/asyncio/base_events.py BaseEventLoop._run_once), watching nothing but its own wakeup socket
+    (the socketpair of selector_events.py _make_self_pipe), in a process with no other Python thread
+    that could wake it (call_soon_threadsafe). No I/O, no timer, no thread: every task awaits something
+    only another task could finish (an asyncio.Queue, Event, Future, Lock), and none is left to run."""
+    if hop.kind != "poll" or wait.get("timeout_ms") != -1:
+        return False
+    if not any(ASYNCIO_FILE.search(f.file or "") for f in python_frames(hop.frames)):
+        return False
+    watched = [w.get("object") or {} for w in wait.get("watched") or []]
+    if len(watched) != 1 or watched[0].get("kind") != "socket" or watched[0].get("proto") != "unix":
+        return False
+    if len(job.threads(hop.pid)) != 1:
+        return False
+    hop.kind = "task"
+    hop.detail = (
+        f"waits in {OP_WORDS.get(wait.get('op'), wait.get('op'))} with no timeout, watching only its event loop's own "
+        "wakeup socket (asyncio): every task awaits something only another task could finish (an asyncio "
+        "Queue, Event, Future or Lock), and no task is left to run"
+    )
+    hop.facts.update(end="no-task", event_loop="asyncio")
+    return True
