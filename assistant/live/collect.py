@@ -307,6 +307,7 @@ def _refine_roles(snap: Snapshot) -> None:
             info.role = "rank"
     _ranks_of_a_launcher_script(snap, workers)
     _ranks_of_a_script_relauncher(snap)
+    _dead_ranks_of_a_launcher(snap)
 
 
 def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
@@ -375,6 +376,17 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
             and takes_no_part(parent.pid)
         ):
             parent.role = "launcher"
+
+
+def _dead_ranks_of_a_launcher(snap: Snapshot) -> None:
+    """A dead child (a zombie: no command line or environment left to read) of a process that launches
+    ranks is one of its ranks, not a DataLoader worker: a launcher (torchrun's agent, a job's own
+    launcher script) starts ranks, and a rank that crashed before its peers met stays a zombie until
+    the launcher waits for it."""
+    launchers = {p.pid for p in snap.processes if p.role == "launcher"}
+    for info in snap.processes:
+        if info.state == "Z" and info.role == "dataloader-worker" and info.ppid in launchers:
+            info.role, info.rank = "rank", None
 
 
 def _ranks_of_a_script_relauncher(snap: Snapshot) -> None:

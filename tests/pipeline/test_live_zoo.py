@@ -172,6 +172,20 @@ def test_init_process_group_waits_for_a_missing_rank(knowledge, zoo):  # noqa: F
 
 
 @pytest.mark.timeout(180)
+def test_a_rank_that_died_before_the_rendezvous_is_a_dead_rank_not_a_worker(knowledge, zoo):  # noqa: F811
+    """The launcher script's dead child (a zombie: no command line, no environment) is a rank, and the
+    rendezvous that waits for it says a rank is gone."""
+    needs_torch()
+    job = zoo("launcher_dead_rank")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "rendezvous", causes(report)
+    roles = {p["pid"]: (p["role"], p["state"]) for p in report.processes}
+    assert roles[job.info["rank1_pid"]] == ("rank", "Z") and roles[job.proc.pid][0] == "launcher", roles
+    said = [e.detail for e in report.diagnoses[0].evidence]
+    assert any("a rank has exited (state Z)" in d for d in said), said
+
+
+@pytest.mark.timeout(180)
 def test_torch_save_blocked_on_its_destination(knowledge, zoo):  # noqa: F811
     needs_torch()
     job = zoo("torch_save_blocked")
