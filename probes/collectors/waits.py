@@ -63,7 +63,8 @@ WCHAN_OPS = (
     (re.compile(r"unix_stream_read|unix_dgram_recv|tcp_recvmsg|sk_wait_data|skb_wait_for_more"), "recv"),
     (re.compile(r"inet_csk_accept|unix_accept"), "accept"),
     (re.compile(r"inet_wait_for_connect|__inet_stream_connect"), "connect"),
-    (re.compile(r"do_wait|kernel_wait4"), "wait-child"),
+    # anchored: newer kernels name a futex wait futex_do_wait, which is no wait for a child
+    (re.compile(r"^do_wait\b|kernel_wait4"), "wait-child"),
     (re.compile(r"futex"), "futex"),
     (re.compile(r"hrtimer_nanosleep|do_nanosleep"), "sleep"),
     (re.compile(r"do_sys_poll|do_select|core_sys_select|poll_schedule_timeout"), "poll"),

@@ -41,6 +41,20 @@ def test_an_unknown_resumed_call_says_what_the_kernel_says():
 
 
 @pytest.mark.parametrize(
+    "wchan, op",
+    [
+        ("futex_do_wait", "futex"),  # Linux 6.x: a gloo rank's recv on its condition variable, no syscall read
+        ("futex_wait_queue", "futex"),
+        ("do_wait", "wait-child"),
+        ("do_wait.part.0", "wait-child"),
+        ("kernel_wait4", "wait-child"),
+    ],
+)
+def test_a_wait_read_from_its_wait_channel_alone(wchan, op):
+    assert wait_from_syscall(101, "", wchan).op == op
+
+
+@pytest.mark.parametrize(
     "name, timeout, expected",
     [
         ("epoll_wait", "0xffffffff", -1),  # select.epoll.poll(-1): asyncio with no timer pending
