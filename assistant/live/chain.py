@@ -237,6 +237,7 @@ SYNC_WORDS = (
     ("Barrier.wait", "a threading barrier"),
     ("Queue.get", "an item from a queue"),
     ("Queue.put", "room in a full queue"),
+    ("Queue.join", "every item put in a queue to be marked done (task_done)"),
     ("acquire", "a lock"),
     ("Condition.wait", "a condition to be notified"),
 )
@@ -264,6 +265,26 @@ def _sync_wait(frames) -> Tuple[str, Optional[str]]:
             what = native[1]["object"]
     caller = next((f for f in py if not SYNC_FILES.search(f.file or "")), None)
     return what, caller.text() if caller is not None else (py[0].text() if py else None)
+
+
+def _task_done_missing(job: JobView, hop: Hop, thread) -> None:
+    """A thread in queue.Queue.join while every other Python thread of its process idles in a queue's
+    get: each item put was taken, yet one was never marked done (CPython 3.11.7 Lib/queue.py: join
+    waits until unfinished_tasks, raised by put and lowered only by task_done, is 0), so a consumer
+    skips task_done() on some path (a `continue`, an exception it catches)."""
+    py = python_frames(thread.frames)
+    if not any(f.bare_name == "join" and re.search(r"(^|/)queue\.py$", f.file or "") for f in py[:3]):
+        return
+    others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
+    idle = [t for t in others if idle_for_work(t)]
+    if not idle or len(idle) != len(others):
+        return
+    names = sorted({t.name or str(t.tid) for t in idle})
+    hop.detail += (
+        f"; its {len(idle)} consumer thread{'s' if len(idle) > 1 else ''} ({', '.join(repr(n) for n in names)}) "
+        "wait for new items in get(): every item was taken and one was never marked done"
+    )
+    hop.facts["end"] = "task-done-missing"
 
 
 def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
@@ -608,6 +629,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
                 names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])
                 hop.detail = f"waits while threads {names} each wait for a lock the other holds: a lock-order deadlock"
                 hop.facts["end"] = "deadlock"
+        if "end" not in hop.facts:
+            _task_done_missing(job, hop, thread)
         joined = joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
         if joined is not None:
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))

@@ -22,6 +22,8 @@ POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
 EVENT_LOOP = re.compile(r"asyncio/base_events\.py")
 FUTURE_WAIT = re.compile(r"concurrent/futures/_base\.py|Future\.result|_base\.py")
 THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
+# Thread.join is threading.py's; queue.Queue.join (queue.py) waits for task_done() calls, not a thread
+THREADING_FILE = re.compile(r"(^|/)threading\.py$")
 # CPython 3.11.7 Lib/multiprocessing/synchronize.py: Barrier, Event, Condition, Semaphore and Lock
 # across processes: only another process that shares the primitive releases it
 MP_SYNC_FILE = re.compile(r"multiprocess(ing)?/synchronize\.py$")
@@ -245,7 +247,9 @@ def joined_thread(job: JobView, pid: int, thread):
     py = python_frames(thread.frames)
     # CPython 3.11.7 Lib/threading.py: _shutdown acquires each non-daemon thread's tstate lock itself
     at_shutdown = bool(py) and py[0].bare_name == "_shutdown" and bool(THREAD_SYNC_FILE.search(py[0].file or ""))
-    if not at_shutdown and not any(THREAD_JOIN.search(f.bare_name) for f in py[:3]):
+    if not at_shutdown and not any(
+        THREAD_JOIN.search(f.bare_name) and THREADING_FILE.search(f.file or "") for f in py[:3]
+    ):
         return None
     others = [t for t in job.threads(pid) if t.tid != thread.tid and python_frames(t.frames)]
     if any(EXECUTOR_JOIN.match(f.bare_name) and POOL_WORKER.search(f.file or "") for f in py):

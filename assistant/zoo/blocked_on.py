@@ -29,6 +29,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   never answers, with the Hub's own timeouts raised to a day (stack: huggingface_hub -> its HTTP
   client -> socket read).
 - ``flock``: ``fcntl.flock(LOCK_EX)`` on ``<workdir>/train.lock``, held by a child for ever.
+- ``task_done_missing``: two decoder threads take shards from a ``queue.Queue``; one shard is filtered
+  out with ``continue`` before ``task_done()``, so the main thread's ``Queue.join()`` waits for ever
+  while both threads idle in ``get()``.
 - ``lock_behind_prompt``: a cache-building child takes ``<workdir>/cache.lock`` (``flock``) and then asks
   a y/N question with ``input()`` on its stdin, the pipe its parent holds and never writes; the parent
   waits for the same lock. A prompt the lock waits behind, not a lock-order deadlock.
@@ -419,6 +422,27 @@ def flock() -> None:
     _common.sleep_forever()
 
 
+def task_done_missing() -> None:
+    import queue
+
+    shards: queue.Queue = queue.Queue()
+
+    def decode() -> None:
+        while True:
+            shard = shards.get()
+            if shard % 7 == 3:  # a quality filter drops it
+                continue  # the bug: no task_done() for it
+            shards.task_done()
+
+    for _ in range(2):
+        threading.Thread(target=decode, name="shard-decoder", daemon=True).start()
+    for shard in range(10):
+        shards.put(shard)
+    _common.ready_when(_common._main_sleeps_in("join"), lambda: dict(scenario=sys.argv[1]))
+    shards.join()
+    _common.sleep_forever()
+
+
 def lock_behind_prompt() -> None:
     path = _common.workdir() / "cache.lock"
     child = _peer("asker", str(path))
@@ -704,6 +728,7 @@ SCENARIOS = {
     "own_lock_poll": own_lock_poll,
     "results_poll": results_poll,
     "lock_behind_prompt": lock_behind_prompt,
+    "task_done_missing": task_done_missing,
     "sqlite_held": sqlite_held,
     "lost_wakeup": lost_wakeup,
     "prompt": prompt,

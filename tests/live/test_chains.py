@@ -277,7 +277,9 @@ def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  
         f"Deadlock: process pid {job.proc.pid} waits for its child process {child}",
         f"process pid {child} is blocked in a read of a pipe; the writer is pid {job.proc.pid}",
     )
-    assert report.verdict.cause == "thread-deadlock", top(report)
+    # the cycle's way out is the child's standard input: a read nobody answers (input-wait), as when the
+    # parent waits for a lock the child holds (test_a_lock_held_by_a_child_that_asks_a_question...)
+    assert report.verdict.cause == "input-wait", top(report)
     assert_first_fix_is_about(report, "child-stdin", f"Process pid {job.proc.pid} waits for its child {child}")
     assert "stdin=subprocess.DEVNULL" in report.diagnoses[0].fixes[0].commands[0]
     # Seen from the child alone, the read is of its standard input (fd 0): a prompt, not a log pipe.
@@ -377,6 +379,18 @@ def test_a_lock_held_by_a_child_that_asks_a_question_on_its_parents_pipe_is_a_pr
     said = [e.detail for d in report.diagnoses[:1] for e in d.evidence]
     assert any("the others wait behind a prompt" in d for d in said), said
     assert {d.cause for d in report.diagnoses if d.confidence >= 0.5} == {"input-wait"}, top(report)
+
+
+def test_a_queue_join_whose_consumers_all_idle_is_a_missing_task_done(knowledge, zoo):  # noqa: F811
+    """Queue.join (queue.py) is no Thread.join: it waits for task_done() calls, and with every consumer
+    back in get(), one was skipped."""
+    job = zoo("blocked_on", args=["task_done_missing"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "task-done-missing" and "the thread it joins" not in report.verdict.summary, end
+    assert "waits for every item put in a queue to be marked done (task_done)" in end["detail"], end
+    assert_first_fix_is_about(report, "queue-task-done-missing", "A task_done() call is missing")
 
 
 def test_a_sleeping_loop_of_the_jobs_own_says_what_it_polls_for(knowledge, zoo):  # noqa: F811
