@@ -514,11 +514,12 @@ def _context(job: JobView, hop: Hop, wait: dict) -> None:
         if writers == {info.ppid}:
             hop.facts["stdin"] = "parent"  # its standard input, which only its parent can write: a prompt
     thread = job.thread(hop.pid, hop.tid)
-    if wait.get("fd") == 0 and wait.get("op") == "read" and thread is not None and "stdin" not in hop.facts:
-        if frames_prove(thread.frames, "stdin"):
-            # input() or a debugger's prompt (frames.yaml facts: [stdin]): a person answers it, not
-            # whatever holds the other end of the pipe (a shell's `sleep | python`, a tmux pane)
-            hop.facts["stdin"] = "prompt"
+    asks = wait.get("prompt_call") or (thread is not None and frames_prove(thread.frames, "stdin"))
+    if wait.get("fd") == 0 and wait.get("op") == "read" and asks:
+        # input() or a debugger's prompt (frames.yaml facts: [stdin]): a person answers it, not
+        # whatever holds the other end of the pipe (a shell's `sleep | python`, a tmux pane)
+        hop.facts["prompt"] = "yes"
+        hop.facts.setdefault("stdin", "prompt")
     if hop.facts.get("stdin") and thread is not None:
         stopped_in_debugger(hop, thread.frames)
     if obj.get("kind") in ("fifo", "pipe") and hop.facts.get("end") in ("no-writer", "no-reader"):

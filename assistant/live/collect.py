@@ -7,6 +7,7 @@ whole collection costs about one window however many processes the job has.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -252,6 +253,7 @@ def collect(
     _resolve_waits(snap)
     _lock_files(snap)
     _own_loops(snap)
+    _stdin_prompts(snap)
     for info in procs:
         snap.errors.extend(f"{info.label()}: {e}" for e in info.errors)
     for pid, series in snap.stacks.items():
@@ -572,7 +574,9 @@ OWN_LOOPS_READ = 4  # at most this many source files read for the loop a sleepin
 def _own_loops(snap: Snapshot) -> None:
     """A thread that sleeps in a loop of the job's own code gets the loop's header in its wait
     (`loop`: `while not os.path.exists(done)`), read from the source file (bounded, never run): what
-    the loop waits for, where its locals cannot be read (a loop at module level has none)."""
+    the loop waits for, where its locals cannot be read (a loop at module level has none). A main
+    thread of a process outside any process group also gets the service it calls between sleeps
+    (`service`, _answering_service), when one answered moments ago."""
     from debug_stuck.live.jobfacts import in_process_group
     from debug_stuck.live.loops import loop_header
     from debug_stuck.probes.collectors.waits import process_connections
@@ -589,12 +593,11 @@ def _own_loops(snap: Snapshot) -> None:
                 continue
             frame = next(f for f in thread.frames if not f.native)
             path = frame.path or frame.file
-            if path not in sources:
-                if len(sources) >= OWN_LOOPS_READ or not os.path.isabs(path or ""):
-                    continue
+            if path not in sources and len(sources) < OWN_LOOPS_READ and os.path.isabs(path or ""):
                 with seen_from(info.pid):
                     sources[path] = read_source(path)
-            header = loop_header(sources[path], frame.line) if sources[path] and frame.line else None
+            source = sources.get(path)
+            header = loop_header(source, frame.line) if source and frame.line else None
             if header:
                 wait["loop"] = header
             if thread.tid == info.pid and services < OWN_LOOPS_READ and not in_process_group(info):
@@ -602,6 +605,37 @@ def _own_loops(snap: Snapshot) -> None:
                 service = _answering_service(process_connections(info.pid))
                 if service is not None:
                     wait["service"] = service
+
+
+PROMPT_CALL = re.compile(r"(?<![\w.])(input|raw_input|getpass(\.getpass)?)\s*\(")
+
+
+def _stdin_prompts(snap: Snapshot) -> None:
+    """A thread reading its standard input at a line of the job's own code that calls input() or
+    getpass() gets that line in its wait (`prompt_call`): the read is a question waiting for an
+    answer, which no frame shows (py-spy leaves the interpreter's builtin_input out). The line is read
+    from the source file, or from the command line of a `python -c` program (bounded, never run)."""
+    from debug_stuck.recovery.reading import read_source, seen_from
+
+    for info in snap.processes[: OWN_LOOPS_READ * 4]:
+        series = snap.stacks.get(info.pid)
+        dump = series.latest() if series is not None else None
+        for thread in dump.threads if dump is not None else []:
+            wait = info.waits.get(thread.tid)
+            frame = next((f for f in thread.frames if not f.native), None)
+            if not wait or wait.get("op") != "read" or wait.get("fd") != 0 or frame is None or not frame.line:
+                continue
+            if frame.file == "<string>" and "-c" in info.cmdline[:-1]:
+                source = info.cmdline[info.cmdline.index("-c") + 1]
+            else:
+                with seen_from(info.pid):
+                    source = (
+                        read_source(frame.path or frame.file) if os.path.isabs(frame.path or frame.file or "") else ""
+                    )
+            lines = source.splitlines()
+            line = lines[frame.line - 1].strip() if 0 < frame.line <= len(lines) else ""
+            if PROMPT_CALL.search(line):
+                wait["prompt_call"] = line[:160]
 
 
 SERVICE_ANSWERED_MS = 60_000  # a connection that sent and received within this is in use

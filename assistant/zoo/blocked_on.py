@@ -412,9 +412,10 @@ def hub() -> None:
     _common.sleep_forever()
 
 
-def flock() -> None:
-    path = _common.workdir() / "train.lock"
-    child = _peer("locker", str(path))
+def flock(peer: str = "locker", name: str = "train.lock") -> None:
+    """Wait for an flock a child holds: for ever ("locker"), or while it asks on its stdin ("asker")."""
+    path = _common.workdir() / name
+    child = _peer(peer, str(path))
     child.stdout.readline()  # LOCKED
     ready_in("flock", path=str(path), peer_pid=child.pid)
     with open(path, "w") as f:
@@ -444,13 +445,7 @@ def task_done_missing() -> None:
 
 
 def lock_behind_prompt() -> None:
-    path = _common.workdir() / "cache.lock"
-    child = _peer("asker", str(path))
-    child.stdout.readline()  # LOCKED
-    ready_in("flock", path=str(path), peer_pid=child.pid)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-    _common.sleep_forever()
+    flock("asker", "cache.lock")
 
 
 def child_stdin() -> None:

@@ -277,9 +277,9 @@ def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  
         f"Deadlock: process pid {job.proc.pid} waits for its child process {child}",
         f"process pid {child} is blocked in a read of a pipe; the writer is pid {job.proc.pid}",
     )
-    # the cycle's way out is the child's standard input: a read nobody answers (input-wait), as when the
-    # parent waits for a lock the child holds (test_a_lock_held_by_a_child_that_asks_a_question...)
-    assert report.verdict.cause == "input-wait", top(report)
+    # the child reads its stdin with readline(), no prompt of input()'s: a pipe protocol that waits both
+    # ways (a prompt behind the same cycle is input-wait: test_a_lock_held_by_a_child_that_asks_...)
+    assert report.verdict.cause == "thread-deadlock", top(report)
     assert_first_fix_is_about(report, "child-stdin", f"Process pid {job.proc.pid} waits for its child {child}")
     assert "stdin=subprocess.DEVNULL" in report.diagnoses[0].fixes[0].commands[0]
     # Seen from the child alone, the read is of its standard input (fd 0): a prompt, not a log pipe.
