@@ -267,6 +267,16 @@ def _sync_wait(frames) -> Tuple[str, Optional[str]]:
     return what, caller.text() if caller is not None else (py[0].text() if py else None)
 
 
+SLEEP_CALLS = {"clock_nanosleep", "__clock_nanosleep", "nanosleep", "__nanosleep", "time_sleep", "pysleep"}
+
+
+def _sleeping_frames(frames) -> bool:
+    """The thread's innermost native frames are a sleep (libc's clock_nanosleep under CPython's
+    time.sleep), when its native frames were read."""
+    native = [f for f in frames[:3] if f.native]
+    return bool(native) and native[0].function in SLEEP_CALLS
+
+
 def _task_done_missing(job: JobView, hop: Hop, thread) -> None:
     """A thread in queue.Queue.join while every other Python thread of its process idles in a queue's
     get: each item put was taken, yet one was never marked done (CPython 3.11.7 Lib/queue.py: join
@@ -290,6 +300,8 @@ def _task_done_missing(job: JobView, hop: Hop, thread) -> None:
 def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     """Fill hop.kind / object / detail / facts from one resolved wait."""
     op = wait.get("op")
+    if op == "running" and _sleeping_frames(hop.frames):
+        op = "sleep"  # caught awake between two sleeps (its state read R): its stack is in the sleep call
     hop.op = op
     obj = wait.get("object") or {}
     peers = wait.get("peers") or []
