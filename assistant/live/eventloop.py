@@ -19,8 +19,10 @@ SILENT_CONNECTION_MS, DELIVERING_MS = 3_000, 2_000
 
 def waits_on_connections(hop, op: str, watched: List[dict]) -> bool:
     """An event loop (asyncio's, a selector's) idle in poll/epoll whose only network descriptors are
-    established TCP connections to one address: what it runs waits on them, and nothing arrives (no
-    listening socket among them: a server idle between clients is not this)."""
+    established TCP connections: what it runs waits on them. Data still arriving on one (tcp_info,
+    progress.arriving) is a transfer under way; else, to one address (or the one silent among
+    several), nothing arrives (no listening socket among them: a server idle between clients is not
+    this)."""
     tcp = [w for w in watched if w.get("kind") == "socket" and w.get("proto") == "tcp"]
     conns = [w for w in tcp if w.get("state") == "ESTABLISHED"]
     remotes = sorted({str(w.get("remote")) for w in conns})
