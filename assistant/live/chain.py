@@ -57,6 +57,7 @@ from debug_stuck.live.parties import (
 )
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
+from debug_stuck.live.syncwaits import permits_leaked, task_done_missing
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP
@@ -275,26 +276,6 @@ def _sleeping_frames(frames) -> bool:
     time.sleep), when its native frames were read."""
     native = [f for f in frames[:3] if f.native]
     return bool(native) and native[0].function in SLEEP_CALLS
-
-
-def _task_done_missing(job: JobView, hop: Hop, thread) -> None:
-    """A thread in queue.Queue.join while every other Python thread of its process idles in a queue's
-    get: each item put was taken, yet one was never marked done (CPython 3.11.7 Lib/queue.py: join
-    waits until unfinished_tasks, raised by put and lowered only by task_done, is 0), so a consumer
-    skips task_done() on some path (a `continue`, an exception it catches)."""
-    py = python_frames(thread.frames)
-    if not any(f.bare_name == "join" and re.search(r"(^|/)queue\.py$", f.file or "") for f in py[:3]):
-        return
-    others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
-    idle = [t for t in others if idle_for_work(t)]
-    if not idle or len(idle) != len(others):
-        return
-    names = sorted({t.name or str(t.tid) for t in idle})
-    hop.detail += (
-        f"; its {len(idle)} consumer thread{'s' if len(idle) > 1 else ''} ({', '.join(repr(n) for n in names)}) "
-        "wait for new items in get(): every item was taken and one was never marked done"
-    )
-    hop.facts["end"] = "task-done-missing"
 
 
 def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
@@ -636,14 +617,16 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             return hop.pid, feeder
         if hop.inside and (LOCK_WAIT.match(hop.inside[0]) or THREAD_JOIN.search(inside)):
             others = lock_waiters(job, hop.pid, hop.tid)
-            if len(others) >= 2 or (others and hop.inside[0] == "acquire"):
+            if permits_leaked(job, hop, thread, others):
+                pass
+            elif len(others) >= 2 or (others and hop.inside[0] == "acquire"):
                 hop.kind = "lock-cycle"
                 hop.parties = [_party(t) for t in others[:3]]
                 names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])
                 hop.detail = f"waits while threads {names} each wait for a lock the other holds: a lock-order deadlock"
                 hop.facts["end"] = "deadlock"
         if "end" not in hop.facts:
-            _task_done_missing(job, hop, thread)
+            task_done_missing(job, hop, thread)
         joined = joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
         if joined is not None:
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))

@@ -32,6 +32,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``task_done_missing``: two decoder threads take shards from a ``queue.Queue``; one shard is filtered
   out with ``continue`` before ``task_done()``, so the main thread's ``Queue.join()`` waits for ever
   while both threads idle in ``get()``.
+- ``semaphore_leak``: four shard-loader threads bound their reads with a ``threading.Semaphore(2)``; a
+  corrupt shard's ``except`` path returns without ``release()``, so both permits leak and every loader
+  waits in ``acquire()`` while the main thread joins them.
 - ``lock_behind_prompt``: a cache-building child takes ``<workdir>/cache.lock`` (``flock``) and then asks
   a y/N question with ``input()`` on its stdin, the pipe its parent holds and never writes; the parent
   waits for the same lock. A prompt the lock waits behind, not a lock-order deadlock.
@@ -444,6 +447,32 @@ def task_done_missing() -> None:
     _common.sleep_forever()
 
 
+def semaphore_leak() -> None:
+    reads = threading.Semaphore(2)  # at most two shards in memory at once
+
+    def load_shard(index: int):
+        reads.acquire()
+        try:
+            if index in (1, 2):
+                raise ValueError(f"shard {index}: truncated")
+        except ValueError:
+            return None  # the bug: the permit is never released on this path
+        reads.release()
+        return index
+
+    def loader(first: int) -> None:
+        for index in range(first, 16, 4):
+            load_shard(index)
+
+    loaders = [threading.Thread(target=loader, args=(k,), name=f"shard-loader-{k}") for k in range(4)]
+    for thread in loaders:
+        thread.start()
+    _common.ready_when(_common._main_sleeps_in("join"), lambda: dict(scenario=sys.argv[1]))
+    for thread in loaders:
+        thread.join()
+    _common.sleep_forever()
+
+
 def lock_behind_prompt() -> None:
     flock("asker", "cache.lock")
 
@@ -724,6 +753,7 @@ SCENARIOS = {
     "results_poll": results_poll,
     "lock_behind_prompt": lock_behind_prompt,
     "task_done_missing": task_done_missing,
+    "semaphore_leak": semaphore_leak,
     "sqlite_held": sqlite_held,
     "lost_wakeup": lost_wakeup,
     "prompt": prompt,

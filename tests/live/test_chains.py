@@ -393,6 +393,16 @@ def test_a_queue_join_whose_consumers_all_idle_is_a_missing_task_done(knowledge,
     assert_first_fix_is_about(report, "queue-task-done-missing", "A task_done() call is missing")
 
 
+def test_threads_all_waiting_at_one_semaphore_are_leaked_permits_not_a_lock_order(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["semaphore_leak"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "permits-leaked" and "lock-order" not in report.verdict.summary, report.chain
+    assert "all wait at one Semaphore at load_shard (assistant/zoo/blocked_on.py:" in end["detail"], end
+    assert_first_fix_is_about(report, "semaphore-permits-leaked", "A Semaphore's permits leaked")
+
+
 def test_a_sleeping_loop_of_the_jobs_own_says_what_it_polls_for(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["results_poll"])
     report = diagnose(knowledge, job.proc.pid)

@@ -1,0 +1,64 @@
+"""Waits on a threading or queue primitive that nothing is left to release, told from a lock-order
+cycle: a queue.Queue.join whose task_done() calls never come, a Semaphore whose permits leaked."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from debug_stuck.live.parties import SYNC_FILES, THREAD_SYNC_FILE, JobView, idle_for_work, python_frames
+
+QUEUE_FILE = re.compile(r"(^|/)queue\.py$")
+
+
+def _caller(frames) -> Optional[str]:
+    """The first frame of the code that called into the synchronisation machinery."""
+    py = python_frames(frames)
+    caller = next((f for f in py if not SYNC_FILES.search(f.file or "")), None)
+    return caller.text() if caller is not None else (py[0].text() if py else None)
+
+
+def task_done_missing(job: JobView, hop, thread) -> None:
+    """A thread in queue.Queue.join while every other Python thread of its process idles in a queue's
+    get: each item put was taken, yet one was never marked done (CPython 3.11.7 Lib/queue.py: join
+    waits until unfinished_tasks, raised by put and lowered only by task_done, is 0), so a consumer
+    skips task_done() on some path (a `continue`, an exception it catches)."""
+    py = python_frames(thread.frames)
+    if not any(f.bare_name == "join" and QUEUE_FILE.search(f.file or "") for f in py[:3]):
+        return
+    others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
+    idle = [t for t in others if idle_for_work(t)]
+    if not idle or len(idle) != len(others):
+        return
+    names = sorted({t.name or str(t.tid) for t in idle})
+    hop.detail += (
+        f"; its {len(idle)} consumer thread{'s' if len(idle) > 1 else ''} ({', '.join(repr(n) for n in names)}) "
+        "wait for new items in get(): every item was taken and one was never marked done"
+    )
+    hop.facts["end"] = "task-done-missing"
+
+
+def permits_leaked(job: JobView, hop, thread, waiters) -> bool:
+    """Every other Python thread of the process waits in Semaphore.acquire (threading.py) at one
+    line: no thread that could release a permit runs, so the permits were taken and never given back
+    (a path that returns or raises between acquire and release). No cycle: no lock order to fix."""
+    others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
+    at_semaphore = [
+        t
+        for t in waiters
+        if any(
+            f.function.endswith("Semaphore.acquire") and THREAD_SYNC_FILE.search(f.file or "")
+            for f in python_frames(t.frames)[:3]
+        )
+    ]
+    sites = {_caller(t.frames) for t in at_semaphore}
+    if len(at_semaphore) < 2 or len(at_semaphore) != len(others) or len(sites) != 1:
+        return False
+    names = ", ".join(repr(t.name) for t in at_semaphore[:3])
+    hop.kind = "futex"
+    hop.detail = (
+        f"waits while threads {names} all wait at one Semaphore at {next(iter(sites))} and no other thread runs "
+        "to release it: its permits were taken and never given back"
+    )
+    hop.facts["end"] = "permits-leaked"
+    return True
