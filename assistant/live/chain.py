@@ -617,7 +617,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             return hop.pid, feeder
         if hop.inside and (LOCK_WAIT.match(hop.inside[0]) or THREAD_JOIN.search(inside)):
             others = lock_waiters(job, hop.pid, hop.tid)
-            if permits_leaked(job, hop, thread, others):
+            if permits_leaked(job, hop):
                 pass
             elif len(others) >= 2 or (others and hop.inside[0] == "acquire"):
                 hop.kind = "lock-cycle"

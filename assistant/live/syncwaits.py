@@ -6,7 +6,14 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from debug_stuck.live.parties import SYNC_FILES, THREAD_SYNC_FILE, JobView, idle_for_work, python_frames
+from debug_stuck.live.parties import (
+    SYNC_FILES,
+    THREAD_SYNC_FILE,
+    THREADING_FILE,
+    JobView,
+    idle_for_work,
+    python_frames,
+)
 
 QUEUE_FILE = re.compile(r"(^|/)queue\.py$")
 
@@ -38,27 +45,29 @@ def task_done_missing(job: JobView, hop, thread) -> None:
     hop.facts["end"] = "task-done-missing"
 
 
-def permits_leaked(job: JobView, hop, thread, waiters) -> bool:
-    """Every other Python thread of the process waits in Semaphore.acquire (threading.py) at one
-    line: no thread that could release a permit runs, so the permits were taken and never given back
-    (a path that returns or raises between acquire and release). No cycle: no lock order to fix."""
-    others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
-    at_semaphore = [
-        t
-        for t in waiters
-        if any(
-            f.function.endswith("Semaphore.acquire") and THREAD_SYNC_FILE.search(f.file or "")
-            for f in python_frames(t.frames)[:3]
-        )
-    ]
-    sites = {_caller(t.frames) for t in at_semaphore}
-    if len(at_semaphore) < 2 or len(at_semaphore) != len(others) or len(sites) != 1:
+def _in_first_frames(thread, names, file_pattern) -> bool:
+    return any(
+        f.function.endswith(names) and file_pattern.search(f.file or "") for f in python_frames(thread.frames)[:3]
+    )
+
+
+def permits_leaked(job: JobView, hop) -> bool:
+    """Threads of the process wait in Semaphore.acquire (threading.py) at one line, and every other
+    Python thread only joins threads: none runs that could release a permit, so the permits were taken
+    and never given back (a path that returns or raises between acquire and release). No cycle: no
+    lock order to fix."""
+    threads = [t for t in job.threads(hop.pid) if python_frames(t.frames)]
+    waiting = [t for t in threads if _in_first_frames(t, "Semaphore.acquire", THREAD_SYNC_FILE)]
+    joining = [t for t in threads if _in_first_frames(t, ("join", "_wait_for_tstate_lock"), THREADING_FILE)]
+    sites = {_caller(t.frames) for t in waiting}
+    if not waiting or len(sites) != 1 or len(waiting) + len(joining) != len(threads):
         return False
-    names = ", ".join(repr(t.name) for t in at_semaphore[:3])
+    names = ", ".join(repr(t.name) for t in waiting[:3])
+    many = len(waiting) > 1
     hop.kind = "futex"
     hop.detail = (
-        f"waits while threads {names} all wait at one Semaphore at {next(iter(sites))} and no other thread runs "
-        "to release it: its permits were taken and never given back"
+        f"waits while thread{'s' if many else ''} {names} {'all wait' if many else 'waits'} at one Semaphore at "
+        f"{next(iter(sites))} and no other thread runs to release it: its permits were taken and never given back"
     )
     hop.facts["end"] = "permits-leaked"
     return True

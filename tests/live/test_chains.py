@@ -399,7 +399,7 @@ def test_threads_all_waiting_at_one_semaphore_are_leaked_permits_not_a_lock_orde
     assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
     end = report.chain[-1]["waits_on"]
     assert end.get("end") == "permits-leaked" and "lock-order" not in report.verdict.summary, report.chain
-    assert "all wait at one Semaphore at load_shard (assistant/zoo/blocked_on.py:" in end["detail"], end
+    assert "wait at one Semaphore at load_shard (assistant/zoo/blocked_on.py:" in end["detail"], end
     assert_first_fix_is_about(report, "semaphore-permits-leaked", "A Semaphore's permits leaked")
 
 
