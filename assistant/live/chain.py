@@ -121,8 +121,8 @@ class Hop:
         label = f"rank {self.rank} ({where}pid {self.pid})" if self.role == "rank" and self.rank is not None else None
         if label is None:
             role = {"dataloader-worker": "DataLoader worker", "launcher": "the launcher"}.get(self.role, "process")
-            if self.role == "dataloader-worker" and not (self._in_dataloader() if self.frames else self.dataloader_job):
-                role = "worker process"  # a forked child of the trainer that runs something else
+            if self._worker_outside_dataloader():
+                role = "worker process"
             label = f"{role} pid {self.pid}" + (f" (rank {self.rank})" if self.rank is not None else "")
             label += f" ({self.program})" if self.program else ""
             label += f" on {self.host}" if self.host else ""
@@ -130,8 +130,14 @@ class Hop:
             label += f", thread {self.thread!r}"
         return label
 
-    def _in_dataloader(self) -> bool:
-        return any(DATALOADER_FILE.search(f.file or "") for f in self.frames if not f.native)
+    def _worker_outside_dataloader(self) -> bool:
+        """A forked child of the trainer (role dataloader-worker from its place in the tree) that runs
+        no DataLoader: its own frames say so, or, without frames (a dead worker), the whole job's."""
+        if self.role != "dataloader-worker":
+            return False
+        if self.frames:
+            return not any(DATALOADER_FILE.search(f.file or "") for f in self.frames if not f.native)
+        return not self.dataloader_job
 
     def to_dict(self) -> dict:
         out = {
@@ -162,9 +168,7 @@ class Hop:
 
     def fact_line(self) -> str:
         """One line for the classifier (playbook signals with `source: chain` match it)."""
-        role = self.role
-        if role == "dataloader-worker" and not (self._in_dataloader() if self.frames else self.dataloader_job):
-            role = "worker-process"  # a forked child that runs no DataLoader (the summary's "worker process")
+        role = "worker-process" if self._worker_outside_dataloader() else self.role  # the summary's "worker process"
         parts = [f"hop={'terminal' if self.terminal else 'link'}", f"role={role}", f"kind={self.kind}"]
         if self.op:
             parts.append(f"op={self.op}")
@@ -617,9 +621,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             return hop.pid, feeder
         if hop.inside and (LOCK_WAIT.match(hop.inside[0]) or THREAD_JOIN.search(inside)):
             others = lock_waiters(job, hop.pid, hop.tid)
-            if permits_leaked(job, hop):
-                pass
-            elif len(others) >= 2 or (others and hop.inside[0] == "acquire"):
+            if not permits_leaked(job, hop) and (len(others) >= 2 or (others and hop.inside[0] == "acquire")):
                 hop.kind = "lock-cycle"
                 hop.parties = [_party(t) for t in others[:3]]
                 names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])

@@ -571,6 +571,18 @@ OWN_POLLS_READ = 2  # at most this many processes' locals read for a sleeping lo
 OWN_LOOPS_READ = 4  # at most this many source files read for the loop a sleeping thread turns in
 
 
+def _frame_source(pid: int, frame, sources: dict, limit: int) -> Optional[str]:
+    """The text of the file a frame runs, as process `pid` sees it (bounded, never run), read once per
+    path into `sources` and at most `limit` files; None past the limit or for a name that is no path."""
+    from debug_stuck.recovery.reading import read_source, seen_from
+
+    path = frame.path or frame.file
+    if path not in sources and len(sources) < limit and os.path.isabs(path or ""):
+        with seen_from(pid):
+            sources[path] = read_source(path)
+    return sources.get(path)
+
+
 def _own_loops(snap: Snapshot) -> None:
     """A thread that sleeps in a loop of the job's own code gets the loop's header in its wait
     (`loop`: `while not os.path.exists(done)`), read from the source file (bounded, never run): what
@@ -580,7 +592,6 @@ def _own_loops(snap: Snapshot) -> None:
     from debug_stuck.live.jobfacts import in_process_group
     from debug_stuck.live.loops import loop_header
     from debug_stuck.probes.collectors.waits import process_connections
-    from debug_stuck.recovery.reading import read_source, seen_from
 
     sources: dict = {}
     services = 0
@@ -592,11 +603,7 @@ def _own_loops(snap: Snapshot) -> None:
             if not wait or wait.get("op") != "sleep" or not _sleeps_in_own_code(thread):
                 continue
             frame = next(f for f in thread.frames if not f.native)
-            path = frame.path or frame.file
-            if path not in sources and len(sources) < OWN_LOOPS_READ and os.path.isabs(path or ""):
-                with seen_from(info.pid):
-                    sources[path] = read_source(path)
-            source = sources.get(path)
+            source = _frame_source(info.pid, frame, sources, OWN_LOOPS_READ)
             header = loop_header(source, frame.line) if source and frame.line else None
             if header:
                 wait["loop"] = header
@@ -615,8 +622,7 @@ def _stdin_prompts(snap: Snapshot) -> None:
     getpass() gets that line in its wait (`prompt_call`): the read is a question waiting for an
     answer, which no frame shows (py-spy leaves the interpreter's builtin_input out). The line is read
     from the source file, or from the command line of a `python -c` program (bounded, never run)."""
-    from debug_stuck.recovery.reading import read_source, seen_from
-
+    sources: dict = {}
     for info in snap.processes[: OWN_LOOPS_READ * 4]:
         series = snap.stacks.get(info.pid)
         dump = series.latest() if series is not None else None
@@ -628,10 +634,7 @@ def _stdin_prompts(snap: Snapshot) -> None:
             if frame.file == "<string>" and "-c" in info.cmdline[:-1]:
                 source = info.cmdline[info.cmdline.index("-c") + 1]
             else:
-                with seen_from(info.pid):
-                    source = (
-                        read_source(frame.path or frame.file) if os.path.isabs(frame.path or frame.file or "") else ""
-                    )
+                source = _frame_source(info.pid, frame, sources, OWN_LOOPS_READ * 4) or ""
             lines = source.splitlines()
             line = lines[frame.line - 1].strip() if 0 < frame.line <= len(lines) else ""
             if PROMPT_CALL.search(line):

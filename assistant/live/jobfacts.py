@@ -33,6 +33,14 @@ def snapshot_frames(snap) -> Iterable:
             yield from (f for f in thread.frames if not f.native)
 
 
+def runs_dataloader(snap) -> Optional[bool]:
+    """Whether any stack of the snapshot is in torch's DataLoader; None when no stack was read."""
+    frames = list(snapshot_frames(snap))
+    if not frames:
+        return None
+    return any(DATALOADER_FILE.search(f.file or "") for f in frames)
+
+
 def table_facts(frames, frames_table: Sequence[dict]) -> Set[str]:
     """The job facts (skills/data/frames.yaml `facts`) that these frames prove: a frame of
     jax.distributed, Horovod or tf.distribute proves a distributed job as torch.distributed's do."""

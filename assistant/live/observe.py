@@ -39,16 +39,6 @@ def fact_role(info, dataloader_job: Optional[bool]) -> str:
     return info.role
 
 
-def runs_dataloader(snap: Snapshot) -> Optional[bool]:
-    """Whether any stack of the snapshot is in torch's DataLoader; None when no stack was read."""
-    from debug_stuck.live.jobfacts import DATALOADER_FILE, snapshot_frames
-
-    frames = list(snapshot_frames(snap))
-    if not frames:
-        return None
-    return any(DATALOADER_FILE.search(f.file or "") for f in frames)
-
-
 def process_fact(info, motion: Optional[str], shm_ratio: Optional[float], role: Optional[str] = None) -> str:
     def val(x):
         return "na" if x is None else x
@@ -97,6 +87,8 @@ def observe(snap: Snapshot, obs: Observations) -> None:
         if beat.get("step") is not None and beat["step"] > 0:
             why = f"pid {pid}'s debug_stuck.hook heartbeat reached step {beat['step']}"
             obs.offer_answer(Answer("phase", "mid-run", "evidence"), why)
+    from debug_stuck.live.jobfacts import runs_dataloader
+
     dataloader_job = runs_dataloader(snap)
     for info in snap.processes:
         if is_library_helper(info.cmdline):

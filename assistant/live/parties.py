@@ -12,7 +12,7 @@ from typing import List, Optional, Tuple
 
 from debug_stuck.core.libfacts import chosen_wait, match_frame
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_table, snapshot_frames
+from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_table, runs_dataloader
 from debug_stuck.live.loops import own_frame_index
 from debug_stuck.live.progress import frames_in_gc
 from debug_stuck.probes.collectors.procs import SPAWNED_CHILD
@@ -52,7 +52,7 @@ class JobView:
     def __init__(self, snap: Snapshot):
         self.snap = snap
         self.procs = {p.pid: p for p in snap.processes}
-        self.has_dataloader = any(DATALOADER_FILE.search(f.file or "") for f in snapshot_frames(snap))
+        self.has_dataloader = bool(runs_dataloader(snap))
 
     def thread(self, pid: int, tid: Optional[int] = None):
         series = self.snap.stacks.get(pid)

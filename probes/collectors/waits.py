@@ -148,9 +148,15 @@ def _read_text(path: str, limit: int = 1 << 20) -> str:
         return fh.read(limit)
 
 
-def _thread_state(pid: int, tid: int) -> str:
+def _thread_stat(pid: int, tid: int) -> Tuple[str, str]:
+    """(state letter, name) of a thread, from its stat file: the name is between the first "(" and
+    the last ")", and may hold either."""
     text = _read_text(f"/proc/{pid}/task/{tid}/stat", 4096)
-    return text.rsplit(")", 1)[-1].split()[0]
+    return text.rsplit(")", 1)[-1].split()[0], text.partition("(")[2].rpartition(")")[0]
+
+
+def _thread_state(pid: int, tid: int) -> str:
+    return _thread_stat(pid, tid)[0]
 
 
 # -- step 1: the system calls, before the stacks ----------------------------------------------------
@@ -236,9 +242,7 @@ def read_syscalls(pid: int, states: Optional[Dict[int, Tuple[str, Optional[str],
 
 def _read_thread(pid: int, tid: int) -> Tuple[str, Optional[str], Optional[str], str]:
     """(state, wchan or None, the syscall file's text or None when unreadable, the thread's name)."""
-    stat = _read_text(f"/proc/{pid}/task/{tid}/stat", 4096)
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    name = stat.partition("(")[2].rpartition(")")[0]
+    state, name = _thread_stat(pid, tid)
     if state == "R":
         return state, None, None, name
     base = f"/proc/{pid}/task/{tid}"
@@ -508,8 +512,11 @@ def tcp_receiving(
     out = {}
     for pair in pairs:
         a, b = first.get(pair), second.get(pair)
-        if a is not None and b is not None and None not in (a[1], b[1], a[2], b[2]):
-            out[pair] = (b[0], b[1] - a[1], b[2] - a[2])
+        if a is not None and b is not None:
+            # no byte counts printed (ss leaves bytes_received out until something arrives): no transfer,
+            # yet how long since it last received still tells a silent connection from the others
+            counted = None not in (a[1], b[1], a[2], b[2])
+            out[pair] = (b[0], b[1] - a[1], b[2] - a[2]) if counted else (b[0], 0, 0)
     return out
 
 
@@ -627,9 +634,13 @@ def resolve_waits(waits_by_pid: Dict[int, Dict[int, Wait]], budget: float = RESO
                 reading.append(obj)
             # an event loop (asyncio's, a selector's) reads its connections from an epoll or poll wait
             reading += [w for w in _watched_connections(wait) if w is not obj]
-    if reading and clock.left() > RECEIVE_GAP:
+    if reading:
         keys = [(_endpoint(str(obj.get("local"))), _endpoint(str(obj.get("remote")))) for obj in reading]
-        found = tcp_receiving(keys)
+        if clock.left() > RECEIVE_GAP:
+            found = tcp_receiving(keys)
+        else:  # no time for a second reading: how long since each last received, from one reading
+            last = tcp_last_receive()
+            found = {key: (last[key], 0, 0) for key in keys if key in last}
         for obj, key in zip(reading, keys):
             if key in found:
                 obj["last_received_ms"], obj["received_bytes"], obj["sent_bytes"] = found[key]
@@ -724,20 +735,13 @@ def _watched_connections(wait: Wait) -> List[dict]:
 
 def _resolve_watched_sockets(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict) -> None:
     """The sockets a poll or an event loop's epoll watches: an asyncio program waits on its
-    connections there, not in a recv of its own. With connections to more than one address, how
-    long since each last received data (`last_received_ms`) tells the silent ones from the others."""
+    connections there, not in a recv of its own. How long since each established one last received
+    data (`last_received_ms`, which tells the silent ones from the others) and what it received are
+    read once for every wait, by resolve_waits (_watched_connections)."""
     for watched in wait.watched[:MAX_POLL_FDS]:
         obj = watched.get("object") or {}
         if obj.get("kind") == "socket" and "inode" in obj:
             _resolve_socket(pid, obj, wait.tid, wanted, sockets)
-    connections = [w["object"] for w in wait.watched if (w.get("object") or {}).get("state") == "ESTABLISHED"]
-    if len({str(c.get("remote")) for c in connections}) < 2:
-        return
-    last = tcp_last_receive()
-    for obj in connections:
-        key = (_endpoint(str(obj.get("local"))), _endpoint(str(obj.get("remote"))))
-        if key in last:
-            obj["last_received_ms"] = last[key]
 
 
 def _socket_peer(obj: dict, tid: int, table: Dict[int, dict], wanted: Dict[str, list]) -> None:
