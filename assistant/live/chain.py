@@ -57,7 +57,7 @@ from debug_stuck.live.parties import (
 )
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
-from debug_stuck.live.syncwaits import permits_leaked, task_done_missing
+from debug_stuck.live.syncwaits import barrier_short, permits_leaked, task_done_missing
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP
@@ -593,6 +593,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.kind, hop.object = "process", str(party)
             hop.detail = f"waits at a multiprocessing {primitive_of(thread.frames)} for pid {party}"
             return party, None
+        if barrier_short(job, hop, thread):
+            return None
     if hop.op == "futex" and thread is not None:
         if FUTURE_WAIT.search(files):
             pool = exhausted_pool(job, hop.pid, thread)

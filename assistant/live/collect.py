@@ -246,14 +246,19 @@ def collect(
         snap.kernel = _result(kernel, snap.errors, "kernel log", None)
     snap.shm = shm_usage()
     snap.nfs_servers = nfs_servers(procs[0].pid)
-    after = sizes_of(watched)
-    snap.logs = [LogGrowth(jf.path, before[jf.read_path], after[jf.read_path], jf.read_path, jf.role) for jf in files]
-    snap.logs += [LogGrowth(path, before[path], after[path]) for path in given]
     _refine_roles(snap)
     _resolve_waits(snap)
     _lock_files(snap)
     _own_loops(snap)
     _stdin_prompts(snap)
+    from debug_stuck.live.wakes import watch_sleepers
+
+    watched_error = watch_sleepers(snap.processes, say)  # after the stack samplers: they stop the threads
+    if watched_error:
+        snap.errors.append(watched_error)
+    after = sizes_of(watched)  # after the watch too: a log written between two sleeps counts
+    snap.logs = [LogGrowth(jf.path, before[jf.read_path], after[jf.read_path], jf.read_path, jf.role) for jf in files]
+    snap.logs += [LogGrowth(path, before[path], after[path]) for path in given]
     for info in procs:
         snap.errors.extend(f"{info.label()}: {e}" for e in info.errors)
     for pid, series in snap.stacks.items():

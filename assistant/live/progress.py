@@ -24,6 +24,7 @@ from typing import List, Optional, Sequence
 
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.loops import own_loop
+from debug_stuck.live.wakes import polls, wait_returned, works_between_sleeps
 from debug_stuck.probes.collectors.stacks import main_thread
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP, RECEIVING_MS
 
@@ -282,6 +283,7 @@ def judge_progress(
     # any process of the job, a child it waits for too (an extraction, a conversion it runs)
     writers = [p for p in snap.processes if p.io_write_bytes and p.io_write_bytes > IO_PROGRESS_BYTES]
     receivers = [(p, conn) for p in snap.processes for conn in [receiving(p)] if conn is not None]
+    returned = [(p, text) for p in ranks for text in [wait_returned(p)] if text]  # watched past the window
     waiting = [p for p in ranks if p.pid in set(waiting_pids)]
     stuck_logs = [lg for lg in logs if lg.stuck()]
     computing = moving + looping + [p for p in frozen if running(p)]
@@ -299,7 +301,8 @@ def judge_progress(
         text = f"{', '.join(p.label() for p in waiters)} {verb} in a collective for the whole window while {who}"
         return Progress(True, [text], stuck_on=[p.pid for p in stopped])
     if waiting and all(motion.get(p.pid) == "frozen" for p in waiting) and not grew:
-        verdict = _waited_for(snap, ranks, waiting, motion, writers + [p for p, _ in receivers], stuck_logs, phases)
+        moved = writers + [p for p, _ in receivers] + [p for p, _ in returned]
+        verdict = _waited_for(snap, ranks, waiting, motion, moved, stuck_logs, phases)
         if verdict is not None:
             return verdict
     reasons = []
@@ -317,6 +320,7 @@ def judge_progress(
             f"{info.label()} receives data on its connection to {conn.get('remote')}: {conn['received_bytes']} "
             f"bytes in {RECEIVE_GAP} s"
         )
+    reasons.extend(text for _, text in returned)
     for info in _device_work_on_the_cpu(snap, ranks, device_waits):
         reasons.append(
             f"{info.label()} waits for its device's work, which runs on the CPU in its other threads "
@@ -372,11 +376,18 @@ def judge_progress(
                                f"arguments in `py-spy dump --locals --pid {first}` (the size of what it works on), and "
                                f"its CPU time in `ps -o etime,time -p {first}` a minute apart, tell them apart"],
                         undecided_computing=True)  # fmt: skip
+    # a library's own retry loop (a rendezvous, a lock file) works between its sleeps at waiting
+    paced = [text for p in ranks if not (retrying and retrying(p.pid)) for text in [works_between_sleeps(p)] if text]
+    if paced and not stuck_logs:
+        return Progress(None, [f"{'; '.join(paced)}: a throttled step and a heavy poll look alike from outside; "
+                               "its loop counter in `py-spy dump --locals` taken twice a minute apart tells them "
+                               "apart"], undecided_computing=True)  # fmt: skip
     sampled = [snap.stacks.get(p.pid) for p in trainers]
     # a retry loop uses little CPU; the state it was read in (R between two sleeps) says nothing
     retry_waits = any(cpu_used(p) < BUSY_CPU for p in retried)
     if any(s is not None and s.frozen() for s in sampled) or retry_waits or any(p.state in "DZT" for p in trainers):
-        return Progress(True, ["no stack moved, no log grew, nothing was written during the window"])
+        seen = [text for p in ranks for text in [polls(p)] if text]
+        return Progress(True, ["no stack moved, no log grew, nothing was written during the window"] + seen)
     return Progress(None, ["too little was sampled to tell"])
 
 

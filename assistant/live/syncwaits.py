@@ -7,15 +7,22 @@ import re
 from typing import Optional
 
 from debug_stuck.live.parties import (
+    MP_SYNC_FILE,
+    SPAWN_JOIN,
     SYNC_FILES,
     THREAD_SYNC_FILE,
     THREADING_FILE,
     JobView,
     idle_for_work,
+    primitive_of,
     python_frames,
 )
 
 QUEUE_FILE = re.compile(r"(^|/)queue\.py$")
+# CPython 3.11.7 Lib/multiprocessing: a parent in Process.join (process.py -> popen_fork.py wait), or
+# in connection.wait on its children's sentinels; the resource tracker and the fork server idle in
+# their own loops. None of them can arrive at a barrier of the job's code.
+WAITS_FOR_CHILDREN = re.compile(r"multiprocess(ing)?/(process|popen_\w+|connection)\.py$")
 
 
 def _caller(frames) -> Optional[str]:
@@ -70,4 +77,52 @@ def permits_leaked(job: JobView, hop) -> bool:
         f"{next(iter(sites))} and no other thread runs to release it: its permits were taken and never given back"
     )
     hop.facts["end"] = "permits-leaked"
+    return True
+
+
+def _waits_at_barrier(job: JobView, pid: int) -> Optional[str]:
+    """Where the main thread of pid waits at a multiprocessing Barrier (its caller), or None."""
+    thread = job.thread(pid)
+    frames = thread.frames if thread is not None else []
+    if not any(MP_SYNC_FILE.search(f.file or "") for f in python_frames(frames)) or primitive_of(frames) != "Barrier":
+        return None
+    return _caller(frames)
+
+
+def _cannot_arrive(job: JobView, pid: int) -> bool:
+    """The process waits for its children, or is multiprocessing's own helper: it will not reach the
+    job's barrier."""
+    info = job.procs[pid]
+    if info.state == "Z" or "resource_tracker" in " ".join(info.cmdline) or "forkserver" in " ".join(info.cmdline):
+        return True
+    thread = job.thread(pid)
+    py = python_frames(thread.frames) if thread is not None else []
+    return info.state == "S" and any(
+        WAITS_FOR_CHILDREN.search(f.file or "") or SPAWN_JOIN.search(f.file or "") for f in py
+    )
+
+
+def barrier_short(job: JobView, hop, thread) -> bool:
+    """Processes of the job wait at one multiprocessing Barrier (CPython 3.11.7 Lib/threading.py:
+    Barrier.wait returns once `parties` callers have arrived) at one line, and every other process
+    waits for its children or is multiprocessing's helper: nobody is left to arrive. The barrier was
+    set for more parties than reach it (more than the processes started), or a party left its loop."""
+    if hop.op != "futex" or primitive_of(thread.frames) != "Barrier":
+        return False
+    sites = {pid: _waits_at_barrier(job, pid) for pid in job.procs}
+    waiting = [pid for pid, site in sites.items() if site is not None]
+    if len({sites[pid] for pid in waiting}) != 1 or hop.pid not in waiting:
+        return False
+    if not all(_cannot_arrive(job, pid) for pid in job.procs if pid not in waiting):
+        return False
+    hop.kind, hop.object = "futex", sites[hop.pid]
+    others = ", ".join(str(pid) for pid in waiting if pid != hop.pid)
+    hop.detail = (
+        f"waits at a multiprocessing Barrier at {sites[hop.pid]}"
+        + (f" with pid {others}" if others else "")
+        + f": {len(waiting)} process{'es' if len(waiting) > 1 else ''} arrived, and no other process of the job "
+        "runs to arrive (the rest wait for their children): the barrier was set for more parties than reach it"
+    )
+    hop.facts["end"] = "barrier-short"
+    hop.facts["parties_arrived"] = str(len(waiting))
     return True

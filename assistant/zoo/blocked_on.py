@@ -68,6 +68,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   a ``multiprocessing.Barrier`` set for 3 parties; the parent waits in ``ProcessContext.join`` (a
   poll on the children's sentinels, not wait4). multiprocessing's resource tracker runs beside
   them, idle in a pipe read as it always is.
+- ``process_barrier``: a preprocessing step starts one ``multiprocessing.Process`` (fork) per shard, 2
+  shards, and has them meet at a ``multiprocessing.Barrier`` sized from its config's ``num_workers``
+  (3) after each pass; the parent ``join()``s them. No torch.
 - ``stdin_feed``: standard input is a pipe fed by a producer child (as ``zcat data | python prep.py``
   makes it) that stalls without writing; the main thread reads fd 0. A data feed, not a prompt.
 - ``prompt``: stdin is a terminal (a pseudo-terminal whose other side nobody types into, as in a
@@ -558,6 +561,32 @@ def spawn_barrier() -> None:
     _common.sleep_forever()
 
 
+def _shard_pass(index: int, barrier) -> None:
+    for _ in range(3):
+        sum(i * i for i in range(10_000 * (index + 1)))  # one pass over the shard
+        barrier.wait()  # parties=3: only 2 processes were started
+
+
+def process_barrier() -> None:
+    import multiprocessing
+
+    config = {"num_workers": 3}
+    shards = ["train-000", "train-001"]
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(config["num_workers"])
+    procs = [context.Process(target=_shard_pass, args=(i, barrier), name=f"prep-{i}") for i in range(len(shards))]
+    for proc in procs:
+        proc.start()
+    pids = [proc.pid for proc in procs]
+    _common.ready_when(
+        lambda: all(_common.sleeping_steadily(pid) for pid in pids),
+        lambda: dict(scenario=sys.argv[1], party_pids=pids),
+    )
+    for proc in procs:
+        proc.join()
+    _common.sleep_forever()
+
+
 def _stdin_from_a_silent_child() -> subprocess.Popen:
     """Make this process's stdin a pipe whose write end only a child holds, and never writes."""
     read_end, write_end = os.pipe()
@@ -745,6 +774,7 @@ SCENARIOS = {
     "queue_producer": queue_producer,
     "barrier_party_died": barrier_party_died,
     "spawn_barrier": spawn_barrier,
+    "process_barrier": process_barrier,
     "stdin_feed": stdin_feed,
     "breakpoint_left": breakpoint_left,
     "child_prompt": child_prompt,

@@ -96,6 +96,7 @@ class ProcInfo:
     host: Optional[str] = None  # the node it runs on, set when snapshots of several nodes are merged
     cgroup: Optional[str] = None  # its cgroup (v2 path, or v1 memory controller's), to tie kernel lines to it
     exit_status: Optional[int] = None  # a zombie's wait status (/proc/PID/stat field 52): how it died
+    main_wakes: Optional[dict] = None  # its main thread watched past the window (live.wakes): seconds, runs, ran_ms
 
     @property
     def python(self) -> bool:
@@ -140,6 +141,7 @@ class ProcInfo:
             **({"host": self.host} if self.host is not None else {}),
             **({"cgroup": self.cgroup} if self.cgroup is not None else {}),
             **({"exit_status": self.exit_status} if self.exit_status is not None else {}),
+            **({"main_wakes": self.main_wakes} if self.main_wakes is not None else {}),
         }
 
 

@@ -90,7 +90,7 @@ class Wait:
     child: Optional[int] = None  # wait-child: the pid waited for (-1: any child)
     lock_holders: List[int] = field(default_factory=list)
     flags: Optional[int] = None  # open: O_ACCMODE (0 read, 1 write, 2 both)
-    timeout_ms: Optional[int] = None  # poll, epoll_wait: the timeout it was given, -1 for none
+    timeout_ms: Optional[int] = None  # poll, epoll_wait: the timeout it was given, -1 for none (futex too)
     wchan: Optional[str] = None
     error: Optional[str] = None
 
@@ -202,6 +202,8 @@ def wait_from_syscall(tid: int, text: str, wchan: Optional[str] = None) -> Wait:
         wait.flags = args[spec["flags"]] & 3
     if "timeout" in spec and len(args) > spec["timeout"]:
         wait.timeout_ms = max(-1, _signed32(args[spec["timeout"]]))  # any negative: no timeout (poll(2))
+    if "timeout_pointer" in spec and len(args) > spec["timeout_pointer"] and args[spec["timeout_pointer"]] == 0:
+        wait.timeout_ms = -1  # a NULL timespec: no deadline; one given is left unread (None)
     return wait
 
 

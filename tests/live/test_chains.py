@@ -314,13 +314,25 @@ def test_a_spawn_join_leads_to_the_children_and_the_idle_resource_tracker_is_no_
     report = diagnose(knowledge, job.proc.pid)
     assert report.chain[0]["pid"] == job.proc.pid and report.chain[0]["waits_on"]["kind"] == "child", report.chain
     assert report.chain[1]["pid"] in parties, report.chain
-    assert "waits for a threading barrier" in report.chain[1]["waits_on"]["detail"]
+    assert "waits at a multiprocessing Barrier at _barrier_party" in report.chain[1]["waits_on"]["detail"]
     tracker = [p["pid"] for p in report.processes if "resource_tracker" in (p.get("cmdline") or "")]
     assert tracker, "multiprocessing's resource tracker runs beside spawned children"
     for diagnosis in report.diagnoses:
         for evidence in diagnosis.evidence:
             assert f"pid {tracker[0]} " not in evidence.detail, (diagnosis.cause, evidence.detail)
-    assert report.verdict.cause != "io-stall", top(report)
+    assert report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[-1]["waits_on"].get("end") == "barrier-short", report.chain
+
+
+def test_processes_at_a_barrier_sized_for_more_parties_than_were_started_name_the_party_count(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["process_barrier"])
+    parties = job.info["party_pids"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]
+    assert end["pid"] in parties and end["waits_on"].get("end") == "barrier-short", report.chain
+    assert "2 processes arrived, and no other process of the job runs to arrive" in end["waits_on"]["detail"], end
+    assert_first_fix_is_about(report, "barrier-parties-short", "A Barrier waits for more parties than reach it")
 
 
 def test_a_stalled_data_feed_on_stdin_is_not_a_prompt(knowledge, zoo):  # noqa: F811

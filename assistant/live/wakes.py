@@ -1,0 +1,155 @@
+"""Waits that end by themselves, watched past the sampling window.
+
+Two stack samples a second apart cannot see a loop that sleeps two seconds between steps: both find
+it asleep on one line. A job whose main thread sleeps (a throttled loop, a slow `__getitem__` on one
+rank, a helper that paces its output) is therefore watched a few seconds longer, through the
+scheduler's own counters of each main thread (probes.collectors.wakeups), with no stack sampler
+attached. Two readings come out of it:
+
+- a wait that has no timeout (a futex without a deadline, a pipe read, waitpid) only returns when
+  what it waits for happens; a main thread found in one that ran again during the watch had its wait
+  end and began the next one: a collective that completed, a pipe that delivered a line;
+- a sleeping loop that does real work each time it wakes (milliseconds of CPU: a training step) is
+  paced, not polling. A poll's check of a file or a flag costs about a millisecond or less (this
+  machine, idle: `os.path.exists` 0.4 ms a wake-up, a small JSON status file 0.9 ms; with both CPUs
+  busy, `os.path.exists` 0.7-1.5 ms, and 2.4 ms on its first wake after a stack sampler left it);
+  a small MLP's step on one thread 7-17 ms. The cheapest of at least two whole wake-ups is weighed,
+  so a first, cold one decides nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional
+
+from debug_stuck.probes.collectors.wakeups import Wakes, sleep_left, watch_wakeups
+
+WATCH_MIN_SECONDS = 3.0  # a sleeper seen running twice before this still waits for the others to show
+WATCH_MAX_SECONDS = 6.0
+MAX_WATCHED = 64
+POLL_WORK_MS = 3.0  # CPU per wake-up above which a sleeping loop works between its sleeps
+WAKES_TO_WEIGH = 2
+TRAINING_ROLES = ("rank",)  # whose main thread's progress is the job's
+
+
+def main_wait(info) -> dict:
+    return (info.waits or {}).get(info.pid) or {}
+
+
+def sleeps(info) -> bool:
+    return info.state == "S" and main_wait(info).get("op") == "sleep"
+
+
+# Whose sleep may pace the job: a rank, or a process of its own it waits for (a child that streams its
+# output). A launcher sleeps between looks at its ranks (torchrun's agent every --monitor-interval), a
+# DataLoader worker's sleep is judged by its trainer's wait, which has a timeout of its own.
+PACING_ROLES = ("rank", "other", "worker-process")
+
+
+def paces(info) -> bool:
+    return sleeps(info) and info.role in PACING_ROLES
+
+
+def waits_without_timeout(info) -> bool:
+    """Its main thread is in a wait that returns only when what it waits for happens: a futex with no
+    deadline, a read of a pipe, a file or a terminal (a socket's reads are judged by their bytes: a
+    peer's keep-alive wakes them too), a wait for a child."""
+    wait = main_wait(info)
+    op, kind = wait.get("op"), (wait.get("object") or {}).get("kind")
+    if op == "futex":
+        return wait.get("timeout_ms") == -1
+    return (op == "read" and kind not in (None, "socket")) or op == "wait-child"
+
+
+def _wakes(info) -> Optional[Wakes]:
+    data = getattr(info, "main_wakes", None)
+    if not data:
+        return None
+    return Wakes(data["seconds"], data["runs"], data["ran_ms"], data.get("blocked", 0), list(data.get("wake_ms") or []))
+
+
+def wait_returned(info) -> Optional[str]:
+    """Why a rank's main thread's wait ended and began again during the watch, or None."""
+    found = _wakes(info)
+    if info.role not in TRAINING_ROLES or found is None or found.runs < 1 or not waits_without_timeout(info):
+        return None
+    wait = main_wait(info)
+    what = {"futex": "a wait with no timeout", "read": "a read", "wait-child": "a wait for its child"}[wait["op"]]
+    return (
+        f"{info.label()} main thread is found in {what} in every sample, yet ran {found.runs} time(s) in the "
+        f"{found.seconds:.1f} s after: the wait ended and the next began (what it waits for keeps coming)"
+    )
+
+
+def _paced(found: Optional[Wakes]) -> bool:
+    """At least WAKES_TO_WEIGH whole wake-ups seen, the cheapest of them POLL_WORK_MS or more."""
+    return found is not None and len(found.wake_ms) >= WAKES_TO_WEIGH and min(found.wake_ms) >= POLL_WORK_MS
+
+
+def works_between_sleeps(info) -> Optional[str]:
+    """Why a rank's sleeping main thread is paced work, not a poll, or None."""
+    found = _wakes(info)
+    if info.role not in TRAINING_ROLES or not sleeps(info) or not _paced(found):
+        return None
+    return (
+        f"{info.label()} main thread sleeps in every sample, yet woke {len(found.wake_ms)} times in "
+        f"{found.seconds:.1f} s and ran {min(found.wake_ms):.0f} ms of CPU or more each time (a poll's check "
+        f"costs about a millisecond): it works between its sleeps, a paced loop"
+    )
+
+
+def polls(info) -> Optional[str]:
+    """What the watch saw of a rank's sleeping main thread that does little when it wakes, or None."""
+    left = main_wait(info).get("sleep_left_s")
+    if info.role in TRAINING_ROLES and sleeps(info) and left is not None and left > WATCH_MAX_SECONDS:
+        return f"{info.label()} main thread has {left:.0f} s of its sleep left"
+    found = _wakes(info)
+    if info.role not in TRAINING_ROLES or found is None or not sleeps(info):
+        return None
+    if not found.wake_ms:
+        return f"{info.label()} main thread did not wake and sleep again in {found.seconds:.0f} s of watching"
+    costs = sorted(found.wake_ms)
+    return (
+        f"{info.label()} main thread woke {len(costs)} time(s) in {found.seconds:.1f} s and ran "
+        f"{costs[len(costs) // 2]:.1f} ms of CPU a wake-up: it checks something and sleeps again"
+    )
+
+
+def _settled(procs) -> Callable[[Dict], bool]:
+    """The watch may stop: a rank's wait returned or its sleeps hold work (progress either way), or
+    after WATCH_MIN_SECONDS every sleeper has run twice (its rhythm is seen)."""
+    by_pid = {info.pid: info for info in procs}
+
+    def enough(wakes: Dict) -> bool:
+        for (pid, _), found in wakes.items():
+            info = by_pid[pid]
+            info.main_wakes = found.to_dict()
+            if wait_returned(info) or works_between_sleeps(info):
+                return True
+        seen = [found for (pid, _), found in wakes.items() if paces(by_pid[pid])]
+        return (
+            bool(seen)
+            and seen[0].seconds >= WATCH_MIN_SECONDS
+            and all(len(found.wake_ms) >= WAKES_TO_WEIGH for found in seen)
+        )
+
+    return enough
+
+
+def watch_sleepers(procs: List, say: Callable[[str], None]) -> Optional[str]:
+    """When a process of the job sleeps in its main thread, watch every main thread's runs for a few
+    seconds more (`main_wakes` on each process). Returns an error line, or None."""
+    alive = [info for info in procs if info.state not in ("Z", "D")][:MAX_WATCHED]
+    sleepers = [info for info in alive if paces(info)]
+    for info in sleepers:
+        wait = main_wait(info)
+        left = sleep_left(info.pid, wait.get("syscall"), wait.get("args") or [])
+        if left is not None:
+            wait["sleep_left_s"] = round(left, 2)
+    if all(main_wait(info).get("sleep_left_s", 0) > WATCH_MAX_SECONDS for info in sleepers):
+        return None  # none of them wakes while watched (an hour's sleep): nothing to see
+    say(f"{sleepers[0].label()} sleeps between steps: watching for up to {WATCH_MAX_SECONDS:.0f} s more how it wakes")
+    wakes, error = watch_wakeups([(info.pid, info.pid) for info in alive], WATCH_MAX_SECONDS, _settled(alive))
+    for info in alive:
+        found = wakes.get((info.pid, info.pid))
+        info.main_wakes = found.to_dict() if found is not None else None
+    return f"watching the main threads' wake-ups: {error}" if error else None

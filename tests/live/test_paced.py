@@ -1,0 +1,109 @@
+"""Healthy jobs that sleep most of the time are never called hung: what the stack samples cannot see
+(a step between two sleeps, a wait that ends every two seconds), the scheduler's counters of each
+main thread, watched a few seconds past the window, show (live.wakes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from zoo.fixtures import zoo  # noqa: F401
+
+from conftest import diagnosed as run_diagnosis
+from debug_stuck.live.wakes import WATCH_MAX_SECONDS
+from debug_stuck.pipeline import DiagnoseRequest
+from debug_stuck.probes.collectors.wakeups import watch_wakeups
+from debug_stuck.zoo import spawn
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def diagnose(knowledge, *pids):
+    return run_diagnosis(DiagnoseRequest(pids=list(pids), window=1.0), knowledge)
+
+
+def wakes_of(report, pid: int) -> dict:
+    return next(p for p in report.to_dict()["processes"] if p["pid"] == pid).get("main_wakes") or {}
+
+
+def test_a_training_loop_that_sleeps_between_steps_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    job = zoo("paced", args=["throttled"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is not True, report.verdict.summary
+    if report.verdict.hung is None:  # found asleep in both samples, as nearly always
+        assert "it works between its sleeps, a paced loop" in report.verdict.summary, report.verdict.summary
+        assert min(wakes_of(report, job.proc.pid)["wake_ms"]) >= 3.0, wakes_of(report, job.proc.pid)
+
+
+def test_a_trainer_reading_a_child_that_sleeps_between_records_progresses(knowledge, zoo):  # noqa: F811
+    job = zoo("paced", args=["child_stream"])
+    report = diagnose(knowledge, job.proc.pid, job.info["child_pid"])
+    assert report.verdict.hung is False and report.verdict.state == "progressing", report.verdict.summary
+    assert f"pid {job.proc.pid} (rank) main thread is found in a read" in report.verdict.summary or (
+        "moved between samples" in report.verdict.summary
+    ), report.verdict.summary
+    assert report.culprit is None
+
+
+def test_ranks_waiting_for_a_slow_shard_of_one_rank_progress(knowledge, zoo):  # noqa: F811
+    job = zoo("paced", args=["slow_shard"], ready_timeout=120)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False and report.verdict.state == "progressing", report.verdict.summary
+    assert report.culprit is None and report.verdict.cause is None, report.culprit
+
+
+def test_a_poll_for_a_file_nobody_writes_is_still_hung_and_says_how_often_it_looks(knowledge, zoo):  # noqa: F811
+    job = zoo("blocked_on", args=["results_poll"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, report.verdict.summary
+    found = wakes_of(report, job.proc.pid)
+    assert len(found["wake_ms"]) >= 2 and min(found["wake_ms"]) < 3.0, found
+    assert any("it checks something and sleeps again" in r for r in report.verdict.state_reasons), report.verdict
+
+
+def _child(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-I", "-c", code], stdout=subprocess.PIPE, stdin=subprocess.PIPE)
+
+
+def test_a_wait_that_never_returns_is_never_run_and_a_sleeper_runs_each_time_it_wakes():
+    blocked = _child("import sys; print('go', flush=True); sys.stdin.read()")
+    sleeper = _child("import time\nprint('go', flush=True)\nwhile True: time.sleep(0.1)")
+    try:
+        for proc in (blocked, sleeper):
+            assert proc.stdout.readline() == b"go\n"
+        deadline = time.monotonic() + 30
+        while spawn.wchan(blocked.pid) != "anon_pipe_read" and "pipe" not in spawn.wchan(blocked.pid):
+            assert time.monotonic() < deadline, spawn.wchan(blocked.pid)
+            time.sleep(0.02)  # until it sits in the read: nothing ever comes, the pipe stays open
+        started = time.monotonic()
+        wakes, error = watch_wakeups([(blocked.pid, blocked.pid), (sleeper.pid, sleeper.pid)], 1.0)
+        assert error is None and time.monotonic() - started < 1.0 + WATCH_MAX_SECONDS
+        assert wakes[(blocked.pid, blocked.pid)].runs == 0 and wakes[(blocked.pid, blocked.pid)].blocked == 0
+        slept = wakes[(sleeper.pid, sleeper.pid)]
+        assert slept.runs >= 3 and slept.blocked >= 3 and len(slept.wake_ms) >= 2, slept
+        assert sum(slept.wake_ms) <= slept.ran_ms + 1e-6, slept
+    finally:
+        for proc in (blocked, sleeper):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_watch_of_threads_that_are_gone_ends_with_nothing():
+    proc = _child("pass")
+    proc.wait()
+    assert watch_wakeups([(proc.pid, proc.pid)], 1.0) == ({}, None)
+    assert not os.path.exists(f"/proc/{proc.pid}/task/{proc.pid}/schedstat")
+
+
+def test_a_wake_up_read_across_two_readings_counts_whole_and_several_ends_share_their_time():
+    from debug_stuck.probes.collectors.wakeups import _wake_costs
+
+    ms = 1_000_000
+    # (ns run, times run, times blocked): asleep, then 4 ms in one reading and 6 in the next before it
+    # blocks, then two wake-ups of 1 ms each ending within one reading
+    readings = [(0, 10, 10), (0, 10, 10), (4 * ms, 11, 10), (10 * ms, 11, 11), (12 * ms, 13, 13)]
+    assert _wake_costs(readings) == [10.0, 1.0, 1.0]
+    assert _wake_costs(readings[:3]) == []  # still running: no whole wake-up yet
