@@ -58,7 +58,7 @@ def gather_facts(report) -> JobFacts:
     if root is not None:
         values["main_pid"] = str(root["pid"])
     ranks = [p["pid"] for p in processes if p.get("role") == "rank"]
-    workers = [p["pid"] for p in processes if p.get("role") == "dataloader-worker"]
+    workers = [p["pid"] for p in processes if p.get("role") in ("dataloader-worker", "worker-process")]
     if ranks:
         values["rank_pids"] = " ".join(map(str, ranks))
         values["nproc"] = str(len(ranks))

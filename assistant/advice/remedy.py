@@ -444,7 +444,7 @@ def _death(values: Dict[str, str], reader: _Reader, end: dict, table: dict) -> N
         return
     status = proc.get("exit_status")
     signals = table.get("signals") or {}
-    worker = proc.get("role") == "dataloader-worker"
+    worker = proc.get("role") in ("dataloader-worker", "worker-process")
     in_dataloader = any(
         "torch/utils/data/" in str(f.get("file") or "")
         for p in reader.processes.values()

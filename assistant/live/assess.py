@@ -15,7 +15,7 @@ from debug_stuck.core.calibration import assign_probabilities
 from debug_stuck.core.classify import CAUSE_THRESHOLD, Observations, ObservedLine, classify, noisy_or
 from debug_stuck.core.contradictions import contradicted
 from debug_stuck.core.knowledge import Knowledge
-from debug_stuck.core.libfacts import innermost_wait, match_frame
+from debug_stuck.core.libfacts import innermost_wait
 from debug_stuck.core.phases import phase_of
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.live.chain import Chain, build_chains, chain_sentence
@@ -30,7 +30,8 @@ from debug_stuck.live.culprit import (
     waits_in_collective,
 )
 from debug_stuck.live.helpers import busy_helpers, computes_in_library
-from debug_stuck.live.observe import StackGroup, describe_ranks, group_ranks, stack_motion
+from debug_stuck.live.jobfacts import in_library_retry_loop, runs_dataloader
+from debug_stuck.live.observe import StackGroup, describe_ranks, fact_role, group_ranks, stack_motion
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.stacks import main_thread
@@ -51,11 +52,16 @@ class LiveAnalysis:
 
 
 def process_entries(snap: Snapshot) -> List[dict]:
+    """The report's processes. A trainer's child is named a DataLoader worker only in a job whose
+    stacks show a DataLoader; elsewhere it is a `worker-process` (a multiprocessing.Process, a pool's
+    worker), as the playbooks read it (observe.fact_role)."""
     out = []
+    dataloader_job = runs_dataloader(snap)
     for info in snap.processes:
         series = snap.stacks.get(info.pid)
         dump = series.latest() if series is not None else None
         entry = info.to_dict()
+        entry["role"] = fact_role(info, dataloader_job)
         entry["threads"] = [t.to_dict() for t in dump.threads] if dump else []
         entry["stack"] = stack_motion(series) or "unknown"
         if series is not None and series.error:
@@ -90,15 +96,6 @@ def main_thread_wait(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional
     return found[1].get("wait") if found else None
 
 
-# Waits a library makes by retrying in a loop until they end: torch.distributed.elastic's rendezvous
-# (torch 2.13.0 rendezvous/utils.py: _delay between tries, dynamic_rendezvous.py: _RendezvousOpExecutor.run
-# loops), filelock's acquire (filelock 4.3.1 _core/_acquire.py: sleep, then try again) and torch's
-# FileBaton.wait (torch/utils/file_baton.py: time.sleep while the file exists). Their frames above
-# the waiting call change between samples while nothing moves forward. So do the entries the frame
-# table marks `polls` (datasets' iflatmap_unordered, joblib's Parallel._retrieve).
-RETRY_LOOP_WAITS = frozenset({"rendezvous", "flock", "build-lock"})
-
-
 def polls_in_retry_loop(snap: Snapshot, knowledge: Knowledge, pid: int) -> bool:
     """pid's main thread sat inside one and the same call of a retrying wait in every sample: the
     frames from the outermost to that call are identical (line numbers too); only those above moved."""
@@ -106,17 +103,13 @@ def polls_in_retry_loop(snap: Snapshot, knowledge: Knowledge, pid: int) -> bool:
     threads = [main_thread(dump, pid) for dump in series.dumps] if series is not None else []
     if len(threads) < 2 or any(t is None for t in threads):
         return False
-    stacks = [[(f.function, f.file, f.line) for f in reversed(t.frames) if not f.native] for t in threads]
+    stacks = [[f for f in reversed(t.frames) if not f.native] for t in threads]
     shared = []
     for column in zip(*stacks):
-        if len(set(column)) > 1:
+        if len({(f.function, f.file, f.line) for f in column}) > 1:
             break
         shared.append(column[0])
-    for function, file, _ in shared:
-        entry = match_frame(knowledge.frames, function.rsplit(".", 1)[-1], file)
-        if entry is not None and (entry.get("wait") in RETRY_LOOP_WAITS or entry.get("polls")):
-            return True
-    return False
+    return in_library_retry_loop(shared, knowledge.frames)
 
 
 def stack_phase_frame(snap: Snapshot, knowledge: Knowledge, pid: int):
@@ -228,7 +221,7 @@ def chain_culprit(chain: Optional[Chain]) -> Optional[dict]:
     first, end = chain.hops[0], chain.hops[-1]
     if end.pid == first.pid or end.kind == "cycle":
         return None
-    return {"pid": end.pid, "rank": end.rank, "role": end.role, "reason": f"{end.who} {end.detail}"}
+    return {"pid": end.pid, "rank": end.rank, "role": end.reported_role, "reason": f"{end.who} {end.detail}"}
 
 
 def apply_culprit(report: Report, knowledge: Knowledge, culprit: Culprit, own: Observations, facts=None) -> None:

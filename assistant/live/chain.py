@@ -139,10 +139,15 @@ class Hop:
             return not any(DATALOADER_FILE.search(f.file or "") for f in self.frames if not f.native)
         return not self.dataloader_job
 
+    @property
+    def reported_role(self) -> str:
+        """The role the report and the playbooks read: a worker outside any DataLoader is a worker-process."""
+        return "worker-process" if self._worker_outside_dataloader() else self.role
+
     def to_dict(self) -> dict:
         out = {
             "pid": self.pid,
-            "role": self.role,
+            "role": self.reported_role,
             "rank": self.rank,
             "thread": {"tid": self.tid, "name": self.thread} if self.tid else None,
             "where": self.where,
@@ -168,8 +173,7 @@ class Hop:
 
     def fact_line(self) -> str:
         """One line for the classifier (playbook signals with `source: chain` match it)."""
-        role = "worker-process" if self._worker_outside_dataloader() else self.role  # the summary's "worker process"
-        parts = [f"hop={'terminal' if self.terminal else 'link'}", f"role={role}", f"kind={self.kind}"]
+        parts = [f"hop={'terminal' if self.terminal else 'link'}", f"role={self.reported_role}", f"kind={self.kind}"]
         if self.op:
             parts.append(f"op={self.op}")
         parts += [f"{k}={v}" for k, v in self.facts.items()]

@@ -253,7 +253,7 @@ def collect(
     _stdin_prompts(snap)
     from debug_stuck.live.wakes import watch_sleepers
 
-    watched_error = watch_sleepers(snap.processes, say)  # after the stack samplers: they stop the threads
+    watched_error = watch_sleepers(snap, say)  # after the stack samplers: they stop the threads
     if watched_error:
         snap.errors.append(watched_error)
     after = sizes_of(watched)  # after the watch too: a log written between two sleeps counts
@@ -496,7 +496,8 @@ def _resolve_waits(snap: Snapshot) -> None:
     except Exception as exc:  # the chain is a bonus: the report stands without it
         snap.errors.append(f"could not resolve what the threads wait on: {type(exc).__name__}: {exc}")
     for info in snap.processes:
-        info.waits = {tid: wait.to_dict() for tid, wait in waits.get(info.pid, {}).items()}
+        # a sleep keeps its arguments until live.wakes has read its deadline (and drops them)
+        info.waits = {tid: wait.to_dict(with_args=wait.op == "sleep") for tid, wait in waits.get(info.pid, {}).items()}
 
 
 LOCK_FILE_WAITS = ("build-lock", "flock")

@@ -59,6 +59,29 @@ def frames_table() -> Optional[List[dict]]:
         return None
 
 
+# Waits a library makes by retrying in a loop until they end: torch.distributed.elastic's rendezvous
+# (torch 2.13.0 rendezvous/utils.py: _delay between tries, dynamic_rendezvous.py: _RendezvousOpExecutor.run
+# loops), filelock's acquire (filelock 4.3.1 _core/_acquire.py: sleep, then try again) and torch's
+# FileBaton.wait (torch/utils/file_baton.py: time.sleep while the file exists). Their frames above
+# the waiting call change between samples, and they wake and work between sleeps, while nothing moves
+# forward. So do the entries the frame table marks `polls` (datasets' iflatmap_unordered, joblib's
+# Parallel._retrieve).
+RETRY_LOOP_WAITS = frozenset({"rendezvous", "flock", "build-lock"})
+
+
+def in_library_retry_loop(frames, table: Optional[Sequence[dict]] = None) -> bool:
+    """A frame of these is a library's wait that retries or polls in a loop (frames.yaml `polls`, or a
+    wait in RETRY_LOOP_WAITS)."""
+    from debug_stuck.core.libfacts import match_frame
+
+    table = frames_table() if table is None else table
+    for frame in frames if table else ():
+        entry = None if frame.native else match_frame(table, frame.function.rsplit(".", 1)[-1], frame.file)
+        if entry is not None and (entry.get("wait") in RETRY_LOOP_WAITS or entry.get("polls")):
+            return True
+    return False
+
+
 def frames_prove(frames, fact: str) -> bool:
     """Whether these frames prove a job fact of the frame table (`facts`); False without a table."""
     table = frames_table()

@@ -19,8 +19,9 @@ attached. Two readings come out of it:
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Optional
 
+from debug_stuck.live.jobfacts import frames_table, in_library_retry_loop
 from debug_stuck.probes.collectors.wakeups import Wakes, sleep_left, watch_wakeups
 
 WATCH_MIN_SECONDS = 3.0  # a sleeper seen running twice before this still waits for the others to show
@@ -29,6 +30,11 @@ MAX_WATCHED = 64
 POLL_WORK_MS = 3.0  # CPU per wake-up above which a sleeping loop works between its sleeps
 WAKES_TO_WEIGH = 2
 TRAINING_ROLES = ("rank",)  # whose main thread's progress is the job's
+
+
+def _main_frames(snap, pid: int) -> list:
+    thread = snap.latest_main_thread(pid)
+    return list(thread.frames) if thread is not None else []
 
 
 def main_wait(info) -> dict:
@@ -114,10 +120,13 @@ def polls(info) -> Optional[str]:
     )
 
 
-def _settled(procs) -> Callable[[Dict], bool]:
+def _settled(procs, sleepers) -> Callable[[Dict], bool]:
     """The watch may stop: a rank's wait returned or its sleeps hold work (progress either way), or
-    after WATCH_MIN_SECONDS every sleeper has run twice (its rhythm is seen)."""
+    every sleeper has woken twice (its rhythm is seen) and, when a rank waits with no timeout, at
+    least WATCH_MIN_SECONDS went by (time for that wait to end)."""
     by_pid = {info.pid: info for info in procs}
+    patient = any(info.role in TRAINING_ROLES and waits_without_timeout(info) for info in procs)
+    sleeping = {info.pid for info in sleepers}
 
     def enough(wakes: Dict) -> bool:
         for (pid, _), found in wakes.items():
@@ -125,30 +134,34 @@ def _settled(procs) -> Callable[[Dict], bool]:
             info.main_wakes = found.to_dict()
             if wait_returned(info) or works_between_sleeps(info):
                 return True
-        seen = [found for (pid, _), found in wakes.items() if paces(by_pid[pid])]
-        return (
-            bool(seen)
-            and seen[0].seconds >= WATCH_MIN_SECONDS
-            and all(len(found.wake_ms) >= WAKES_TO_WEIGH for found in seen)
-        )
+        seen = [found for (pid, _), found in wakes.items() if pid in sleeping]
+        if not seen or not all(len(found.wake_ms) >= WAKES_TO_WEIGH for found in seen):
+            return False
+        return not patient or seen[0].seconds >= WATCH_MIN_SECONDS
 
     return enough
 
 
-def watch_sleepers(procs: List, say: Callable[[str], None]) -> Optional[str]:
-    """When a process of the job sleeps in its main thread, watch every main thread's runs for a few
-    seconds more (`main_wakes` on each process). Returns an error line, or None."""
-    alive = [info for info in procs if info.state not in ("Z", "D")][:MAX_WATCHED]
-    sleepers = [info for info in alive if paces(info)]
-    for info in sleepers:
-        wait = main_wait(info)
-        left = sleep_left(info.pid, wait.get("syscall"), wait.get("args") or [])
-        if left is not None:
-            wait["sleep_left_s"] = round(left, 2)
+def watch_sleepers(snap, say: Callable[[str], None]) -> Optional[str]:
+    """When a process of the job sleeps in its main thread (not in a library's retry loop, whose
+    wake-ups are its waiting), watch every main thread's runs for a few seconds more (`main_wakes` on
+    each process). Returns an error line, or None."""
+    for info in snap.processes:
+        for wait in (info.waits or {}).values():
+            args = wait.pop("args", None)
+            if wait is main_wait(info) and args and info.state == "S":
+                left = sleep_left(info.pid, wait.get("syscall"), args)
+                if left is not None:
+                    wait["sleep_left_s"] = round(left, 2)
+    alive = [info for info in snap.processes if info.state not in ("Z", "D")][:MAX_WATCHED]
+    table = frames_table()
+    sleepers = [
+        info for info in alive if paces(info) and not in_library_retry_loop(_main_frames(snap, info.pid), table)
+    ]
     if all(main_wait(info).get("sleep_left_s", 0) > WATCH_MAX_SECONDS for info in sleepers):
         return None  # none of them wakes while watched (an hour's sleep): nothing to see
     say(f"{sleepers[0].label()} sleeps between steps: watching for up to {WATCH_MAX_SECONDS:.0f} s more how it wakes")
-    wakes, error = watch_wakeups([(info.pid, info.pid) for info in alive], WATCH_MAX_SECONDS, _settled(alive))
+    wakes, error = watch_wakeups([(info.pid, info.pid) for info in alive], WATCH_MAX_SECONDS, _settled(alive, sleepers))
     for info in alive:
         found = wakes.get((info.pid, info.pid))
         info.main_wakes = found.to_dict() if found is not None else None

@@ -292,4 +292,4 @@ def test_a_zombie_is_diagnosed_as_the_process_that_exited(started, tmp_path):
     both = run_subprocess("diagnose", "--pid", parent.pid, "--pid", zombie, "--window", "0.2", "--format", "json")
     assert both.returncode == 0, both.stderr
     roles = {p["pid"]: p["role"] for p in json.loads(both.stdout)["processes"]}
-    assert roles[zombie] == "dataloader-worker"
+    assert roles[zombie] == "worker-process"  # its parent runs no DataLoader

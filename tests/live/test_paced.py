@@ -107,3 +107,21 @@ def test_a_wake_up_read_across_two_readings_counts_whole_and_several_ends_share_
     readings = [(0, 10, 10), (0, 10, 10), (4 * ms, 11, 10), (10 * ms, 11, 11), (12 * ms, 13, 13)]
     assert _wake_costs(readings) == [10.0, 1.0, 1.0]
     assert _wake_costs(readings[:3]) == []  # still running: no whole wake-up yet
+
+
+def test_a_sleep_with_an_hour_left_is_read_from_its_deadline_and_not_waited_for(knowledge):
+    sleeper = _child("import time\nprint('go', flush=True)\nwhile True: time.sleep(3600)")
+    try:
+        assert sleeper.stdout.readline() == b"go\n"
+        deadline = time.monotonic() + 30
+        while spawn.wchan(sleeper.pid) not in ("hrtimer_nanosleep", "do_nanosleep"):
+            assert time.monotonic() < deadline, spawn.wchan(sleeper.pid)
+            time.sleep(0.02)
+        report = diagnose(knowledge, sleeper.pid)
+        entry = next(p for p in report.to_dict()["processes"] if p["pid"] == sleeper.pid)
+        wait = entry["waits"][str(sleeper.pid)]
+        assert 3000 < wait["sleep_left_s"] <= 3600 and "args" not in wait, wait
+        assert entry.get("main_wakes") is None, entry  # nothing to see in a few seconds: not watched
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -494,7 +494,7 @@ def test_a_joblib_worker_blocked_on_its_shard_is_followed_from_the_polling_paren
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True and report.verdict.cause == "io-stall", top(report)
     roles = {p["pid"]: p["role"] for p in report.processes}
-    assert roles[worker] == "dataloader-worker", roles  # a loky worker: the pool's, not a rank
+    assert roles[worker] == "worker-process", roles  # a loky worker: the pool's, not a rank nor a DataLoader's
     first, last = report.chain[0], report.chain[-1]
     assert first["pid"] == job.proc.pid and first["waits_on"]["kind"] == "worker", report.chain
     assert last["pid"] == worker and last["waits_on"]["object"] == job.info["fifo"], last

@@ -131,11 +131,11 @@ def test_a_dead_forked_child_is_a_zombie_worker_and_no_dataloader_evidence_witho
     dead = [p for p in procs if p.pid != proc.pid]
     assert len(dead) == 1 and dead[0].state == "Z" and dead[0].role == "dataloader-worker"
     report = run_diagnosis(DiagnoseRequest(pids=[proc.pid]), knowledge)
-    # the tree makes it a worker (the JSON's role); no stack of the job runs a DataLoader, so the
+    # the tree makes it a worker; no stack of the job runs a DataLoader, so the report and the
     # playbooks read it as a worker process, and a DataLoader's dead-worker line does not fire
     ranked = [d for d in report.diagnoses if d.cause == "dataloader"]
     assert not any("zombie" in e.detail for d in ranked for e in d.evidence), ranked
-    assert next(p for p in report.processes if p["pid"] == dead[0].pid)["role"] == "dataloader-worker"
+    assert next(p for p in report.processes if p["pid"] == dead[0].pid)["role"] == "worker-process"
 
 
 def test_a_trainers_child_is_a_dataloader_worker_to_the_playbooks_only_in_a_job_that_runs_a_dataloader():
