@@ -19,7 +19,6 @@ from debug_stuck.probes.collectors.stacks import main_thread
 GPU_IDLE_UTIL = 5.0
 CPU_BUSY = 80.0
 CPU_IDLE = 10.0
-IO_PROGRESS_BYTES = 1 << 20
 
 
 def _cpu(info) -> Optional[float]:

@@ -28,7 +28,9 @@ from debug_stuck.live.wakes import polls, wait_returned, works_between_sleeps
 from debug_stuck.probes.collectors.stacks import main_thread
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP, RECEIVING_MS
 
-IO_PROGRESS_BYTES = 1 << 20
+# Written in the window by one process: data (a checkpoint upload at 0.65 MB/s, a conversion), not
+# the lines a stuck process logs
+IO_PROGRESS_BYTES = 256 << 10
 # A connection the process waits to read that received data within RECEIVING_MS (the kernel's
 # tcp_info, `ss -ti` lastrcv) and kept receiving between two readings (bytes_received grew): a
 # transfer under way (a slow download), not a peer that stopped. /proc/PID/io cannot tell: its
@@ -129,6 +131,10 @@ def fed_gpus(snap: Snapshot) -> list:
         and device.util_min >= GPU_FED_MIN_UTIL
         and device.util_max < 100
     ]
+
+
+def _size(count: int) -> str:
+    return f"{count >> 20} MiB" if count >= 1 << 20 else f"{count >> 10} KiB"
 
 
 def _busy(device) -> str:
@@ -314,7 +320,7 @@ def judge_progress(
     for info in moving:
         reasons.append(f"{info.label()} main thread moved between samples")
     for info in writers:
-        reasons.append(f"{info.label()} wrote {info.io_write_bytes >> 20} MiB during the window")
+        reasons.append(f"{info.label()} wrote {_size(info.io_write_bytes)} during the window")
     for info, conn in receivers:
         reasons.append(
             f"{info.label()} receives data on its connection to {conn.get('remote')}: {conn['received_bytes']} "

@@ -46,13 +46,27 @@ def sleeps(info) -> bool:
 
 
 # Whose sleep may pace the job: a rank, or a process of its own it waits for (a child that streams its
-# output). A launcher sleeps between looks at its ranks (torchrun's agent every --monitor-interval), a
-# DataLoader worker's sleep is judged by its trainer's wait, which has a timeout of its own.
-PACING_ROLES = ("rank", "other", "worker-process")
+# output, a producer process, a pool's or a DataLoader's worker on slow storage). A launcher sleeps
+# between looks at its ranks (torchrun's agent every --monitor-interval).
+PACING_ROLES = ("rank", "other", "worker-process", "dataloader-worker")
 
 
 def paces(info) -> bool:
     return sleeps(info) and info.role in PACING_ROLES
+
+
+def timeout_seconds(info) -> Optional[float]:
+    """The timeout of its main thread's poll or epoll_wait, in seconds, when one was given."""
+    wait = main_wait(info)
+    timeout = wait.get("timeout_ms")
+    return timeout / 1000.0 if wait.get("op") in ("poll", "epoll") and timeout and timeout > 0 else None
+
+
+def _returned_early(info, found: Wakes) -> bool:
+    """It woke more often than its wait's timeout alone would wake it: the wait ended on what it waits
+    for (a DataLoader's trainer polls its workers' pipe with a 5 s timeout, torch's MP_STATUS_CHECK_INTERVAL)."""
+    timeout = timeout_seconds(info)
+    return timeout is not None and found.blocked > found.seconds / timeout + 1
 
 
 def waits_without_timeout(info) -> bool:
@@ -76,7 +90,15 @@ def _wakes(info) -> Optional[Wakes]:
 def wait_returned(info) -> Optional[str]:
     """Why a rank's main thread's wait ended and began again during the watch, or None."""
     found = _wakes(info)
-    if info.role not in TRAINING_ROLES or found is None or found.runs < 1 or not waits_without_timeout(info):
+    if info.role not in TRAINING_ROLES or found is None:
+        return None
+    if _returned_early(info, found):
+        return (
+            f"{info.label()} main thread is found in a {main_wait(info)['op']} with a {timeout_seconds(info):g} s "
+            f"timeout in every sample, yet it ended {found.blocked} times in {found.seconds:.1f} s, more often "
+            f"than its timeout allows: what it waits for keeps coming"
+        )
+    if found.runs < 1 or not waits_without_timeout(info):
         return None
     wait = main_wait(info)
     what = {"futex": "a wait with no timeout", "read": "a read", "wait-child": "a wait for its child"}[wait["op"]]
@@ -125,7 +147,9 @@ def _settled(procs, sleepers) -> Callable[[Dict], bool]:
     every sleeper has woken twice (its rhythm is seen) and, when a rank waits with no timeout, at
     least WATCH_MIN_SECONDS went by (time for that wait to end)."""
     by_pid = {info.pid: info for info in procs}
-    patient = any(info.role in TRAINING_ROLES and waits_without_timeout(info) for info in procs)
+    patient = any(
+        info.role in TRAINING_ROLES and (waits_without_timeout(info) or timeout_seconds(info)) for info in procs
+    )
     sleeping = {info.pid for info in sleepers}
 
     def enough(wakes: Dict) -> bool:

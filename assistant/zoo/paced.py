@@ -12,6 +12,16 @@ every stack sample, one second apart. None is hung.
   sleeps 0.5 s per item (slow storage; batch 4, ``num_workers=0``), rank 0's is instant, so rank 0
   waits in each gradient ``all_reduce`` for rank 1 most of the time. A step completes every ~2 s.
 
+- ``queue_producer``: the trainer takes batches from a ``multiprocessing.Queue`` (no timeout) that a
+  producer process (fork) fills, one every 2.5 s (it waits for an upstream service: a sleep).
+- ``process_pool``: a ``ProcessPoolExecutor(2)`` fetches shards, each task sleeping 3 s (a slow object
+  store) and then decoding; the main thread keeps two in flight, in ``wait(FIRST_COMPLETED)``.
+- ``slow_worker``: a torch ``DataLoader`` over an ``IterableDataset`` whose one worker sleeps 0.4 s a
+  record (slow storage); the trainer waits for each batch of 4 (with the DataLoader's own 5 s poll).
+- ``upload_thread``: each step waits (``join``) for the previous step's checkpoint upload, a thread that
+  sends 12 MB in 64 KiB chunks, throttled to about 0.65 MB/s, down a pipe to an uploader program
+  (``cat`` to /dev/null): no file of the job grows.
+
 READY (``{"pid", "scenario", "child_pid"?, "rank0_pid"?, "rank1_pid"?}``): after three or four steps
 (three records); ``pid`` is the process to diagnose (for ``slow_shard``, the parent of the ranks).
 """
@@ -123,7 +133,138 @@ def slow_shard() -> None:
     mp.spawn(slow_shard_rank, args=(2,), nprocs=2, join=True)
 
 
-SCENARIOS = {"throttled": throttled, "child_stream": child_stream, "slow_shard": slow_shard}
+def _produce(queue) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for i in range(10**6):
+        time.sleep(2.5)  # the upstream service's next chunk
+        queue.put((i, rng.integers(0, 1000, size=(16, 64))))
+
+
+def queue_producer() -> None:
+    import multiprocessing
+
+    import torch
+
+    torch.set_num_threads(1)
+    queue = multiprocessing.get_context("fork").Queue(maxsize=2)
+    producer = multiprocessing.get_context("fork").Process(target=_produce, args=(queue,), daemon=True)
+    producer.start()
+    model = torch.nn.EmbeddingBag(1000, 32)
+    opt = torch.optim.Adam(model.parameters(), 1e-3)
+    for step in range(1, 10**6):
+        _, ids = queue.get()
+        loss = model(torch.from_numpy(ids)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step == 3:
+            _common.mark_ready(scenario="queue_producer", child_pid=producer.pid)
+
+
+def _fetch_shard(k: int):
+    import numpy as np
+
+    time.sleep(3.0)  # a slow object-store read
+    x = np.random.default_rng(k).standard_normal((256, 32)).astype(np.float32)
+    return x, (x.sum(1) > 0).astype(np.int64)
+
+
+def process_pool() -> None:
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    import torch
+
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(32, 2)
+    opt = torch.optim.SGD(model.parameters(), 0.05)
+    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
+    pending = {pool.submit(_fetch_shard, k) for k in range(2)}
+    shards = 0
+    while True:
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for future in done:
+            x, y = future.result()
+            loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            shards += 1
+            pending.add(pool.submit(_fetch_shard, shards + 1))
+            if shards == 3:
+                _common.mark_ready(scenario="process_pool")
+
+
+def _records():
+    import torch
+
+    for i in range(10**6):
+        time.sleep(0.4)  # slow storage
+        yield torch.full((16,), float(i))
+
+
+def slow_worker() -> None:
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset
+
+    class Records(IterableDataset):
+        def __iter__(self):
+            return _records()
+
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(16, 1)
+    opt = torch.optim.SGD(model.parameters(), 1e-3)
+    for step, batch in enumerate(DataLoader(Records(), batch_size=4, num_workers=1), 1):
+        loss = model(batch).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step == 3:
+            _common.mark_ready(scenario="slow_worker")
+
+
+def _upload(sink, size: int) -> None:
+    chunk = os.urandom(64 << 10)
+    for _ in range(size // len(chunk)):
+        sink.write(chunk)  # to the upload's connection (a pipe to the uploader program here)
+        sink.flush()
+        time.sleep(0.1)  # the uploader's bandwidth cap: about 0.65 MB/s
+
+
+def upload_thread() -> None:
+    import threading
+
+    import torch
+
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(64, 64)
+    opt = torch.optim.SGD(model.parameters(), 1e-3)
+    uploader = None
+    sink = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    for step in range(1, 10**6):
+        loss = model(torch.randn(8, 64)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if uploader is not None:
+            uploader.join()  # one upload at a time
+        uploader = threading.Thread(target=_upload, args=(sink.stdin, 12 << 20), name="ckpt-upload")
+        uploader.start()
+        if step == 2:
+            _common.mark_ready(scenario="upload_thread")
+
+
+SCENARIOS = {
+    "throttled": throttled,
+    "child_stream": child_stream,
+    "slow_shard": slow_shard,
+    "queue_producer": queue_producer,
+    "process_pool": process_pool,
+    "slow_worker": slow_worker,
+    "upload_thread": upload_thread,
+}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in SCENARIOS:

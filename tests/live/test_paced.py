@@ -55,6 +55,14 @@ def test_ranks_waiting_for_a_slow_shard_of_one_rank_progress(knowledge, zoo):  #
     assert report.culprit is None and report.verdict.cause is None, report.culprit
 
 
+@pytest.mark.parametrize("scenario", ["queue_producer", "process_pool", "slow_worker", "upload_thread"])
+def test_a_trainer_waiting_on_a_slow_producer_pool_worker_or_upload_is_not_called_hung(knowledge, zoo, scenario):  # noqa: F811
+    job = zoo("paced", args=[scenario], ready_timeout=120)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False and report.verdict.state == "progressing", report.verdict.summary
+    assert report.culprit is None, report.culprit
+
+
 def test_a_poll_for_a_file_nobody_writes_is_still_hung_and_says_how_often_it_looks(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["results_poll"])
     report = diagnose(knowledge, job.proc.pid)
