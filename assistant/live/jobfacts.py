@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Optional, Sequence, Set
 
-from debug_stuck.core.libfacts import proven_facts
+from debug_stuck.core.libfacts import match_frame, proven_facts
 
 DATALOADER_FILE = re.compile(r"torch/utils/data/")
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/")
@@ -72,10 +72,10 @@ RETRY_LOOP_WAITS = frozenset({"rendezvous", "flock", "build-lock"})
 def in_library_retry_loop(frames, table: Optional[Sequence[dict]] = None) -> bool:
     """A frame of these is a library's wait that retries or polls in a loop (frames.yaml `polls`, or a
     wait in RETRY_LOOP_WAITS)."""
-    from debug_stuck.core.libfacts import match_frame
-
     table = frames_table() if table is None else table
-    for frame in frames if table else ():
+    if not table:
+        return False
+    for frame in frames:
         entry = None if frame.native else match_frame(table, frame.function.rsplit(".", 1)[-1], frame.file)
         if entry is not None and (entry.get("wait") in RETRY_LOOP_WAITS or entry.get("polls")):
             return True

@@ -17,6 +17,7 @@ from debug_stuck.live.parties import (
     primitive_of,
     python_frames,
 )
+from debug_stuck.probes.collectors.procs import HELPER_CHILD
 
 QUEUE_FILE = re.compile(r"(^|/)queue\.py$")
 # CPython 3.11.7 Lib/multiprocessing: a parent in Process.join (process.py -> popen_fork.py wait), or
@@ -93,7 +94,7 @@ def _cannot_arrive(job: JobView, pid: int) -> bool:
     """The process waits for its children, or is multiprocessing's own helper: it will not reach the
     job's barrier."""
     info = job.procs[pid]
-    if info.state == "Z" or "resource_tracker" in " ".join(info.cmdline) or "forkserver" in " ".join(info.cmdline):
+    if info.state == "Z" or HELPER_CHILD.search(" ".join(info.cmdline)):
         return True
     thread = job.thread(pid)
     py = python_frames(thread.frames) if thread is not None else []

@@ -182,7 +182,7 @@ def watch_sleepers(snap, say: Callable[[str], None]) -> Optional[str]:
     sleepers = [
         info for info in alive if paces(info) and not in_library_retry_loop(_main_frames(snap, info.pid), table)
     ]
-    if all(main_wait(info).get("sleep_left_s", 0) > WATCH_MAX_SECONDS for info in sleepers):
+    if not sleepers or all(main_wait(info).get("sleep_left_s", 0) > WATCH_MAX_SECONDS for info in sleepers):
         return None  # none of them wakes while watched (an hour's sleep): nothing to see
     say(f"{sleepers[0].label()} sleeps between steps: watching for up to {WATCH_MAX_SECONDS:.0f} s more how it wakes")
     wakes, error = watch_wakeups([(info.pid, info.pid) for info in alive], WATCH_MAX_SECONDS, _settled(alive, sleepers))

@@ -174,6 +174,14 @@ def ready_when(predicate: Callable[[], bool], info: Callable[[], dict] | None = 
     threading.Thread(target=watch, name="zoo-ready-watch", daemon=True).start()
 
 
+def run_scenario(scenarios: dict) -> None:
+    """Run the scenario named by the program's one argument, or exit with its usage."""
+    program = os.path.basename(sys.argv[0])
+    if len(sys.argv) != 2 or sys.argv[1] not in scenarios:
+        sys.exit(f"usage: {program} {{{','.join(scenarios)}}}")
+    scenarios[sys.argv[1]]()
+
+
 def sleep_forever() -> None:
     while True:
         time.sleep(3600)

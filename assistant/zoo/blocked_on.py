@@ -790,6 +790,4 @@ SCENARIOS = {
 }
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in SCENARIOS:
-        sys.exit(f"usage: blocked_on.py {{{','.join(SCENARIOS)}}}")
-    SCENARIOS[sys.argv[1]]()
+    _common.run_scenario(SCENARIOS)
