@@ -222,6 +222,13 @@ def _check_frames(data: dict, file: str) -> List[TableProblem]:
             problems.append((file, f"{where}.stand_in", why))
         if "polls" in entry and not isinstance(entry["polls"], bool):
             problems.append((file, f"{where}.polls", "true or false: the wait is a loop of short tries"))
+        if "timer" in entry and entry["timer"] is not True:
+            problems.append(
+                (file, f"{where}.timer", "true: the wait's timeout is the time to its next scheduled callback")
+            )
+        if "backoff" in entry and not (entry["backoff"] is True and entry.get("polls") is True):
+            why = "true, with polls: true: a retry with backoff, a bounded loop of tries"
+            problems.append((file, f"{where}.backoff", why))
         if "computes" in entry and not (entry["computes"] is True and entry.get("wait") == "busy"):
             why = "true, on a busy entry: a routine whose time grows with its input (a parser, a serializer)"
             problems.append((file, f"{where}.computes", why))

@@ -534,6 +534,7 @@ def _lock_files(snap: Snapshot) -> None:
     file's path and holders in its wait (`lock_file`), read from its frame's locals."""
     from debug_stuck.core.libfacts import match_frame
     from debug_stuck.kb import load_knowledge
+    from debug_stuck.live.loops import waits_in_own_code
     from debug_stuck.probes.collectors.lockfiles import lock_files
     from debug_stuck.probes.collectors.stacks import _find_py_spy
 
@@ -554,7 +555,7 @@ def _lock_files(snap: Snapshot) -> None:
             elif any(match_frame(table, f.function, None) for f in thread.frames if f.native):
                 candidates.setdefault(info.pid, thread.tid)  # a native lock poll (SQLite's busy handler)
                 native.add(info.pid)
-            elif wait.get("op") == "sleep" and _sleeps_in_own_code(thread) and len(candidates) < OWN_POLLS_READ:
+            elif wait.get("op") == "sleep" and waits_in_own_code(thread.frames) and len(candidates) < OWN_POLLS_READ:
                 # a loop of the job's own that sleeps between looks (`while os.path.exists(lock): sleep`):
                 # a lock-named path among its locals is the file it waits on
                 candidates.setdefault(info.pid, thread.tid)
@@ -596,7 +597,7 @@ def _own_loops(snap: Snapshot) -> None:
     thread of a process outside any process group also gets the service it calls between sleeps
     (`service`, _answering_service), when one answered moments ago."""
     from debug_stuck.live.jobfacts import in_process_group
-    from debug_stuck.live.loops import loop_header
+    from debug_stuck.live.loops import loop_header, waits_in_own_code
     from debug_stuck.probes.collectors.waits import process_connections
 
     sources: dict = {}
@@ -606,7 +607,7 @@ def _own_loops(snap: Snapshot) -> None:
         dump = series.latest() if series is not None else None
         for thread in dump.threads if dump is not None else []:
             wait = info.waits.get(thread.tid)
-            if not wait or wait.get("op") != "sleep" or not _sleeps_in_own_code(thread):
+            if not wait or wait.get("op") != "sleep" or not waits_in_own_code(thread.frames):
                 continue
             frame = next(f for f in thread.frames if not f.native)
             source = _frame_source(info.pid, frame, sources, OWN_LOOPS_READ)
@@ -665,15 +666,6 @@ def _answering_service(connections) -> Optional[dict]:
         return None
     best = min(used, key=lambda c: c["last_received_ms"])
     return {k: best[k] for k in ("remote", "last_received_ms", "last_sent_ms") if k in best}
-
-
-def _sleeps_in_own_code(thread) -> bool:
-    """The thread's innermost Python frame is the job's own code (it called time.sleep itself)."""
-    from debug_stuck.live.loops import own_frame_index
-
-    python = [i for i, f in enumerate(thread.frames) if not f.native]
-    own = own_frame_index(thread.frames)
-    return bool(python) and own == python[0]
 
 
 def _refuse_when_nothing_readable(snap: Snapshot) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from debug_stuck.core.knowledge import Knowledge
-from debug_stuck.core.libfacts import innermost_wait, match_frame
+from debug_stuck.core.libfacts import chosen_wait, innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.loops import library_at_work, own_frame_index
 from debug_stuck.live.progress import BUSY_CPU, cpu_used, running, thread_motion
@@ -87,7 +87,7 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         children = [p for p in snap.processes if p.ppid == pid]
         return _processes(snap, knowledge, children, "child processes", "child process")
     polling = _sleeps_beside_children(snap, knowledge, pid, thread) if _sleeps(snap, pid, thread.tid) else None
-    polling = polling or _sleeps_between_calls(snap, pid, thread)
+    polling = polling or _sleeps_between_calls(snap, pid, thread) or _backs_off(snap, entries, pid, thread)
     if polling is not None:
         return polling  # a poll of its own (a library's poll for its pool's results goes on below)
     if not any(e.get("wait") in POOL_WAITS for e in waits):
@@ -190,6 +190,29 @@ def _sleeps_between_calls(snap: Snapshot, pid: int, thread) -> Optional[Helpers]
         f"answered {ago:.1f} s ago: it retries or polls a service that is up",
         check=f"the answers it gets (a 429 or 503 with Retry-After, a status that never changes) in its log, or "
         f"`py-spy dump --locals --pid {pid}` taken twice a minute apart (a step or attempt counter), tell them apart",
+    )
+
+
+def _backs_off(snap: Snapshot, entries, pid: int, thread) -> Optional[Helpers]:
+    """A main thread asleep in a library's retry with backoff (frames.yaml `backoff`: urllib3's Retry,
+    tenacity, backoff, huggingface_hub's http_backoff): its last try failed or was refused, and it tries
+    again until one succeeds or its tries run out (the library raises). A service that is slow to
+    accept (rate limits, a warm-up) and one that never will look alike in one window. `entries`: the
+    thread's frames matched in the frame table, innermost first."""
+    matched = [(index, entry) for index, entry in enumerate(entries) if entry]
+    chosen = chosen_wait([entry for _, entry in matched]) if _sleeps(snap, pid, thread.tid) else None
+    if chosen is None or not matched[chosen][1].get("backoff"):
+        return None
+    index, entry = matched[chosen]
+    frame = thread.frames[index]
+    return Helpers(
+        "retry",
+        [entry["library"]],
+        pid,
+        clause=f"sleeps at {frame.text()}, in {entry['library']}'s retry with backoff: it waits for {entry['object']}",
+        check=f"the answers its tries get (a 429 or 503, a refused or reset connection: in its log) and its try "
+        f"counter in `py-spy dump --locals --pid {pid}` taken twice a minute apart tell a service slow to accept "
+        "from one that never will",
     )
 
 

@@ -84,6 +84,12 @@ def is_library(frame, roots: Sequence[str] = ()) -> bool:
     return is_library_code(frame.file, frame.path, roots)
 
 
+def waits_in_own_code(frames) -> bool:
+    """The innermost Python frame is the job's own code: it called the wait (time.sleep) itself."""
+    python = [i for i, f in enumerate(frames) if not f.native]
+    return bool(python) and own_frame_index(frames) == python[0]
+
+
 def own_frame_index(frames, roots: Optional[Sequence[str]] = None) -> Optional[int]:
     """The index (innermost first) of the innermost Python frame of the job's own code. Without
     `roots`, the job's folders are read from the thread's own outermost frame."""

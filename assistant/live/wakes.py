@@ -19,9 +19,11 @@ attached. Two readings come out of it:
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
+from debug_stuck.core.libfacts import match_frame
 from debug_stuck.live.jobfacts import frames_table, in_library_retry_loop
+from debug_stuck.live.loops import waits_in_own_code
 from debug_stuck.probes.collectors.wakeups import Wakes, sleep_left, watch_wakeups
 
 WATCH_MIN_SECONDS = 3.0  # a sleeper seen running twice before this still waits for the others to show
@@ -142,10 +144,40 @@ def polls(info) -> Optional[str]:
     )
 
 
-def _settled(procs, sleepers) -> Callable[[Dict], bool]:
+TIMED_POLLS = ("poll", "epoll", "select")
+MAX_TIMED_THREADS = 4  # of one process, whose sleep's deadline is read
+
+
+def timed_threads(snap, info, table) -> List[float]:
+    """For a rank whose main thread waits with no timeout: the seconds within which each of its other
+    threads that wakes by itself to run the job's code will wake (a thread asleep in the job's own code,
+    a producer pacing itself; an event loop whose select times out at its next scheduled callback,
+    frames.yaml `timer`: asyncio.sleep, call_later). What the main thread waits for may come from one."""
+    if info.role not in TRAINING_ROLES or not waits_without_timeout(info):
+        return []
+    series = snap.stacks.get(info.pid)
+    dump = series.latest() if series is not None else None
+    found: List[float] = []
+    for thread in dump.threads if dump is not None else []:
+        wait = (info.waits or {}).get(thread.tid) or {}
+        if thread.tid == info.pid or len(found) >= MAX_TIMED_THREADS:
+            continue
+        if wait.get("op") == "sleep" and waits_in_own_code(thread.frames):
+            args = wait.get("args")
+            left = sleep_left(info.pid, wait.get("syscall"), args) if args else None
+            found.append(WATCH_MAX_SECONDS if left is None else max(0.0, left))
+        elif wait.get("op") in TIMED_POLLS and (wait.get("timeout_ms") or 0) > 0:
+            timer = any((match_frame(table, f.function, f.file) or {}).get("timer") for f in thread.frames)
+            if timer:
+                found.append(wait["timeout_ms"] / 1000.0)
+    return [seconds for seconds in found if seconds <= WATCH_MAX_SECONDS]
+
+
+def _settled(procs, sleepers, until: Optional[float] = None) -> Callable[[Dict], bool]:
     """The watch may stop: a rank's wait returned or its sleeps hold work (progress either way), or
     every sleeper has woken twice (its rhythm is seen) and, when a rank waits with no timeout, at
-    least WATCH_MIN_SECONDS went by (time for that wait to end)."""
+    least WATCH_MIN_SECONDS went by (time for that wait to end). With no sleeper (a rank waits for
+    threads that wake by themselves), `until` seconds are enough."""
     by_pid = {info.pid: info for info in procs}
     patient = any(
         info.role in TRAINING_ROLES and (waits_without_timeout(info) or timeout_seconds(info)) for info in procs
@@ -159,7 +191,9 @@ def _settled(procs, sleepers) -> Callable[[Dict], bool]:
             if wait_returned(info) or works_between_sleeps(info):
                 return True
         seen = [found for (pid, _), found in wakes.items() if pid in sleeping]
-        if not seen or not all(len(found.wake_ms) >= WAKES_TO_WEIGH for found in seen):
+        if not seen:
+            return until is not None and any(found.seconds >= until for found in wakes.values())
+        if not all(len(found.wake_ms) >= WAKES_TO_WEIGH for found in seen):
             return False
         return not patient or seen[0].seconds >= WATCH_MIN_SECONDS
 
@@ -171,21 +205,35 @@ def watch_sleepers(snap, say: Callable[[str], None]) -> Optional[str]:
     wake-ups are its waiting), watch every main thread's runs for a few seconds more (`main_wakes` on
     each process). Returns an error line, or None."""
     for info in snap.processes:
-        for wait in (info.waits or {}).values():
-            args = wait.pop("args", None)
-            if wait is main_wait(info) and args and info.state == "S":
-                left = sleep_left(info.pid, wait.get("syscall"), args)
-                if left is not None:
-                    wait["sleep_left_s"] = round(left, 2)
+        wait = main_wait(info)
+        if wait.get("args") and info.state == "S":
+            left = sleep_left(info.pid, wait.get("syscall"), wait["args"])
+            if left is not None:
+                wait["sleep_left_s"] = round(left, 2)
     alive = [info for info in snap.processes if info.state not in ("Z", "D")][:MAX_WATCHED]
-    table = frames_table()
+    table = frames_table() or []
     sleepers = [
         info for info in alive if paces(info) and not in_library_retry_loop(_main_frames(snap, info.pid), table)
     ]
-    if not sleepers or all(main_wait(info).get("sleep_left_s", 0) > WATCH_MAX_SECONDS for info in sleepers):
-        return None  # none of them wakes while watched (an hour's sleep): nothing to see
-    say(f"{sleepers[0].label()} sleeps between steps: watching for up to {WATCH_MAX_SECONDS:.0f} s more how it wakes")
-    wakes, error = watch_wakeups([(info.pid, info.pid) for info in alive], WATCH_MAX_SECONDS, _settled(alive, sleepers))
+    fed = {info.pid: timed for info in alive for timed in [timed_threads(snap, info, table)] if timed}
+    for info in snap.processes:
+        for each in (info.waits or {}).values():
+            each.pop("args", None)
+    if all(main_wait(info).get("sleep_left_s", 0) > WATCH_MAX_SECONDS for info in sleepers):
+        sleepers = []  # none of them wakes while watched (an hour's sleep): nothing to see
+    if not sleepers and not fed:
+        return None
+    # a thread that wakes within `timed` seconds may hand the waiting main thread its item: one wake more
+    latest = max((t for timed in fed.values() for t in timed), default=0.0)
+    until = min(WATCH_MAX_SECONDS, max(WATCH_MIN_SECONDS, latest + 1.0)) if fed else None
+    if sleepers:
+        say(f"{sleepers[0].label()} sleeps between steps: watching up to {WATCH_MAX_SECONDS:.0f} s more how it wakes")
+    else:
+        waiter = next(info for info in alive if info.pid in fed).label()
+        say(f"{waiter} waits for a thread that wakes by itself: watching for up to {until:.0f} s more")
+    wakes, error = watch_wakeups(
+        [(info.pid, info.pid) for info in alive], WATCH_MAX_SECONDS, _settled(alive, sleepers, until)
+    )
     for info in alive:
         found = wakes.get((info.pid, info.pid))
         info.main_wakes = found.to_dict() if found is not None else None

@@ -47,6 +47,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   never does): the thread polls for ever, in time.sleep between tries, and no process has the file open.
 - ``own_lock_poll``: the job's own ``wait_for_gpu(lock_path)`` polls ``while os.path.exists(lock_path):
   time.sleep(0.5)`` for a lock file that names the pid of a run that has exited (a stale lock).
+- ``event_loop_idle``: the trainer waits in ``queue.Queue.get()`` for batches that an asyncio event loop
+  in a thread should fetch once ``<workdir>/upstream/manifest.json`` exists; the loop looks every second
+  (``await asyncio.sleep(1.0)``) and the file never appears.
 - ``results_poll``: the job's own ``wait_for_scores(results)`` polls ``while not os.path.exists(results):
   time.sleep(0.5)`` for an evaluator's results file that nothing writes (no evaluator runs).
 - ``sqlite_held``: the launcher opens its run database, ``BEGIN EXCLUSIVE`` to register the run, then
@@ -688,6 +691,28 @@ def own_lock_poll() -> None:
     _common.sleep_forever()
 
 
+def event_loop_idle() -> None:
+    import asyncio
+    import queue
+
+    manifest = _common.workdir() / "upstream" / "manifest.json"
+    batches: queue.Queue = queue.Queue(maxsize=2)
+
+    async def fetch() -> None:
+        while not manifest.exists():  # the upstream export that never lands
+            await asyncio.sleep(1.0)
+        batches.put(manifest.read_bytes())
+
+    threading.Thread(target=lambda: asyncio.run(fetch()), name="prefetch", daemon=True).start()
+    _common.ready_when(_common._main_sleeps_in("main_loop"), lambda: dict(scenario=sys.argv[1]))
+
+    def main_loop() -> None:
+        while True:
+            batches.get()
+
+    main_loop()
+
+
 def results_poll() -> None:
     results = str(_common.workdir() / "eval" / "scores.json")
 
@@ -780,6 +805,7 @@ SCENARIOS = {
     "child_prompt": child_prompt,
     "stale_lock": stale_lock,
     "own_lock_poll": own_lock_poll,
+    "event_loop_idle": event_loop_idle,
     "results_poll": results_poll,
     "lock_behind_prompt": lock_behind_prompt,
     "task_done_missing": task_done_missing,

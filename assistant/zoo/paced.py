@@ -21,6 +21,13 @@ every stack sample, one second apart. None is hung.
 - ``upload_thread``: each step waits (``join``) for the previous step's checkpoint upload, a thread that
   sends 12 MB in 64 KiB chunks, throttled to about 0.65 MB/s, down a pipe to an uploader program
   (``cat`` to /dev/null): no file of the job grows.
+- ``event_loop_feed``: an asyncio event loop in a thread fetches batches for the trainer, one every 2 s
+  (``await asyncio.sleep(2.0)``: an API's pacing), into a ``queue.Queue``; the trainer waits in ``get()``
+  (no timeout), the loop in ``epoll_wait`` with its next timer as the timeout.
+- ``retry_backoff``: each step fetches its batch from a rate-limited service (a child running
+  ``http.server``) through urllib3 with ``Retry(status_forcelist=[429], backoff_factor=1.0)``; the
+  service refuses two tries of three with ``429`` and closes the connection, so the trainer sleeps in
+  Retry's backoff (1 s, then 2 s) before each batch.
 
 READY (``{"pid", "scenario", "child_pid"?, "rank0_pid"?, "rank1_pid"?}``): after three or four steps
 (three records); ``pid`` is the process to diagnose (for ``slow_shard``, the parent of the ranks).
@@ -256,6 +263,75 @@ def upload_thread() -> None:
             _common.mark_ready(scenario="upload_thread")
 
 
+def event_loop_feed() -> None:
+    import asyncio
+    import queue
+    import threading
+
+    import torch
+
+    torch.set_num_threads(1)
+    batches: queue.Queue = queue.Queue(maxsize=2)
+
+    async def fetch() -> None:
+        for _ in range(10**6):
+            await asyncio.sleep(2.0)  # the API's pacing: one request every 2 s
+            batches.put(torch.randn(16, 32))
+
+    threading.Thread(target=lambda: asyncio.run(fetch()), name="prefetch", daemon=True).start()
+    model = torch.nn.Linear(32, 1)
+    opt = torch.optim.SGD(model.parameters(), 1e-3)
+    for step in range(1, 10**6):
+        loss = model(batches.get()).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step == 3:
+            _common.mark_ready(scenario="event_loop_feed")
+
+
+RATE_LIMITED_SERVICE = r"""
+import http.server, itertools
+tries = itertools.count()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"" if next(tries) % 3 != 2 else b"x" * 4096  # two tries of three refused
+        self.send_response(200 if body else 429)
+        self.send_header("Content-Length", str(len(body)))
+        if not body:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def retry_backoff() -> None:
+    import torch
+    import urllib3
+    from urllib3.util.retry import Retry
+
+    service = subprocess.Popen([sys.executable, "-I", "-c", RATE_LIMITED_SERVICE], stdout=subprocess.PIPE, text=True)
+    port = int(service.stdout.readline())
+    http = urllib3.PoolManager(retries=Retry(total=20, status_forcelist=[429], backoff_factor=1.0))
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(64, 1)
+    opt = torch.optim.SGD(model.parameters(), 1e-3)
+    for step in range(1, 10**6):
+        data = http.request("GET", f"http://127.0.0.1:{port}/batch/{step}").data
+        loss = model(torch.frombuffer(bytearray(data), dtype=torch.uint8).float().view(-1, 64)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step == 2:
+            _common.mark_ready(scenario="retry_backoff", child_pid=service.pid)
+
+
 SCENARIOS = {
     "throttled": throttled,
     "child_stream": child_stream,
@@ -264,6 +340,8 @@ SCENARIOS = {
     "process_pool": process_pool,
     "slow_worker": slow_worker,
     "upload_thread": upload_thread,
+    "event_loop_feed": event_loop_feed,
+    "retry_backoff": retry_backoff,
 }
 
 if __name__ == "__main__":

@@ -67,11 +67,13 @@ def test_every_frame_entry_is_well_formed(frames):
     for entry in frames:
         where = entry.get("id")
         assert FRAME_KEYS <= set(entry), (where, FRAME_KEYS - set(entry))
-        optional = {"file", "call", "defers", "stand_in", "lost_at_fork", "polls", "computes"}
+        optional = {"file", "call", "defers", "stand_in", "lost_at_fork", "polls", "backoff", "timer", "computes"}
         assert set(entry) <= FRAME_KEYS | optional, (where, set(entry) - FRAME_KEYS)
         # a stand-in for a builtin is no wait of its own, and names its file: it is a library's frame
         assert "stand_in" not in entry or (entry["stand_in"] is True and entry["wait"] == "busy" and "file" in entry)
         assert "call" not in entry or entry["wait"] == "collective", where  # a collective's name
+        assert "backoff" not in entry or (entry["backoff"] is True and entry.get("polls") is True), where
+        assert "timer" not in entry or entry["timer"] is True, where
         # a compute routine (a parser, a serializer) is work, never a wait
         assert "computes" not in entry or (entry["computes"] is True and entry["wait"] == "busy"), where
         # only a C frame of CPython's, with no file of its own, says "how" and defers to a frame above

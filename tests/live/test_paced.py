@@ -63,6 +63,37 @@ def test_a_trainer_waiting_on_a_slow_producer_pool_worker_or_upload_is_not_calle
     assert report.culprit is None, report.culprit
 
 
+def test_a_trainer_fed_by_an_event_loop_that_paces_its_requests_progresses(knowledge, zoo):  # noqa: F811
+    """The trainer waits in queue.get (no timeout); the loop's thread waits in epoll_wait for its next
+    timer (asyncio.sleep(2.0)): the watch sees the trainer's wait end."""
+    job = zoo("paced", args=["event_loop_feed"], ready_timeout=120)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False and report.verdict.state == "progressing", report.verdict.summary
+    assert report.culprit is None, report.culprit
+
+
+def test_a_trainer_waiting_for_an_event_loop_that_never_gets_its_item_is_still_hung(knowledge, zoo):  # noqa: F811
+    """The same shape, hung: the loop looks for an upstream file every second and never finds it. The
+    watch ends once the loop's timer had time to fire (its 1 s timeout and one more), not at its cap."""
+    job = zoo("blocked_on", args=["event_loop_idle"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, report.verdict.summary
+    found = wakes_of(report, job.proc.pid)
+    assert found["runs"] == 0 and found["seconds"] < WATCH_MAX_SECONDS, found
+
+
+def test_a_request_retried_with_backoff_on_a_rate_limited_service_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    pytest.importorskip("urllib3")
+    job = zoo("paced", args=["retry_backoff"], ready_timeout=120)
+    report = diagnose(knowledge, job.proc.pid)
+    summary = report.verdict.summary
+    assert report.verdict.hung is not True, summary
+    if report.verdict.hung is None:  # found in Retry's sleep in both samples, as nearly always
+        assert f"pid {job.proc.pid} (rank) sleeps at " in summary and "in urllib3's retry with backoff" in summary
+        assert f"py-spy dump --locals --pid {job.proc.pid}" in summary, summary
+    assert report.culprit is None, report.culprit
+
+
 def test_a_poll_for_a_file_nobody_writes_is_still_hung_and_says_how_often_it_looks(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["results_poll"])
     report = diagnose(knowledge, job.proc.pid)
