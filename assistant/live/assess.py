@@ -7,6 +7,7 @@ signals match); `fill_live` puts it all in the report after, and says it in the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Set
 
@@ -33,6 +34,7 @@ from debug_stuck.live.helpers import busy_helpers, computes_in_library
 from debug_stuck.live.jobfacts import in_library_retry_loop, runs_dataloader
 from debug_stuck.live.observe import StackGroup, describe_ranks, fact_role, group_ranks, stack_motion
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
+from debug_stuck.live.wakes import WATCH_MAX_SECONDS
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.stacks import main_thread
 
@@ -61,7 +63,7 @@ def process_entries(snap: Snapshot) -> List[dict]:
         series = snap.stacks.get(info.pid)
         dump = series.latest() if series is not None else None
         entry = info.to_dict()
-        entry["role"] = fact_role(info, dataloader_job)
+        entry["role"] = fact_role(info, dataloader_job, dump)
         entry["threads"] = [t.to_dict() for t in dump.threads] if dump else []
         entry["stack"] = stack_motion(series) or "unknown"
         if series is not None and series.error:
@@ -136,6 +138,36 @@ def _holder_at_work(snap: Snapshot, chains, progress: Progress) -> Progress:
     return Progress(None, [text], undecided_computing=True)
 
 
+# a loop that names what it waits for (`while not os.path.exists(done)`): a poll, whatever its sleep
+POLL_HEADER = re.compile(r"^while\s+(?!(True|1)\s*:?\s*$)")
+LATER_MAX_SECONDS = 300.0  # a sleep longer than this holds the job up, whatever follows it
+
+
+def _sleeper_wakes_later(snap: Snapshot, chains, progress: Progress) -> Progress:
+    """A job whose wait ends at a thread asleep in a loop of the job's own code that names no condition
+    (`while True`, a `for` over steps), with more of its sleep left than the watch past the window can
+    wait for (its clock_nanosleep deadline, read from its memory), is not judged from this window: a
+    producer that paces itself (a decoder writing a shard every 25 s) and a loop that will never do
+    anything else look alike until it wakes. A loop whose header names what it waits for is a poll."""
+    hops = chains[0].hops if chains else []
+    end = hops[-1] if hops else None
+    info = snap.process(end.pid) if end is not None and progress.hung else None
+    wait = ((info.waits or {}).get(end.tid or end.pid) or {}) if info is not None else {}
+    left, header = wait.get("sleep_left_s"), wait.get("loop") or ""
+    if wait.get("op") != "sleep" or left is None or not WATCH_MAX_SECONDS < left <= LATER_MAX_SECONDS:
+        return progress
+    if POLL_HEADER.match(header):
+        return progress
+    loop = f" in a loop, `{header}`," if header else ""
+    text = (
+        f"{end.who} sleeps at {end.where}{loop} for {left:.0f} s more (its sleep's deadline), longer than one look "
+        f"can wait: what it does when it wakes decides (a paced producer hands over its next item; a loop that "
+        f"only sleeps again never will); `py-spy dump --pid {end.pid}` once it has woken, and the job's log then, "
+        "tell them apart"
+    )
+    return Progress(None, [text], undecided_computing=True)
+
+
 def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequence = ()) -> LiveAnalysis:
     groups = group_ranks(snap)
     culprit = find_culprit(knowledge, groups)
@@ -158,6 +190,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
         mismatch = None if culprit is not None else mismatch
     chains = build_chains(snap, groups, culprit)
     progress = _holder_at_work(snap, chains, progress)
+    progress = _sleeper_wakes_later(snap, chains, progress)
     for chain in chains:
         for hop in chain.hops:
             obs.add("chain", ObservedLine(hop.fact_line(), subject=hop.who, pid=hop.pid))

@@ -534,7 +534,20 @@ def _context(job: JobView, hop: Hop, wait: dict) -> None:
     remote = obj.get("remote") or ""
     if env.get("MASTER_PORT") and remote.endswith(":" + env["MASTER_PORT"]):
         hop.facts["master"] = "yes"
-        hop.detail += f" (MASTER_ADDR:MASTER_PORT of this job is {env.get('MASTER_ADDR', '?')}:{env['MASTER_PORT']})"
+        server = [p for p in obj.get("peer") or [] if p.get("pid") in job.procs]
+        if hop.facts.get("end") == "no-answer" and server:
+            # the job's own TCPStore answers a get or wait once every key asked for is set (torch's
+            # TCPStoreLibUvBackend.cpp parse_wait_command; TCPStore::get waits for its key first)
+            hop.facts["end"] = "store-wait"
+            hop.detail = (
+                f"is blocked in {OP_WORDS.get(hop.op, hop.op)} on {object_text(obj)}, this job's c10d store "
+                f"(MASTER_ADDR:MASTER_PORT), served by {describe_peer(server)}, a process of this job: the store "
+                "answers a get() or wait() once some rank sets the key, and none has"
+            )
+        else:
+            hop.detail += (
+                f" (MASTER_ADDR:MASTER_PORT of this job is {env.get('MASTER_ADDR', '?')}:{env['MASTER_PORT']})"
+            )
     if thread is not None and any(DISTRIBUTED_FILE.search(f.file or "") for f in python_frames(thread.frames)):
         hop.facts["dist"] = "yes"
 

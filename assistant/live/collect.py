@@ -578,12 +578,15 @@ OWN_POLLS_READ = 2  # at most this many processes' locals read for a sleeping lo
 OWN_LOOPS_READ = 4  # at most this many source files read for the loop a sleeping thread turns in
 
 
-def _frame_source(pid: int, frame, sources: dict, limit: int) -> Optional[str]:
-    """The text of the file a frame runs, as process `pid` sees it (bounded, never run), read once per
-    path into `sources` and at most `limit` files; None past the limit or for a name that is no path."""
+def _frame_source(info, frame, sources: dict, limit: int) -> Optional[str]:
+    """The text of the file a frame runs, as process `info` sees it (bounded, never run), read once per
+    path into `sources` and at most `limit` files; the program of a `python -c` command line for its
+    `<string>` frames; None past the limit or for a name that is no path."""
     from debug_stuck.recovery.reading import read_source, seen_from
 
-    path = frame.path or frame.file
+    if frame.file == "<string>" and "-c" in info.cmdline[:-1]:
+        return info.cmdline[info.cmdline.index("-c") + 1]
+    pid, path = info.pid, frame.path or frame.file
     if path not in sources and len(sources) < limit and os.path.isabs(path or ""):
         with seen_from(pid):
             sources[path] = read_source(path)
@@ -610,7 +613,7 @@ def _own_loops(snap: Snapshot) -> None:
             if not wait or wait.get("op") != "sleep" or not waits_in_own_code(thread.frames):
                 continue
             frame = next(f for f in thread.frames if not f.native)
-            source = _frame_source(info.pid, frame, sources, OWN_LOOPS_READ)
+            source = _frame_source(info, frame, sources, OWN_LOOPS_READ)
             header = loop_header(source, frame.line) if source and frame.line else None
             if header:
                 wait["loop"] = header
@@ -638,10 +641,7 @@ def _stdin_prompts(snap: Snapshot) -> None:
             frame = next((f for f in thread.frames if not f.native), None)
             if not wait or wait.get("op") != "read" or wait.get("fd") != 0 or frame is None or not frame.line:
                 continue
-            if frame.file == "<string>" and "-c" in info.cmdline[:-1]:
-                source = info.cmdline[info.cmdline.index("-c") + 1]
-            else:
-                source = _frame_source(info.pid, frame, sources, OWN_LOOPS_READ * 4) or ""
+            source = _frame_source(info, frame, sources, OWN_LOOPS_READ * 4) or ""
             lines = source.splitlines()
             line = lines[frame.line - 1].strip() if 0 < frame.line <= len(lines) else ""
             if PROMPT_CALL.search(line):

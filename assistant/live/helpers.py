@@ -75,7 +75,7 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         return None
     entries = [match_frame(knowledge.frames, f.function, f.file) or {} for f in thread.frames]
     waits = [e for e in entries if e.get("wait") not in (None, "busy")]
-    native = next((e for e in waits if e.get("lost_at_fork")), None)
+    native = next((e for e in waits if e.get("lost_at_fork") and "file" not in e), None)  # a native pool's threads
     if native is not None:
         return _native_pool(snap, pid, native)
     if any("dataloader" in (e.get("facts") or ()) for e in waits):

@@ -13,6 +13,7 @@ from debug_stuck.core.answers import Answer
 from debug_stuck.core.classify import Observations, ObservedLine
 from debug_stuck.core.libfacts import FEEDER_WRITING, feeder_writing
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.jobfacts import DATALOADER_FILE
 from debug_stuck.probes.collectors.procs import is_library_helper
 from debug_stuck.probes.collectors.stacks import main_thread
 
@@ -27,13 +28,17 @@ def _cpu(info) -> Optional[float]:
     return max(values) if values else None
 
 
-def fact_role(info, dataloader_job: Optional[bool]) -> str:
+def fact_role(info, dataloader_job: Optional[bool], dump=None) -> str:
     """The role a playbook reads: a trainer's child is a DataLoader worker only in a job that runs a
     DataLoader. Any forked child gets the role `dataloader-worker` from its place in the tree; when
-    the job's stacks show no DataLoader anywhere (`dataloader_job` False), a dead or stuck child is a
-    `worker-process` (a multiprocessing.Process, a Pool worker), not evidence for the DataLoader
-    playbook. Without stacks (`None`) the tree's role stands."""
-    if info.role == "dataloader-worker" and dataloader_job is False:
+    the job's stacks show no DataLoader anywhere (`dataloader_job` False), or its own Python stack
+    (`dump`, its latest sample) shows none (a multiprocessing.Pool's process beside a DataLoader's
+    workers), a dead or stuck child is a `worker-process` (a multiprocessing.Process, a Pool worker),
+    not evidence for the DataLoader playbook. Without stacks (`None`) the tree's role stands."""
+    if info.role != "dataloader-worker":
+        return info.role
+    files = [f.file or "" for t in (dump.threads if dump is not None else []) for f in t.frames if not f.native]
+    if dataloader_job is False or (files and not any(DATALOADER_FILE.search(file) for file in files)):
         return "worker-process"
     return info.role
 
@@ -93,8 +98,8 @@ def observe(snap: Snapshot, obs: Observations) -> None:
         if is_library_helper(info.cmdline):
             continue  # listed in the report's processes, never evidence
         series = snap.stacks.get(info.pid)
-        role = fact_role(info, dataloader_job)
         dump = series.latest() if series is not None else None
+        role = fact_role(info, dataloader_job, dump)
         fact = process_fact(info, stack_motion(series), shm_ratio, role) + _waits_for_children(dump, info.pid)
         obs.add("process", ObservedLine(fact, subject=info.label(), pid=info.pid))
         for tid, wchan in info.thread_wchans.items():

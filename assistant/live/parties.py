@@ -330,15 +330,17 @@ def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int,
             break
         if entry is not None:
             matched.append(entry)
+    # a pool's wait says what for even under the threading primitive it ends in (Pool.map's Event.wait)
+    pool = next((entry for entry in reversed(matched) if entry.get("lost_at_fork")), None)  # the call made
     chosen = chosen_wait(matched)
-    if chosen is None or not (matched[chosen].get("wait") == "lock" or matched[chosen].get("lost_at_fork")):
+    if pool is None and (chosen is None or matched[chosen].get("wait") != "lock"):
         return None
     if any(t.tid != thread.tid and python_frames(t.frames) for t in job.threads(pid)):
         return None
     info = job.procs.get(pid)
     parent = info.ppid if info is not None else None
     count = len(job.threads(parent)) if parent in job.procs else 0
-    return (parent, count, matched[chosen]) if count >= 2 else None
+    return (parent, count, pool or matched[chosen]) if count >= 2 else None
 
 
 def silent_among(conns: List[dict], silent_ms: int, delivering_ms: int) -> Optional[Tuple[List[str], List[dict], str]]:

@@ -50,6 +50,9 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``event_loop_idle``: the trainer waits in ``queue.Queue.get()`` for batches that an asyncio event loop
   in a thread should fetch once ``<workdir>/upstream/manifest.json`` exists; the loop looks every second
   (``await asyncio.sleep(1.0)``) and the file never appears.
+- ``fifo_producer_polls``: the trainer reads a named pipe whose writer, a child (``python -c``), polls
+  ``while not os.path.exists(manifest): time.sleep(20)`` for an upstream manifest that never appears,
+  before it would write its first shard.
 - ``results_poll``: the job's own ``wait_for_scores(results)`` polls ``while not os.path.exists(results):
   time.sleep(0.5)`` for an evaluator's results file that nothing writes (no evaluator runs).
 - ``sqlite_held``: the launcher opens its run database, ``BEGIN EXCLUSIVE`` to register the run, then
@@ -168,7 +171,15 @@ SYSCALLS = {
 }
 WCHANS = {
     "open": ("wait_for_partner", "fifo_open"),
-    "recv": ("pipe_read", "pipe_wait_readable", "sk_wait_data", "wait_woken", "tcp_recvmsg_locked", "n_tty_read"),
+    "recv": (
+        "pipe_read",
+        "anon_pipe_read",
+        "pipe_wait_readable",
+        "sk_wait_data",
+        "wait_woken",
+        "tcp_recvmsg_locked",
+        "n_tty_read",
+    ),
     "connect": ("inet_wait_for_connect", "wait_woken"),
     "poll": ("do_sys_poll", "poll_schedule_timeout", "do_select", "core_sys_select"),
     "flock": ("locks_lock_inode_wait", "flock_lock_inode_wait", "locks_wait"),
@@ -713,6 +724,26 @@ def event_loop_idle() -> None:
     main_loop()
 
 
+POLLING_DECODER = r"""
+import os, sys, time
+out = open(sys.argv[1], "wb")
+while not os.path.exists(sys.argv[2]):  # the upstream export that never lands
+    time.sleep(20.0)
+out.write(open(sys.argv[2], "rb").read())
+"""
+
+
+def fifo_producer_polls() -> None:
+    fifo = _common.workdir() / "shards.fifo"
+    os.mkfifo(fifo, 0o600)
+    manifest = str(_common.workdir() / "upstream" / "manifest.json")
+    decoder = subprocess.Popen([sys.executable, "-I", "-c", POLLING_DECODER, str(fifo), manifest])
+    with open(fifo, "rb") as shards:
+        ready_in("recv", child_pid=decoder.pid)
+        shards.read(4096)
+    _common.sleep_forever()
+
+
 def results_poll() -> None:
     results = str(_common.workdir() / "eval" / "scores.json")
 
@@ -806,6 +837,7 @@ SCENARIOS = {
     "stale_lock": stale_lock,
     "own_lock_poll": own_lock_poll,
     "event_loop_idle": event_loop_idle,
+    "fifo_producer_polls": fifo_producer_polls,
     "results_poll": results_poll,
     "lock_behind_prompt": lock_behind_prompt,
     "task_done_missing": task_done_missing,

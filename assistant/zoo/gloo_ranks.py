@@ -10,6 +10,9 @@ common launcher, as ``srun`` or ``pdsh`` start them).
 - ``mismatch``: rank 0 calls ``all_reduce`` and rank 1 calls ``broadcast`` from itself (control
   flow that differs by rank): each waits for the other in a different collective.
 - ``straggle``: rank 1 sleeps for ever inside ``__getitem__`` while rank 0 waits in ``all_reduce``.
+- ``store_key``: at step 3 the ranks share an eval metric through the job's c10d store: rank 0 calls
+  ``store.wait(["eval/3/1"])``, but rank 1 sets ``eval/3/rank1`` (renamed on one side only) and goes on
+  into the next ``all_reduce``. Rank 0 waits in the store for ever, rank 1 for rank 0.
 
 Both ranks init gloo with a 1 h timeout, so nothing errors during a test. READY
 (``{"pid", "rank0_pid", "rank1_pid", "scenario"}``) is written by rank 1 once rank 0 has announced it
@@ -79,6 +82,13 @@ def train() -> None:
         if step == STALL_STEP:
             if rank == 0:
                 _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
+                if scenario == "store_key":
+                    dist.distributed_c10d._get_default_store().wait(
+                        [f"eval/{step}/1"]
+                    )  # rank 1's key, as rank 0 names it
+            elif scenario == "store_key":
+                rank0_waits_then_ready(step)
+                dist.distributed_c10d._get_default_store().set(f"eval/{step}/rank{rank}", "0.5")
             elif scenario == "busy":
                 rank0_waits_then_ready(step)
                 refine_until_converged(float(step))
@@ -91,6 +101,6 @@ def train() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in ("busy", "mismatch", "straggle"):
-        sys.exit("usage: gloo_ranks.py {busy,mismatch,straggle}")
+    if len(sys.argv) != 2 or sys.argv[1] not in ("busy", "mismatch", "straggle", "store_key"):
+        sys.exit("usage: gloo_ranks.py {busy,mismatch,straggle,store_key}")
     train()

@@ -19,11 +19,14 @@ every stack sample, one second apart. None is hung.
 - ``slow_worker``: a torch ``DataLoader`` over an ``IterableDataset`` whose one worker sleeps 0.4 s a
   record (slow storage); the trainer waits for each batch of 4 (with the DataLoader's own 5 s poll).
 - ``upload_thread``: each step waits (``join``) for the previous step's checkpoint upload, a thread that
-  sends 12 MB in 64 KiB chunks, throttled to about 0.65 MB/s, down a pipe to an uploader program
+  sends 4 MB in 64 KiB chunks, throttled to about 0.65 MB/s, down a pipe to an uploader program
   (``cat`` to /dev/null): no file of the job grows.
 - ``event_loop_feed``: an asyncio event loop in a thread fetches batches for the trainer, one every 2 s
   (``await asyncio.sleep(2.0)``: an API's pacing), into a ``queue.Queue``; the trainer waits in ``get()``
   (no timeout), the loop in ``epoll_wait`` with its next timer as the timeout.
+- ``fifo_producer``: the trainer reads fixed-size shards from a named pipe that a decoder child
+  (``python -c``) writes, one every 20 s (``while True``: decode, write, ``time.sleep(20)``): the trainer
+  waits in the FIFO's read, the decoder sleeps with more than the watch's 6 s left.
 - ``retry_backoff``: each step fetches its batch from a rate-limited service (a child running
   ``http.server``) through urllib3 with ``Retry(status_forcelist=[429], backoff_factor=1.0)``; the
   service refuses two tries of three with ``429`` and closes the connection, so the trainer sleeps in
@@ -257,7 +260,7 @@ def upload_thread() -> None:
         opt.step()
         if uploader is not None:
             uploader.join()  # one upload at a time
-        uploader = threading.Thread(target=_upload, args=(sink.stdin, 12 << 20), name="ckpt-upload")
+        uploader = threading.Thread(target=_upload, args=(sink.stdin, 4 << 20), name="ckpt-upload")
         uploader.start()
         if step == 2:
             _common.mark_ready(scenario="upload_thread")
@@ -288,6 +291,40 @@ def event_loop_feed() -> None:
         opt.step()
         if step == 3:
             _common.mark_ready(scenario="event_loop_feed")
+
+
+PACED_DECODER = r"""
+import sys, time
+import numpy as np
+out = open(sys.argv[1], "wb")
+rng = np.random.default_rng(0)
+while True:
+    shard = np.tanh(rng.standard_normal((64, 256), dtype=np.float32))  # decode the next shard
+    out.write(shard.tobytes())
+    out.flush()
+    time.sleep(20.0)  # the source's pace: one shard every 20 s
+"""
+
+
+def fifo_producer() -> None:
+    import numpy as np
+    import torch
+
+    fifo = _common.workdir() / "shards.fifo"
+    os.mkfifo(fifo, 0o600)
+    decoder = subprocess.Popen([sys.executable, "-I", "-c", PACED_DECODER, str(fifo)])
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(256, 1)
+    opt = torch.optim.SGD(model.parameters(), 1e-3)
+    with open(fifo, "rb") as shards:
+        for step in range(1, 10**6):
+            data = shards.read(64 * 256 * 4)
+            loss = model(torch.from_numpy(np.frombuffer(data, dtype=np.float32).reshape(64, 256).copy())).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step == 1:
+                _common.mark_ready(scenario="fifo_producer", child_pid=decoder.pid)
 
 
 RATE_LIMITED_SERVICE = r"""
@@ -342,6 +379,7 @@ SCENARIOS = {
     "upload_thread": upload_thread,
     "event_loop_feed": event_loop_feed,
     "retry_backoff": retry_backoff,
+    "fifo_producer": fifo_producer,
 }
 
 if __name__ == "__main__":

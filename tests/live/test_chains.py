@@ -520,6 +520,23 @@ def test_a_rank_looping_in_pure_python_is_told_the_same_on_every_run_and_not_bla
     assert len({steady(r) for r in reports}) == 1
 
 
+def test_a_rank_waiting_in_the_jobs_store_for_a_key_nobody_set_is_a_store_wait_not_the_network(knowledge, zoo):  # noqa: F811
+    """Rank 0's store.wait on a key rank 1 set under another name: the connection to MASTER_ADDR:
+    MASTER_PORT is up and its server is a process of the job, which answers once the key exists.
+    Not "the peer never answers", not the network: the store, its keys, and a timeout for wait()."""
+    pytest.importorskip("torch")
+    job = zoo("gloo_ranks", args=["store_key"])
+    rank0 = job.info["rank0_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "rendezvous", top(report)
+    end = report.chain[-1]
+    assert end["pid"] == rank0 and end["waits_on"]["end"] == "store-wait", report.chain
+    assert "this job's c10d store (MASTER_ADDR:MASTER_PORT), served by pid " in end["waits_on"]["detail"], end
+    assert "network" not in [d.cause for d in report.diagnoses[:3]], top(report)
+    assert_first_fix_is_about(report, "store-key-wait", f"pid {rank0}")
+    assert f"py-spy dump --locals --pid {rank0}" in report.diagnoses[0].fixes[0].commands
+
+
 def test_ranks_in_different_collectives_are_a_mismatch(knowledge, zoo):  # noqa: F811
     pytest.importorskip("torch")
     job = zoo("gloo_ranks", args=["mismatch"])
@@ -661,6 +678,25 @@ def test_children_forked_while_a_thread_held_their_lock_end_at_the_fork(knowledg
     assert report.culprit["pid"] in job.info["children"], report.culprit
     assert_first_fix_is_about(report, "fork-held-lock", f"another thread of pid {job.proc.pid} held the lock")
     assert 'multiprocessing.set_start_method("spawn")' in "\n".join(report.diagnoses[0].fixes[0].commands)
+
+
+def test_a_dataloader_worker_using_a_pool_its_trainer_made_waits_for_threads_the_fork_did_not_copy(knowledge, zoo):  # noqa: F811
+    """Pool.map in a forked DataLoader worker, on a Pool made before the fork: its handler threads are
+    not in the worker. The chain ends there (not "the thread that would have has ended"); the pool's
+    processes, children of the trainer that run no DataLoader worker loop, are worker-processes."""
+    pytest.importorskip("torch")
+    job = zoo("dataloader_pool")
+    worker = job.info["worker_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]
+    assert end["pid"] == worker and end["waits_on"]["end"] == "fork-pool", report.chain
+    assert end["waits_on"]["detail"].startswith("waits for the results of a multiprocessing Pool call at __getitem__")
+    assert report.culprit["pid"] == worker, report.culprit
+    roles = {p["pid"]: p["role"] for p in report.to_dict()["processes"]}
+    assert roles[worker] == "dataloader-worker", roles
+    assert all(roles[pid] == "worker-process" for pid in job.info["pool_pids"]), roles
+    assert_first_fix_is_about(report, "fork-lost-pool", f"DataLoader worker pid {worker} waits for a thread pool")
 
 
 def test_a_program_that_is_not_python_asking_on_the_terminal_ends_the_chain(knowledge, zoo):  # noqa: F811

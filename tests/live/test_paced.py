@@ -94,6 +94,29 @@ def test_a_request_retried_with_backoff_on_a_rate_limited_service_is_not_called_
     assert report.culprit is None, report.culprit
 
 
+def test_a_trainer_reading_a_producer_that_sleeps_longer_than_the_watch_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The decoder writes a shard every 20 s in a `while True` loop: found asleep with more than the
+    watch's 6 s left, what it does when it wakes decides; undecided, nobody blamed."""
+    job = zoo("paced", args=["fifo_producer"], ready_timeout=120)
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid, child)
+    summary = report.verdict.summary
+    assert report.verdict.hung is not True, summary
+    if report.verdict.hung is None:
+        assert f"process pid {child} sleeps at <module> (<string>:" in summary, summary
+        assert "`while True`" in summary and f"`py-spy dump --pid {child}` once it has woken" in summary, summary
+    assert report.culprit is None, report.culprit
+
+
+def test_a_writer_that_polls_for_a_file_that_never_comes_with_long_sleeps_is_still_hung(knowledge, zoo):  # noqa: F811
+    """The same shape, hung: the writer's loop names what it waits for (`while not os.path.exists(...)`)."""
+    job = zoo("blocked_on", args=["fifo_producer_polls"])
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid, child)
+    assert report.verdict.hung is True, report.verdict.summary
+    assert report.culprit is not None and report.culprit["pid"] == child, report.culprit
+
+
 def test_a_poll_for_a_file_nobody_writes_is_still_hung_and_says_how_often_it_looks(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["results_poll"])
     report = diagnose(knowledge, job.proc.pid)
