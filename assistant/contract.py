@@ -86,6 +86,7 @@ PLACEHOLDERS = {
     "dataset_path": "a data file or folder the job reads",
     "writer_pid": "the job's process blocked writing its output to a pipe or terminal (else the stuck process)",
     "reader_pid": "the process holding the read end of the pipe the job is blocked writing (tee, a wrapper, a parent)",
+    "blocked_fd": "the descriptor the job's process is blocked writing (1 for stdout where no wait was read)",
 }
 
 # What a fix may declare it applies to (playbook frontmatter `fixes:`), and the values each takes.
@@ -107,6 +108,8 @@ FIX_CONTEXT = {
     # a process of the job stopped in pdb's prompt (a breakpoint() left in the code), seen on its
     # live stacks or in a dump pasted in its log; stacks read and none in pdb: the fix is left out
     "stopped_in": ("debugger",),
+    # the descriptor a write is blocked on: stdout or stderr (std), or a pipe or FIFO of the job's own
+    "stream": ("std", "other"),
 }
 
 # Every report file the tool writes (session save, stop, watch incidents) is named

@@ -15,6 +15,7 @@ FRAMEWORK_NAMES = {
     "python": "plain Python",
     "stopped": "a stopped reader",
     "running": "a reader that runs",
+    "std": "a write to stdout or stderr",
     "debugger": "a process stopped in the debugger (pdb)",
     "elsewhere": "no stack in the debugger",
 }
@@ -25,6 +26,7 @@ CONDITION_WORDS = {
     "framework": "if you use {names}",
     "launcher": "if you use {names}",
     "reader": "for {names}",
+    "stream": "for {names}",
     "stopped_in": "for {names}",
 }
 # Fixes about what the job is seen to do: first among the fixes that apply.

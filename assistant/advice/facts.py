@@ -115,6 +115,10 @@ def gather_facts(report) -> JobFacts:
     writer = _output_writer(report.chain)
     if writer is not None or focus is not None:
         values["writer_pid"] = str(writer if writer is not None else focus)
+        blocked_fd = _blocked_fd(report.chain, by_pid) if writer is not None else None
+        values["blocked_fd"] = str(blocked_fd if blocked_fd is not None else 1)  # stdout, where no chain says
+        if blocked_fd is not None:
+            facts.context["stream"] = "std" if blocked_fd in (1, 2) else "other"
     reader = _pipe_reader(report.chain, by_pid)
     if reader is not None:
         values["reader_pid"] = str(reader["pid"])
@@ -276,6 +280,17 @@ def _output_writer(chain) -> Optional[int]:
         waits = hop.get("waits_on") or {}
         if waits.get("kind") in ("pipe", "fifo", "tty") and waits.get("op") == "write" and hop.get("pid"):
             return hop["pid"]
+    return None
+
+
+def _blocked_fd(chain, by_pid: Dict[int, dict]) -> Optional[int]:
+    """The descriptor a hop of the chain is blocked writing (a pipe, FIFO or terminal), as its wait was read."""
+    for hop in chain or []:
+        waits = hop.get("waits_on") or {}
+        if waits.get("kind") in ("pipe", "fifo", "tty") and waits.get("op") == "write":
+            tid = (hop.get("thread") or {}).get("tid") or hop.get("pid")
+            fd = (((by_pid.get(hop.get("pid")) or {}).get("waits") or {}).get(str(tid)) or {}).get("fd")
+            return fd if isinstance(fd, int) else None
     return None
 
 

@@ -7,6 +7,10 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
 - ``fifo_write``: ``open()`` of ``<workdir>/out.fifo`` for writing; nothing ever reads it.
 - ``pipe_reader``: reads the stdout pipe of a child that writes one line a second; the test then
   SIGSTOPs the child (READY names it ``writer_pid``) and the read never returns.
+- ``metrics_fifo``: the job streams weight histograms, a JSON line a step, into ``<workdir>/metrics.fifo``,
+  read by a sidecar child (``python -c``) that reads one line and then polls, ``while not
+  os.path.exists(cred)``, for a credentials file that never comes: the FIFO fills and the job's write
+  to it (not to stdout) blocks.
 - ``tee_child``: the job sends its own stdout through a child (``os.dup2`` of the child's stdin pipe
   onto fd 1, as scripts that tee their output to a log file do); the child never reads, so a
   ``print`` blocks in ``pipe_write`` once 64 KiB are buffered. The test may SIGSTOP the child.
@@ -259,6 +263,27 @@ def tee_child() -> None:
     while True:
         step += 1
         print(f"step {step} loss 0.5 " + "." * 200, flush=True)
+
+
+METRICS_SIDECAR = r"""
+import os, sys, time
+metrics = open(sys.argv[1], "rb")
+metrics.readline()  # the header; the upload starts once the credentials are there
+while not os.path.exists(sys.argv[2]):
+    time.sleep(1.0)
+"""
+
+
+def metrics_fifo() -> None:
+    fifo = _common.workdir() / "metrics.fifo"
+    os.mkfifo(fifo, 0o600)
+    cred = str(_common.workdir() / "upload" / "credentials.json")
+    sidecar = subprocess.Popen([sys.executable, "-I", "-c", METRICS_SIDECAR, str(fifo), cred])
+    metrics = open(fifo, "w")
+    ready_in("write", peer_pid=sidecar.pid, fd=metrics.fileno())
+    for step in range(10**6):
+        metrics.write(f'{{"step": {step}, "hist": [{", ".join(["0.125"] * 400)}]}}\n')
+        metrics.flush()
 
 
 def _listener(kind: str) -> tuple[subprocess.Popen, int]:
@@ -837,6 +862,7 @@ SCENARIOS = {
     "stale_lock": stale_lock,
     "own_lock_poll": own_lock_poll,
     "event_loop_idle": event_loop_idle,
+    "metrics_fifo": metrics_fifo,
     "fifo_producer_polls": fifo_producer_polls,
     "results_poll": results_poll,
     "lock_behind_prompt": lock_behind_prompt,

@@ -699,6 +699,24 @@ def test_a_dataloader_worker_using_a_pool_its_trainer_made_waits_for_threads_the
     assert_first_fix_is_about(report, "fork-lost-pool", f"DataLoader worker pid {worker} waits for a thread pool")
 
 
+def test_a_write_blocked_on_a_fifo_of_the_jobs_own_is_drained_at_that_descriptor_not_stdout(knowledge, zoo):  # noqa: F811
+    """The job's write to a metrics FIFO (fd 3 or so) blocks; its stdout is a file. The drain reads that
+    descriptor, and "log to a file instead of a pipe" is left out: the job's output is not the pipe."""
+    from debug_stuck.advice import advise
+
+    job = zoo("blocked_on", args=["metrics_fifo"])
+    sidecar, fd = job.info["peer_pid"], job.info["fd"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "output-blocked", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, sidecar], report.chain
+    assert report.culprit["pid"] == sidecar, report.culprit
+    advised = advise(report, load_knowledge()).diagnoses[0]
+    commands = "\n".join(c for fix in advised.fixes for c in fix.commands)
+    assert fd not in (1, 2) and f"nohup cat /proc/{job.proc.pid}/fd/{fd} >>" in commands, commands
+    left_out = {fix["title"]: fix["why"] for fix in advised.fixes_left_out}
+    assert left_out.get("Log to a file instead of a pipe", "").startswith("for a write to stdout or stderr"), left_out
+
+
 def test_a_program_that_is_not_python_asking_on_the_terminal_ends_the_chain(knowledge, zoo):  # noqa: F811
     """A child with no Python stack (a shell standing in for git's credential prompt) is read at its
     main thread: the chain ends at its terminal read, not at "its system call could not be read";
