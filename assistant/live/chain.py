@@ -38,6 +38,7 @@ from debug_stuck.live.parties import (
     SYNC_FILES,
     THREAD_JOIN,
     JobView,
+    awaits_stop,
     busy_worker,
     exhausted_pool,
     forked_holding_a_lock,
@@ -654,11 +655,13 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.kind, hop.object = "thread", str(joined.tid)
             alike = [t for t in job.threads(hop.pid) if t.tid not in (joined.tid, thread.tid) and in_thread_sync(t)]
             idle = idle_for_work(joined) if at_exit else None
+            idle = f"idles in {idle}() waiting for work nobody will give it" if idle else None
+            idle = idle or (awaits_stop(job, hop.pid, joined) if at_exit else None)
             if idle is not None:
                 hop.parties = [_party(joined)]
                 hop.detail = (
                     f"has ended its main code, and Python's exit waits for its non-daemon thread {joined.name!r}, "
-                    f"which idles in {idle}() waiting for work nobody will give it"
+                    f"which {idle}"
                 )
                 hop.facts.update(end="exit-idle-thread", exit="yes")
                 return None

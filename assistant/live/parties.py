@@ -282,6 +282,21 @@ def idle_for_work(thread) -> Optional[str]:
     return None
 
 
+def awaits_stop(job: JobView, pid: int, thread) -> Optional[str]:
+    """How a thread waits for a signal to stop, said for Python's exit (which joins it): asleep in a
+    loop of the job's own code, or in threading's wait (a flusher's `while not stop.wait(5.0)`, a
+    Condition), called from the job's own code; None for any other wait (a lock, a socket)."""
+    py = python_frames(thread.frames) if thread is not None else []
+    own = next((f for f in py if not SYNC_FILES.search(f.file or "")), None)
+    if own is None:
+        return None
+    if (job.wait(pid, thread.tid) or {}).get("op") == "sleep" and own is py[0]:
+        return f"sleeps in a loop at {own.text()} until something stops it, and nothing will"
+    if THREAD_SYNC_FILE.search(py[0].file or "") and py[0].bare_name == "wait":
+        return f"waits at {own.text()} in threading's wait (an Event or Condition) for a signal nobody will send now"
+    return None
+
+
 def in_queue_code(thread, function: re.Pattern) -> bool:
     return any(function.match(f.bare_name) and IDLE_QUEUE.search(f.file or "") for f in python_frames(thread.frames))
 

@@ -717,6 +717,19 @@ def test_a_write_blocked_on_a_fifo_of_the_jobs_own_is_drained_at_that_descriptor
     assert left_out.get("Log to a file instead of a pipe", "").startswith("for a write to stdout or stderr"), left_out
 
 
+def test_a_non_daemon_thread_looping_on_a_stop_event_at_exit_is_the_end_of_the_wait(knowledge, zoo):  # noqa: F811
+    """Training ended; Python's exit joins a flusher thread that loops `while not stop.wait(1.0)`: the
+    chain ends there (no "pool thread", no lock order), the fix stops the thread or makes it a daemon."""
+    job = zoo("exit_flusher")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]
+    assert end["waits_on"]["end"] == "exit-idle-thread", report.chain
+    assert "non-daemon thread 'metrics-flusher', which waits at run (" in end["waits_on"]["detail"], end
+    assert_first_fix_is_about(report, "exit-idle-thread", "set the Event its loop waits on", "daemon=True")
+    assert "pool thread" not in report.verdict.summary, report.verdict.summary
+
+
 def test_a_program_that_is_not_python_asking_on_the_terminal_ends_the_chain(knowledge, zoo):  # noqa: F811
     """A child with no Python stack (a shell standing in for git's credential prompt) is read at its
     main thread: the chain ends at its terminal read, not at "its system call could not be read";
