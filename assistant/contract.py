@@ -86,6 +86,7 @@ PLACEHOLDERS = {
     "dataset_path": "a data file or folder the job reads",
     "writer_pid": "the job's process blocked writing its output to a pipe or terminal (else the stuck process)",
     "reader_pid": "the process holding the read end of the pipe the job is blocked writing (tee, a wrapper, a parent)",
+    "threads_per_process": "the job's CPUs shared among its ranks and DataLoader workers (1 with no live job)",
     "blocked_fd": "the descriptor the job's process is blocked writing (1 for stdout where no wait was read)",
 }
 

@@ -141,6 +141,7 @@ def gather_facts(report) -> JobFacts:
         facts.context["backend"] = backend
     if facts.running:
         facts.context["os"] = {"win32": "windows", "darwin": "macos"}.get(sys.platform, "linux")
+    values["threads_per_process"] = str(_threads_per_process(processes, focus) if facts.running else 1)
     facts.source_files = _user_files(processes, by_pid)
     stack = _stack(report, paths, job)
     if stack:
@@ -307,6 +308,18 @@ def _pipe_reader(chain, by_pid: Dict[int, dict]) -> Optional[dict]:
             if peer.get("mode") in ("r", "rw") and peer.get("pid") != hop.get("pid"):
                 return peer
     return None
+
+
+def _threads_per_process(processes: List[dict], pid: Optional[int]) -> int:
+    """The CPUs the job may use (its process's affinity, else this machine's) shared among its ranks
+    and their DataLoader workers: cores / (ranks x (1 + workers per rank)), at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(pid or 0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    ranks = max(1, sum(1 for p in processes if p.get("role") == "rank"))
+    workers = sum(1 for p in processes if p.get("role") == "dataloader-worker") // ranks
+    return max(1, cores // (ranks * (1 + workers)))
 
 
 def _focus_pid(report, processes) -> Optional[int]:

@@ -237,7 +237,7 @@ def fill_live(report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observa
         apply_mismatch(report, knowledge, live.mismatch)
     apply_chain(report, live.chains[0] if live.chains else None)
     if report.culprit is None and live.progress.hung is not False and not live.progress.undecided_computing:
-        report.culprit = chain_culprit(live.chains[0] if live.chains else None)
+        report.culprit = chain_culprit(live.chains[0] if live.chains else None, snap)
     stopped = snap.process(report.culprit["pid"]) if report.culprit else None
     if stopped is not None and stopped.state in STOPPED_STATES:
         report.culprit["state"] = stopped.state
@@ -246,12 +246,24 @@ def fill_live(report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observa
     apply_progress(report, live.progress)
 
 
-def chain_culprit(chain: Optional[Chain]) -> Optional[dict]:
+def chain_culprit(chain: Optional[Chain], snap: Optional[Snapshot] = None) -> Optional[dict]:
     """The process at the end of the wait, when it is not the one that waits: whoever the others
-    wait for is the culprit, rank or not (a child, a worker, a peer on this machine)."""
+    wait for is the culprit, rank or not (a child, a worker, a peer on this machine), and so is the
+    holder of the file lock the last hop waits for, a process of the job or not (a leftover run)."""
+    end = chain.hops[-1] if chain is not None and chain.hops else None
+    holder = end.facts.get("holder") if end is not None and end.facts.get("end") == "held" else None
+    if holder and str(holder).isdigit() and int(holder) != end.pid:
+        info = snap.process(int(holder)) if snap is not None else None
+        whose = "a process of this job" if info is not None else "not a process of this job"
+        return {
+            "pid": int(holder),
+            "rank": info.rank if info is not None else None,
+            "role": info.role if info is not None else "other",
+            "reason": f"pid {holder} ({whose}) holds the lock on {end.object} that {end.who} waits for",
+        }
     if chain is None or len(chain.hops) < 2:
         return None
-    first, end = chain.hops[0], chain.hops[-1]
+    first = chain.hops[0]
     if end.pid == first.pid or end.kind == "cycle":
         return None
     return {"pid": end.pid, "rank": end.rank, "role": end.reported_role, "reason": f"{end.who} {end.detail}"}

@@ -325,7 +325,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
             text = f"waits for a lock on {object_text(obj)}"
             if holders:
                 text += f" held by pid {holders[0]}"
-                hop.facts["end"] = "held"
+                hop.facts.update(end="held", holder=str(holders[0]))
         hop.detail = text
         return
     if op in ("connect", "accept", "recv", "send", "read", "write", "poll") and obj.get("kind") == "socket":

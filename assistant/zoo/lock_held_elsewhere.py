@@ -14,6 +14,9 @@ in ``acquire`` for 5 consecutive samples.
 not of this job (started through a launcher that exits at once, so it is no descendant; it stays
 in the job's process group, which the zoo stops), and it downloads into the cache while it holds
 the lock: 64 KiB every 50 ms to ``model.safetensors.incomplete``. The job waits its turn.
+
+``python lock_held_elsewhere.py outside``: hung. The holder is such a process outside the job (a
+leftover run of another session), started the same way, and it sleeps holding the lock.
 """
 
 from __future__ import annotations
@@ -47,6 +50,15 @@ with FileLock(sys.argv[1]):
             f.flush()
             time.sleep(0.05)
 """
+SLEEPING_HOLDER = r"""
+import os, sys, time
+from filelock import FileLock
+with FileLock(sys.argv[1]):
+    with open(sys.argv[2], "w") as marker:
+        marker.write(str(os.getpid()))
+    while True:
+        time.sleep(3600)  # a leftover run, stuck with the lock
+"""
 # starts the holder and exits at once: the holder is reparented, no descendant of the job
 LAUNCHER = r"""
 import subprocess, sys
@@ -56,9 +68,10 @@ SCENARIO = sys.argv[1] if len(sys.argv) > 1 else "stuck"
 
 
 def start_holder(lock_path: str) -> int:
-    if SCENARIO == "writing":
+    if SCENARIO in ("writing", "outside"):
         marker = _common.workdir() / "holder.pid"
-        subprocess.run([sys.executable, "-I", "-c", LAUNCHER, WRITING_HOLDER, lock_path, str(marker)], check=True)
+        program = WRITING_HOLDER if SCENARIO == "writing" else SLEEPING_HOLDER
+        subprocess.run([sys.executable, "-I", "-c", LAUNCHER, program, lock_path, str(marker)], check=True)
         _common.wait_until(lambda: marker.exists() and marker.read_text().strip().isdigit(), timeout=60)
         return int(marker.read_text())
     holder = subprocess.Popen([sys.executable, "-I", "-c", HOLDER, lock_path], stdout=subprocess.PIPE, text=True)

@@ -4,6 +4,7 @@ command, checks that would disturb the stuck job held back, and edits to the use
 from __future__ import annotations
 
 import ast
+import os
 import shlex
 from pathlib import Path
 
@@ -589,3 +590,20 @@ def test_a_save_already_renamed_into_place_gets_no_temporary_file_edit(tmp_path,
     assert edit_at("checkpoint-save", 0, save, str(tmp_path / "t.py"), source, 5) is None
     other = source.replace(rename, "os.replace(other, path)")
     assert edit_at("checkpoint-save", 0, save, str(tmp_path / "t.py"), other, 5) is not None
+
+
+@pytest.mark.parametrize("ranks, workers", [(1, 0), (2, 2), (64, 0)])
+def test_thread_limits_share_the_jobs_cpus_among_its_ranks_and_workers(ranks, workers):
+    """OMP_NUM_THREADS for a live job is its CPUs over ranks x (1 + workers per rank), never a fixed 4
+    (more threads than a 2-CPU machine has), and at least 1."""
+    report = Report()
+    report.processes = [
+        {"pid": os.getpid(), "ppid": 1, "role": "rank", "cmdline": "python train.py", "threads": []}
+        for _ in range(ranks)
+    ] + [
+        {"pid": 10**6 + i, "ppid": os.getpid(), "role": "dataloader-worker", "threads": []}
+        for i in range(ranks * workers)
+    ]
+    expected = max(1, len(os.sched_getaffinity(0)) // (ranks * (1 + workers)))
+    assert gather_facts(report).values["threads_per_process"] == str(expected)
+    assert gather_facts(Report()).values["threads_per_process"] == "1"  # no live job: the safe value

@@ -434,9 +434,27 @@ def test_a_cache_lock_another_live_process_holds_names_the_holder_not_a_stale_fi
     lock = report.chain[0]["waits_on"]
     assert (lock["kind"], lock.get("end"), lock["object"]) == ("lock", "held", job.info["lock_path"]), lock
     assert report.chain[-1]["pid"] == holder, report.chain  # the chain goes on to what the holder does
+    assert report.culprit is not None and report.culprit["pid"] == holder, report.culprit
     fix = first_fix(report)
     assert fix.title == f"The lock on {job.info['lock_path']} is held by pid {holder}: let it finish, or stop it"
     assert not any(c.startswith("rm ") for c in fix.commands), fix.commands  # removing it frees nothing
+
+
+def test_a_cache_lock_held_by_a_process_outside_the_job_makes_that_process_the_culprit(knowledge, zoo):  # noqa: F811
+    """A leftover run of another session holds the lock and sleeps: the chain ends at the job's lock
+    wait, and the culprit is the holder, named as no process of the job."""
+    pytest.importorskip("filelock")
+    job = zoo("lock_held_elsewhere", args=["outside"])
+    holder = job.info["holder_pid"]
+    try:
+        report = diagnose(knowledge, job.proc.pid)
+        assert report.verdict.hung is True, top(report)
+        assert [hop["pid"] for hop in report.chain] == [job.proc.pid], report.chain
+        assert report.culprit is not None and report.culprit["pid"] == holder, report.culprit
+        assert "(not a process of this job) holds the lock on" in report.culprit["reason"], report.culprit
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(holder, signal.SIGKILL)  # by its pid: it left the job's tree (the zoo also stops its group)
 
 
 def test_a_lock_held_by_another_process_that_writes_is_waiting_its_turn(knowledge, zoo):  # noqa: F811
