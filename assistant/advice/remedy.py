@@ -50,6 +50,8 @@ VALUES = {
     "holder_cmd": "its command",
     "holder_doing": "what it does",
     "lock_path": "the locked file",
+    "filelock_lock": "the locked file, when the job takes it with the filelock library (FileLock has a timeout)",
+    "fcntl_lock": "set when the job takes the lock with flock or fcntl itself (no library with a timeout of its own)",
     "lock_file": "a lock file the job waits to disappear",
     "death": "how a process died",
     "prompt_text": "the question a process asks on its terminal",
@@ -403,6 +405,11 @@ def _lock_holder(values: Dict[str, str], reader: _Reader, chain: List[dict]) -> 
     waits = lock.get("waits_on") or {}
     if waits.get("object"):
         values["lock_path"] = str(waits["object"])
+        files = [str(f.get("path") or f.get("file") or "") for f in reader.python_frames(lock)]
+        if any(in_package(file, "filelock") for file in files):
+            values["filelock_lock"] = str(waits["object"])  # filelock 4.3.1: FileLock(path, timeout=...)
+        else:
+            values["fcntl_lock"] = "yes"
     holders = reader.wait(lock).get("lock_holders") or []
     if not holders:
         return

@@ -452,6 +452,9 @@ def test_a_cache_lock_held_by_a_process_outside_the_job_makes_that_process_the_c
         assert [hop["pid"] for hop in report.chain] == [job.proc.pid], report.chain
         assert report.culprit is not None and report.culprit["pid"] == holder, report.culprit
         assert "(not a process of this job) holds the lock on" in report.culprit["reason"], report.culprit
+        # the job takes it with filelock: its own timeout, not a hand-written fcntl loop
+        code = "\n".join(first_fix(report).commands)
+        assert f'FileLock("{job.info["lock_path"]}", timeout=600)' in code and "fcntl" not in code, code
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(holder, signal.SIGKILL)  # by its pid: it left the job's tree (the zoo also stops its group)
