@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence, Set
 
 from debug_stuck.core.answers import Answer
 from debug_stuck.core.calibration import assign_probabilities
-from debug_stuck.core.classify import CAUSE_THRESHOLD, Observations, ObservedLine, classify, noisy_or
+from debug_stuck.core.classify import CAUSE_THRESHOLD, Observations, ObservedLine, cause_phase, classify, noisy_or
 from debug_stuck.core.contradictions import contradicted
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import innermost_wait
@@ -246,6 +246,11 @@ def fill_live(report: Report, knowledge: Knowledge, snap: Snapshot, obs: Observa
     apply_progress(report, live.progress)
 
 
+def _answers(report: Report) -> dict:
+    """The report's answers as the classifier reads them ({key: Answer})."""
+    return {key: Answer(key, a.get("value"), a.get("source") or "") for key, a in (report.answers or {}).items()}
+
+
 def chain_culprit(chain: Optional[Chain], snap: Optional[Snapshot] = None) -> Optional[dict]:
     """The process at the end of the wait, when it is not the one that waits: whoever the others
     wait for is the culprit, rank or not (a child, a worker, a peer on this machine), and so is the
@@ -288,7 +293,7 @@ def apply_culprit(report: Report, knowledge: Knowledge, culprit: Culprit, own: O
     report.culprit["cause"] = primary.cause
     verdict.cause = primary.cause
     verdict.confidence = primary.confidence
-    verdict.phase = knowledge.playbooks[primary.cause].phase
+    verdict.phase = cause_phase(knowledge, primary.cause, _answers(report))
     who = describe_ranks(culprit.group)
     who = who[:-1] + f", pid {culprit.pid})" if who.endswith(")") else f"{who} (pid {culprit.pid})"
     verdict.finding = {"kind": "culprit", "text": who[:1].upper() + who[1:]}
@@ -312,7 +317,7 @@ def apply_mismatch(report: Report, knowledge: Knowledge, mismatch: Mismatch) -> 
     report.diagnoses = [top] + [d for d in report.diagnoses if d is not top]
     assign_probabilities(knowledge, report.diagnoses)
     verdict.cause, verdict.confidence = top.cause, top.confidence
-    verdict.phase = knowledge.playbooks[top.cause].phase
+    verdict.phase = cause_phase(knowledge, top.cause, _answers(report))
     text = mismatch.describe() + (f" ({mismatch.odd.reason})" if mismatch.odd is not None else "")
     verdict.finding = {"kind": "mismatch", "text": text, "sides": mismatch.sides_dicts()}
     if mismatch.odd is not None:

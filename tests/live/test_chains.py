@@ -533,6 +533,8 @@ def test_a_rank_waiting_in_the_jobs_store_for_a_key_nobody_set_is_a_store_wait_n
     assert end["pid"] == rank0 and end["waits_on"]["end"] == "store-wait", report.chain
     assert "this job's c10d store (MASTER_ADDR:MASTER_PORT), served by pid " in end["waits_on"]["detail"], end
     assert "network" not in [d.cause for d in report.diagnoses[:3]], top(report)
+    # the ranks had stepped (their log says so): a store wait now is no start-up rendezvous
+    assert report.answers["phase"]["value"] == "mid-run" and report.verdict.phase != "startup", report.verdict
     assert_first_fix_is_about(report, "store-key-wait", f"pid {rank0}")
     assert f"py-spy dump --locals --pid {rank0}" in report.diagnoses[0].fixes[0].commands
 
