@@ -114,8 +114,9 @@ def gather_facts(report) -> JobFacts:
         values["blocked_path"] = blocked
     writer = _output_writer(report.chain)
     if writer is not None or focus is not None:
-        values["writer_pid"] = str(writer if writer is not None else focus)
-        blocked_fd = _blocked_fd(report.chain, by_pid) if writer is not None else None
+        values["writer_pid"] = str(writer["pid"] if writer is not None else focus)
+        blocked_fd = _raw_wait(writer, by_pid).get("fd") if writer is not None else None
+        blocked_fd = blocked_fd if isinstance(blocked_fd, int) else None
         values["blocked_fd"] = str(blocked_fd if blocked_fd is not None else 1)  # stdout, where no chain says
         if blocked_fd is not None:
             facts.context["stream"] = "std" if blocked_fd in (1, 2) else "other"
@@ -274,25 +275,20 @@ def _writes_part_way(process: dict) -> bool:
     return any(w in PARTIAL_WRITE_WAITS for w in waits if w)
 
 
-def _output_writer(chain) -> Optional[int]:
-    """The process of a hop blocked writing a pipe, FIFO or terminal: the job's output is stuck there,
-    whoever the chain goes on to (the pipe's reader)."""
+def _output_writer(chain) -> Optional[dict]:
+    """The hop blocked writing a pipe, FIFO or terminal: the job's output is stuck there, whoever the
+    chain goes on to (the pipe's reader)."""
     for hop in chain or []:
         waits = hop.get("waits_on") or {}
         if waits.get("kind") in ("pipe", "fifo", "tty") and waits.get("op") == "write" and hop.get("pid"):
-            return hop["pid"]
+            return hop
     return None
 
 
-def _blocked_fd(chain, by_pid: Dict[int, dict]) -> Optional[int]:
-    """The descriptor a hop of the chain is blocked writing (a pipe, FIFO or terminal), as its wait was read."""
-    for hop in chain or []:
-        waits = hop.get("waits_on") or {}
-        if waits.get("kind") in ("pipe", "fifo", "tty") and waits.get("op") == "write":
-            tid = (hop.get("thread") or {}).get("tid") or hop.get("pid")
-            fd = (((by_pid.get(hop.get("pid")) or {}).get("waits") or {}).get(str(tid)) or {}).get("fd")
-            return fd if isinstance(fd, int) else None
-    return None
+def _raw_wait(hop: dict, by_pid: Dict[int, dict]) -> dict:
+    """The wait of a hop's thread as the report's processes hold it ({} when it was not read)."""
+    tid = (hop.get("thread") or {}).get("tid") or hop.get("pid")
+    return ((by_pid.get(hop.get("pid")) or {}).get("waits") or {}).get(str(tid)) or {}
 
 
 def _pipe_reader(chain, by_pid: Dict[int, dict]) -> Optional[dict]:
@@ -302,9 +298,7 @@ def _pipe_reader(chain, by_pid: Dict[int, dict]) -> Optional[dict]:
         waits = hop.get("waits_on") or {}
         if waits.get("kind") not in ("pipe", "fifo") or waits.get("op") != "write":
             continue
-        tid = (hop.get("thread") or {}).get("tid") or hop.get("pid")
-        raw = ((by_pid.get(hop.get("pid")) or {}).get("waits") or {}).get(str(tid)) or {}
-        for peer in raw.get("peers") or []:
+        for peer in _raw_wait(hop, by_pid).get("peers") or []:
             if peer.get("mode") in ("r", "rw") and peer.get("pid") != hop.get("pid"):
                 return peer
     return None

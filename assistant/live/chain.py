@@ -42,7 +42,6 @@ from debug_stuck.live.parties import (
     busy_worker,
     exhausted_pool,
     forked_holding_a_lock,
-    idle_for_work,
     idle_in_queue,
     in_thread_sync,
     joined_thread,
@@ -654,9 +653,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))
             hop.kind, hop.object = "thread", str(joined.tid)
             alike = [t for t in job.threads(hop.pid) if t.tid not in (joined.tid, thread.tid) and in_thread_sync(t)]
-            idle = idle_for_work(joined) if at_exit else None
-            idle = f"idles in {idle}() waiting for work nobody will give it" if idle else None
-            idle = idle or (awaits_stop(job, hop.pid, joined) if at_exit else None)
+            idle = awaits_stop(job, hop.pid, joined) if at_exit else None
             if idle is not None:
                 hop.parties = [_party(joined)]
                 hop.detail = (

@@ -283,9 +283,13 @@ def idle_for_work(thread) -> Optional[str]:
 
 
 def awaits_stop(job: JobView, pid: int, thread) -> Optional[str]:
-    """How a thread waits for a signal to stop, said for Python's exit (which joins it): asleep in a
-    loop of the job's own code, or in threading's wait (a flusher's `while not stop.wait(5.0)`, a
-    Condition), called from the job's own code; None for any other wait (a lock, a socket)."""
+    """How a thread waits for work or a signal to stop, said for Python's exit (which joins it): idle
+    in a queue's get, asleep in a loop of the job's own code, or in threading's wait (a flusher's
+    `while not stop.wait(5.0)`, a Condition) called from the job's own code; None for any other wait
+    (a lock, a socket)."""
+    idle = idle_for_work(thread)
+    if idle is not None:
+        return f"idles in {idle}() waiting for work nobody will give it"
     py = python_frames(thread.frames) if thread is not None else []
     own = next((f for f in py if not SYNC_FILES.search(f.file or "")), None)
     if own is None:
