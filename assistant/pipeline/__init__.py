@@ -37,6 +37,10 @@ def diagnose(request: DiagnoseRequest, knowledge: Optional[Knowledge] = None) ->
         from debug_stuck.recovery.plan import add_resume
 
         add_resume(report, request.resume_pid or report.processes[0]["pid"])
+    if report.resume:
+        from debug_stuck.recovery.plan import mark_finished
+
+        mark_finished(report)
     if request.advice:
         from debug_stuck.advice import advise
 

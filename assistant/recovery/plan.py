@@ -30,7 +30,15 @@ from debug_stuck.redact import REDACTED, redact_argv, redact_env, redact_obj
 SKIPPED_SHOWN = 20
 RESUME_PLAN_SECONDS = 10.0
 
-__all__ = ["NO_CHECKPOINT", "ResumePlan", "add_resume", "detect_framework", "find_checkpoints", "plan_resume"]
+__all__ = [
+    "NO_CHECKPOINT",
+    "ResumePlan",
+    "add_resume",
+    "detect_framework",
+    "find_checkpoints",
+    "mark_finished",
+    "plan_resume",
+]
 
 
 def detect_framework(cmdline: List[str], env: Dict[str, str], cwd: str) -> Tuple[str, str]:
@@ -166,3 +174,17 @@ def add_resume(report, pid: int) -> None:
     except Exception as exc:  # the diagnosis stands without a resume plan
         message = exc.one_line() if hasattr(exc, "one_line") else f"{type(exc).__name__}: {exc}"
         report.errors.append(f"resume: could not plan: {message}")
+
+
+def mark_finished(report) -> None:
+    """A job whose main code has returned (its wait chain shows Python's exit joining a thread) has
+    done its training: its resume plan says so in `finished`, since a rerun would train again."""
+    if not report.resume:
+        return
+    for hop in report.chain or []:
+        if (hop.get("waits_on") or {}).get("exit") == "yes":
+            report.resume["finished"] = (
+                f"{hop.get('who') or 'the job'} has run its main code to the end and waits in Python's exit "
+                "for a thread: its training is done, and a rerun would train again"
+            )
+            return

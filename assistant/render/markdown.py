@@ -175,6 +175,8 @@ def render_markdown(report: Report) -> str:
 def render_resume(resume: dict) -> List[str]:
     """The report's `resume` object as a Markdown section."""
     out = ["## Resume", ""]
+    if resume.get("finished"):
+        out.append(f"- **Not needed:** {resume['finished']}")
     out.append(f"- **Framework:** {resume.get('framework')} (launcher: {resume.get('launcher')})")
     out.append(f"- **Checkpoint:** {resume.get('checkpoint') or 'none usable'}")
     if resume.get("lost"):

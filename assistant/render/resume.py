@@ -10,6 +10,8 @@ from typing import List, Optional
 def render_resume_text(resume: dict, here: Optional[str] = None) -> str:
     """What to run, in a few lines. `here`: the directory the reader is in (no `cd` needed there)."""
     out: List[str] = [f"framework: {resume.get('framework')} (launcher: {resume.get('launcher')})"]
+    if resume.get("finished"):
+        out.append(f"not needed: {resume['finished']}")
     checkpoint = resume.get("checkpoint")
     where = [f"step {resume['step']}"] if resume.get("step") is not None else []
     where += [f"epoch {resume['epoch']}"] if resume.get("epoch") is not None else []
@@ -22,6 +24,7 @@ def render_resume_text(resume: dict, here: Optional[str] = None) -> str:
     command, cwd = resume.get("command"), resume.get("cwd")
     if command:
         in_place = bool(cwd) and here is not None and os.path.abspath(cwd) == os.path.abspath(here)
-        out.append("resume with:" if in_place or not cwd else f"resume with (in {cwd}):")
+        again = " (to train again anyway)" if resume.get("finished") else ""
+        out.append(f"resume with{again}:" if in_place or not cwd else f"resume with{again} (in {cwd}):")
         out.append(command if in_place or not cwd else f"cd {shlex.quote(cwd)} && {command}")
     return "\n".join(out) + "\n"

@@ -221,8 +221,10 @@ def render_text(
         out.append("")
         what = f"from {r['checkpoint']}" if r.get("checkpoint") else (r.get("lost") or "no usable checkpoint")
         out.append(f"Resume ({r.get('framework')}, {what}):")
+        if r.get("finished"):
+            out.append(f"    Not needed: {r['finished']}")
         if r.get("command"):
-            out.append(f"    {r['command']}")
+            out.append(f"    {'to train again anyway: ' if r.get('finished') else ''}{r['command']}")
     for probe in report.probes:
         out.append(f"Probe {probe['name']}: {probe['status'].upper()}: {probe['summary']}")
         if probe_details is not None:

@@ -435,3 +435,22 @@ def test_a_hooked_job_that_logs_nothing_makes_progress_through_its_heartbeat(wat
     stall = run.wait_for("stall", 100)
     assert stall["rule"] == "steps", stall
     assert stall["last_step"] >= 5, stall
+
+
+def test_a_job_that_hangs_in_its_exit_after_training_is_stopped_not_trained_again(watch, tmp_path):
+    """Training done, Python's exit joins a non-daemon thread for ever: --on-hang restart stops it and
+    says why instead of rerunning the training from its last checkpoint."""
+    run = watch(
+        "watch", "--format", "json", "--on-hang", "restart", "--floor", "4", "--report-dir", tmp_path / "reports",
+        "--", sys.executable, TARGETS / "watch_hang.py", "--exit-hang", "--hang-at", "99", "--steps", "5",
+        "--interval", "0.3",
+    )  # fmt: skip
+    first = run.wait_for("started", 30)
+    run.wait_for("stall", 40)
+    report = run.wait_for("report", 60)
+    resume = json.loads(Path(report["paths"]["json"]).read_text())["resume"]
+    assert "a rerun would train again" in resume["finished"], resume
+    gave_up = run.wait_for("gave-up", 30)
+    assert gave_up["reason"].startswith("not restarted: ") and "has run its main code to the end" in gave_up["reason"]
+    assert run.finish(60) == EXIT_STALLED
+    assert run.of("restarted") == [] and _gone(first["pid"])

@@ -17,6 +17,7 @@ from zoo.fixtures import sibling_ranks, zoo  # noqa: F401
 from conftest import diagnosed as run_diagnosis
 from debug_stuck.kb import load_knowledge
 from debug_stuck.pipeline import DiagnoseRequest
+from debug_stuck.pipeline import diagnose as full_diagnosis
 from debug_stuck.render import render
 from debug_stuck.zoo import spawn
 
@@ -723,13 +724,18 @@ def test_a_non_daemon_thread_looping_on_a_stop_event_at_exit_is_the_end_of_the_w
     """Training ended; Python's exit joins a flusher thread that loops `while not stop.wait(1.0)`: the
     chain ends there (no "pool thread", no lock order), the fix stops the thread or makes it a daemon."""
     job = zoo("exit_flusher")
-    report = diagnose(knowledge, job.proc.pid)
+    # the pipeline as the CLI runs it, with the resume plan
+    report = full_diagnosis(DiagnoseRequest(pids=[job.proc.pid], window=1.0, advice=False), knowledge)
     assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
     end = report.chain[-1]
     assert end["waits_on"]["end"] == "exit-idle-thread", report.chain
     assert "non-daemon thread 'metrics-flusher', which waits at run (" in end["waits_on"]["detail"], end
     assert_first_fix_is_about(report, "exit-idle-thread", "set the Event its loop waits on", "daemon=True")
     assert "pool thread" not in report.verdict.summary, report.verdict.summary
+    # its training is done: the resume plan says a rerun would train again, in JSON and in the text
+    assert "a rerun would train again" in report.resume["finished"], report.resume
+    text = render(report, "text")
+    assert f"Not needed: process pid {job.proc.pid} " in text and "to train again anyway:" in text, text
 
 
 def test_a_program_that_is_not_python_asking_on_the_terminal_ends_the_chain(knowledge, zoo):  # noqa: F811

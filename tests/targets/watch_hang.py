@@ -13,6 +13,8 @@ waiting in a collective): only on the first run (the marker file ``hung-once`` s
 so a restarted run goes on past that step; with ``--always`` on every run (a deterministic hang).
 Exits 0 after ``--steps`` steps. Unknown options (a resume command may add some) are ignored.
 ``--start-when FILE``: wait until FILE exists before the first step (a watcher attaches first).
+``--exit-hang``: a non-daemon "metrics-flusher" thread loops on ``stop.wait(1.0)`` and nobody sets
+``stop``: once training is done, Python's exit waits for it for ever (a hang after the last step).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import os
 import pickle
 import random
+import threading
 import time
 import zipfile
 
@@ -31,6 +34,11 @@ MARKER = "hung-once"
 def wait_for_peers() -> None:
     while True:
         time.sleep(3600)
+
+
+def flush_metrics(stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        pass  # stop is never set: the bug
 
 
 def save_checkpoint(step: int) -> None:
@@ -58,7 +66,11 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=None)
     parser.add_argument("--resume", metavar="PATH", default=None)
     parser.add_argument("--start-when", metavar="FILE", default=None)
+    parser.add_argument("--exit-hang", action="store_true")
     args, _ = parser.parse_known_args()
+    if args.exit_hang:
+        stop = threading.Event()
+        threading.Thread(target=flush_metrics, args=(stop,), name="metrics-flusher").start()  # not a daemon
     while args.start_when and not os.path.exists(args.start_when):
         time.sleep(0.05)
     start = 0

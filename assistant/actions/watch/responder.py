@@ -70,7 +70,18 @@ class Responder(StallView, Journaling):
             self._stop(reason="--on-hang stop")
             self._journal_update(incident_id, action="stop", outcome="stopped")
             return EXIT_STALLED
+        if report.get("finished"):
+            return self._stop_finished(report["finished"], last_step, incident_id)
         return self._restart(stall, last_step, incident_id)
+
+    def _stop_finished(self, finished: str, last_step: Optional[int], incident_id: Optional[int]) -> int:
+        """A job that hangs in Python's exit after its training is stopped, not restarted: a restart
+        would train again from the last checkpoint."""
+        reason = f"not restarted: {finished}"
+        self._stop(reason="--on-hang restart: the job's training had finished")
+        self.emit("gave-up", pid=self.job.pid, reason=reason, restarts=self.restarts, last_step=last_step)
+        self._journal_update(incident_id, action="stop", outcome=reason)
+        return EXIT_STALLED
 
     def _refuse_action(self, stall: Stall, incident_id: Optional[int], report: dict) -> None:
         """No report on disk, no stop (`debug-stuck stop` refuses too): the evidence would go with the
@@ -166,6 +177,9 @@ class Responder(StallView, Journaling):
             summary=verdict.summary,
         )
         self.emit("report", **out)
+        finished = (report.resume or {}).get("finished")
+        if finished:
+            out["finished"] = finished  # for the restart: not an event field
         return out
 
     # -- stop and restart -------------------------------------------------------------------------

@@ -492,7 +492,10 @@ class Session:
             # the CLI's hint names flags (--cmd, --dir) the session has no place for
             raise BadInput(exc.message, "the job can no longer be read; the saved report names its command") from None
         if self.report is not None:
+            from debug_stuck.recovery.plan import mark_finished
+
             self.report.resume = resume  # the report's `resume` object, saved with it
+            mark_finished(self.report)
         return render_resume_text(resume, here=self.save_dir or os.getcwd())
 
     def shutdown(self) -> None:
