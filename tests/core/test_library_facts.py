@@ -322,6 +322,13 @@ def test_a_fact_rules_detail_names_the_library_message(cli_json, tmp_path):
         ),
         # Megatron-LM megatron/initialize.py
         ("> compiling and loading fused kernels ...", "extension-build"),
+        # fairseq v0.6.2-v0.8.0 trainer.py train_step (the message ends on a line of its own), v0.5.0-v0.6.0
+        (
+            "| WARNING: ran out of memory with exception: CUDA out of memory. Tried to allocate 20.00 MiB;\n"
+            " Skipping batch",
+            "oom-skipped",
+        ),
+        ("| WARNING: ran out of memory, skipping batch", "oom-skipped"),
         # torch 2.13.0 inductor on CPU, TORCH_LOGS=+torch._inductor.kernel.mm (printed by this machine's torch)
         (
             "I1127 21:38:42.770000 17431 torch/_inductor/kernel/mm.py:388] [0/0] Tuned aten.mm: m=64, n=16, k=32, "
@@ -333,6 +340,23 @@ def test_a_fact_rules_detail_names_the_library_message(cli_json, tmp_path):
 )
 def test_library_lines_read_as_their_fact(catalog, line, fact):
     assert fact in {entry["fact"] for entry, _ in match_log(catalog, line)}
+
+
+def test_an_out_of_memory_error_the_job_skipped_points_at_the_collective_it_left(cli_json, tmp_path):
+    """fairseq caught the OOM and went on without the batch (its handle_ooms: "gpus may fail to
+    sync"): the ranks that kept the batch wait in its all-reduce; memory did not stop the job."""
+    log = tmp_path / "train.log"
+    log.write_text(
+        "| epoch 003:   1200 / 5000 loss=4.112, nll_loss=2.871, wps=9120\n"
+        "| WARNING: ran out of memory with exception: CUDA out of memory. Tried to allocate 96.00 MiB (GPU 1; "
+        "15.78 GiB total capacity; 14.20 GiB already allocated; 41.19 MiB free; 480.12 MiB cached);\n"
+        " Skipping batch\n"
+    )
+    report = cli_json("--log", log, "--answer", "phase=mid-run")
+    ranked = [d["cause"] for d in report["diagnoses"]]
+    assert ranked[0] == "collective" and ranked.index("memory-pressure") > 0, ranked
+    details = [e["detail"] for e in report["diagnoses"][0]["evidence"] if e["source"] == "log"]
+    assert any("(library message fairseq-oom-skip-batch)" in detail for detail in details), details
 
 
 def test_inductor_ir_in_a_log_reads_as_compiling(catalog):
