@@ -14,9 +14,11 @@ from debug_stuck.core.logtext import LogTail, parse_progress
 from debug_stuck.core.tree import Tree
 
 
-def observe_tail(tree: Tree, tail: LogTail, obs: Observations) -> LogTail:
+def observe_tail(tree: Tree, tail: LogTail, obs: Observations, another_run: bool = True) -> LogTail:
     """What a log's tail (already read) says, as observations: its lines, the stack dumps in it,
-    its rank census and progress, and the triage answers its lines give."""
+    its rank census and progress, and the triage answers its lines give. `another_run`: False for a
+    second log of a run already counted (the live job's stdout and the file it logs to): its last
+    step is not a second run's, so two of them never say "the same step every time"."""
     if tail.error:
         return tail
     path = tail.path
@@ -30,7 +32,8 @@ def observe_tail(tree: Tree, tail: LogTail, obs: Observations) -> LogTail:
     _observe_rank_divergence(tree, path, segments, obs)
     _observe_single_process(tree, path, tail.lines, obs)
     progress = parse_progress(run)
-    obs.last_steps.append(progress.last_step)
+    if another_run:
+        obs.last_steps.append(progress.last_step)
     mid_run = progress.last_step is not None and progress.last_step > 0
     if mid_run:
         obs.offer_answer(

@@ -6,7 +6,7 @@ last, once. No I/O here: everything was read by the gather stage."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 from debug_stuck.core.assemble import fill_report
 from debug_stuck.core.classify import Observations, ObservedLine, classify
@@ -36,7 +36,12 @@ def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) ->
     # log's rhythm tells progress). Many: each node is analysed alone, then the lines combined.
     obs = per_node[0].obs if gathered.local and per_node else Observations()
     report.errors.extend(gathered.errors)
-    tails = [observe_tail(knowledge.tree, tail, obs) for tail in gathered.tails]
+    started = _job_started(per_node) if gathered.local else None
+    tails, counted = [], False
+    for tail in gathered.tails:
+        this_run = started is not None and _written_in_this_run(tail, started)
+        tails.append(observe_tail(knowledge.tree, tail, obs, another_run=not (this_run and counted)))
+        counted = counted or this_run
     for item in per_node:
         item.live = analyze(knowledge, item.node.snapshot, item.obs, tails)
     if nodes is not None and not gathered.local:
@@ -93,3 +98,14 @@ def weigh_probe(result, obs: Observations) -> None:
 def judge_nodes(knowledge: Knowledge, nodes, request: DiagnoseRequest = None) -> Report:
     """The judge stage on snapshots already collected from many nodes (a MergedSnapshot)."""
     return judge(knowledge, request or DiagnoseRequest(), Gathered(nodes=nodes))
+
+
+def _job_started(per_node) -> Optional[float]:
+    """When the live job's first process started (its run began then)."""
+    times = [p.create_time for item in per_node for p in item.node.snapshot.processes if p.create_time]
+    return min(times, default=None)
+
+
+def _written_in_this_run(tail, started: float) -> bool:
+    """A log of the live job's own run: a file it holds open, or one written since it started."""
+    return bool(tail.read_path) or (tail.mtime is not None and tail.mtime >= started)

@@ -165,3 +165,40 @@ def test_a_log_named_by_the_user_that_is_the_jobs_own_stdout_is_read_once(zoo): 
     assert result.returncode == 0, result.stderr
     logs = json.loads(result.stdout)["logs"]
     assert len(logs) == 1 and logs[0]["path"].endswith("log.txt"), logs
+
+
+TWO_LOGS = """
+import logging, sys, time
+logging.basicConfig(filename=sys.argv[1], level=logging.INFO, format="%(asctime)s %(message)s")
+for step in (100, 200):
+    print(f"step {step} loss 0.5", flush=True)
+    logging.info("step %d loss 0.5", step)
+print("ready", file=sys.stderr, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_stdout_and_the_log_file_of_one_run_are_not_two_runs_at_the_same_step(tmp_path, session_job):
+    """A job prints its steps and logs them to a file too: both stop at step 200, but they are one
+    run, not two that hung at the same step (no "same-step" answer, no deterministic pattern)."""
+    script = tmp_path / "job.py"
+    script.write_text(TWO_LOGS)
+    with open(tmp_path / "stdout.txt", "w") as out:
+        proc = session_job(
+            [sys.executable, "-I", script, tmp_path / "train.log"], stdout=out, stderr=subprocess.PIPE, text=True
+        )
+    assert proc.stderr.readline().strip() == "ready"
+    result = run_subprocess("diagnose", "--pid", proc.pid, "--format", "json", "--window", "0.5", timeout=90)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert sorted(entry["path"] for entry in report["logs"]) == [str(tmp_path / n) for n in ("stdout.txt", "train.log")]
+    assert "step" not in report["answers"], report["answers"]
+    assert report["pattern"] != "D", report["pattern"]
+    # the log of an earlier run, given by the user, still counts as a run of its own
+    earlier = tmp_path / "run1.log"
+    earlier.write_text("step 100 loss 0.5\nstep 200 loss 0.5\n")
+    os.utime(earlier, (1, 1))
+    result = run_subprocess("diagnose", "--pid", proc.pid, "--log", earlier, "--format", "json", "--window", "0.5")
+    step = json.loads(result.stdout)["answers"].get("step") or {}
+    assert step.get("value") == "same-step", step
