@@ -150,6 +150,7 @@ def check_knowledge(folder: Optional[Path] = None):
     knowledge.job_conditions = job_conditions
     maps = _optional_table(folder, "calibration.yaml").get("maps") or {}
     knowledge.phases = _optional_table(folder, "phases.yaml")
+    knowledge.programs = list(_optional_table(folder, "programs.yaml").get("programs") or [])
     knowledge.calibration = {kind: [(float(x), float(p)) for x, p in points] for kind, points in maps.items()}
     return knowledge, problems
 

@@ -408,6 +408,7 @@ class Knowledge:
     probes: Dict[str, dict] = field(default_factory=dict)  # skills/data/probes.yaml: name -> declaration
     frames: List[dict] = field(default_factory=list)  # skills/data/frames.yaml: what a frame means as a wait
     phases: dict = field(default_factory=dict)  # skills/data/phases.yaml: long phases seen on a stack
+    programs: List[dict] = field(default_factory=list)  # skills/data/programs.yaml: child programs by name
     log_catalog: List[dict] = field(default_factory=list)  # skills/data/log-catalog.yaml: library messages
     stall_reports: Tuple[str, ...] = ()  # the catalog's facts that report a wait already timed out
     distributed_log_facts: Tuple[str, ...] = ()  # the catalog's facts only a job of several processes prints

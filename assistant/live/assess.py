@@ -168,6 +168,30 @@ def _sleeper_wakes_later(snap: Snapshot, chains, progress: Progress) -> Progress
     return Progress(None, [text], undecided_computing=True)
 
 
+def _compiler_at_work(knowledge: Knowledge, snap: Snapshot, chains, progress: Progress) -> Progress:
+    """A job whose wait ends at a compiler it started that keeps running (Inductor's C++ kernels, an
+    extension build) is compiling: it progresses while the compiler runs, and nobody is blamed."""
+    hops = chains[0].hops if chains else []
+    end = hops[-1] if hops else None
+    if not progress.hung or end is None or end.kind != "cpu":
+        return progress
+    info = snap.process(end.pid)
+    program = _program(knowledge, info.name if info is not None else "")
+    if program is None:
+        return progress
+    cpu = f", {info.cpu_percent:.0f}% CPU" if info.cpu_percent is not None else ""
+    text = (
+        f"{end.who} is {program['what']} that the job started, and it keeps running{cpu}: the job compiles "
+        "which takes minutes on a cold cache; a compiler that runs is at work, and new compiler processes after "
+        f"it (`ps --ppid {hops[0].pid} -o pid,etime,args` again in a minute) mean the compile moves on"
+    )
+    return Progress(False, [text])
+
+
+def _program(knowledge: Knowledge, name: str) -> Optional[dict]:
+    return next((p for p in knowledge.programs if name in (p.get("names") or ())), None)
+
+
 def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequence = ()) -> LiveAnalysis:
     groups = group_ranks(snap)
     culprit = find_culprit(knowledge, groups)
@@ -191,6 +215,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     chains = build_chains(snap, groups, culprit)
     progress = _holder_at_work(snap, chains, progress)
     progress = _sleeper_wakes_later(snap, chains, progress)
+    progress = _compiler_at_work(knowledge, snap, chains, progress)
     for chain in chains:
         for hop in chain.hops:
             obs.add("chain", ObservedLine(hop.fact_line(), subject=hop.who, pid=hop.pid))

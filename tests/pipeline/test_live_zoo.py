@@ -436,3 +436,21 @@ def test_a_first_step_still_compiling_is_progressing_in_a_compile_pass(knowledge
     assert report.verdict.hung is False and report.verdict.state == "progressing", report.verdict.summary
     assert report.verdict.summary.endswith("in a compile pass."), report.verdict.summary
     assert report.diagnoses[0].cause == "compile", causes(report)
+
+
+@pytest.mark.timeout(120)
+def test_a_job_waiting_for_the_cpp_compiler_it_started_is_compiling_not_hung(knowledge, zoo):  # noqa: F811
+    """Inductor's CPU kernels and cpp_extension builds run g++ as a child: the job waits in
+    subprocess, g++ for cc1plus, and cc1plus computes. That is the compile at work: never hung, and the
+    compiler is nobody's culprit."""
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ on this machine")
+    job = zoo("compile_cpp")
+    compiler = job.info["compiler"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False and report.culprit is None, (report.verdict.summary, report.culprit)
+    assert [hop["pid"] for hop in report.chain][-1] == compiler, report.chain
+    assert f"process pid {compiler} (cc1plus) is a C/C++ compiler or linker that the job started" in (
+        report.verdict.summary
+    ), report.verdict.summary
+    assert f"ps --ppid {job.proc.pid} -o pid,etime,args" in report.verdict.summary
