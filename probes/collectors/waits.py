@@ -675,8 +675,10 @@ def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[in
     if wait.op == "poll" and wait.args:
         _, specs = syscall_table()
         spec = specs.get(wait.syscall or "", {})
-        nfds = min(wait.args[spec.get("nfds", 1)], MAX_POLL_FDS)
-        data = read_memory(pid, wait.args[spec.get("fds", 0)], 8 * nfds) or b""
+        data = _poll_array(pid, wait, spec)
+        if data is None:
+            wait.error = "its poll() returned before the descriptors it watched could be read"
+            return
         events = []
         for i in range(len(data) // 8):
             fd, wanted_events, _revents = struct.unpack_from("ihh", data, i * 8)
@@ -709,6 +711,41 @@ def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[in
             wait.watched = _epoll_targets(pid, wait.fd)
             _resolve_watched_sockets(pid, wait, wanted, sockets)
         return
+
+
+def _poll_array(pid: int, wait: Wait, spec: dict) -> Optional[bytes]:
+    """The pollfd array of a thread's poll(), as that call sees it. A loop that polls with a timeout
+    (multiprocessing's connection.wait, every 5 s under DataLoader's get) frees its array when each
+    call returns, and the next call often gets the same address: memory read in between is some
+    other data. An array counts when every descriptor in it is open in the process, and two reads
+    of it, with the call's line read again between them, agree; else it is read afresh (3 tries)."""
+    for _ in range(3):
+        fds, nfds = wait.args[spec.get("fds", 0)], min(wait.args[spec.get("nfds", 1)], MAX_POLL_FDS)
+        data = read_memory(pid, fds, 8 * nfds) or b""
+        try:
+            number, now = parse_syscall(_read_text(f"/proc/{pid}/task/{wait.tid}/syscall", 512).strip())
+        except OSError:
+            return data  # the thread could not be read again: as read
+        if number is None or syscall_table()[0].get(number) not in (wait.syscall, "restart_syscall"):
+            return None  # it left poll() for something else
+        if now[:2] == wait.args[:2] and read_memory(pid, fds, 8 * nfds) == data and _all_open(pid, data):
+            return data
+        wait.args = now
+    return None
+
+
+# poll(2)'s event bits (POLLIN 0x1 ... POLLMSG 0x400, POLLRDHUP 0x2000): a pollfd asks for some of them
+POLL_EVENTS = 0x27FF
+
+
+def _all_open(pid: int, data: bytes) -> bool:
+    """Every entry of a pollfd array is one: an open descriptor of the process (or a negative one,
+    which poll skips) asking for known events."""
+    entries = [struct.unpack_from("ihh", data, i * 8) for i in range(len(data) // 8)]
+    return all(
+        fd < 0 or (events & 0xFFFF and not events & ~POLL_EVENTS & 0xFFFF and fd_target(pid, fd) is not None)
+        for fd, events, _ in entries
+    )
 
 
 def _resolve_socket(pid: int, obj: dict, tid: int, wanted: Dict[str, list], sockets: Dict) -> None:

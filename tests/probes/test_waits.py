@@ -4,10 +4,13 @@ architecture (the numbers come from skills/data/syscalls.yaml)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
-from debug_stuck.probes.collectors.waits import syscall_table, wait_from_syscall
+from debug_stuck.probes.collectors.waits import read_syscalls, resolve_waits, syscall_table, wait_from_syscall
 
 
 def number_of(name: str) -> int:
@@ -126,3 +129,42 @@ def test_a_connection_receiving_between_two_readings_is_told_from_one_that_stopp
     count.write_text("0")  # only a connection silent for over a second: no second reading, no gap
     assert waits.tcp_receiving([stopped], gap=60) == {stopped: (4000, 0, 0)}
     assert count.read_text().strip() == "1"
+
+
+POLL_LOOP = """
+import os, select
+r, w = os.pipe()
+print(r, flush=True)
+while True:
+    p = select.poll()
+    p.register(r, select.POLLIN)
+    p.poll(3)
+    del p  # its pollfd array is freed here; the objects made next take its memory
+    junk = [object() for _ in range(200)]
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_poll_loop_that_frees_its_array_between_calls_never_shows_other_data_as_descriptors(session_job):
+    """multiprocessing's connection.wait (DataLoader's get every 5 s) makes a new poll array for
+    each call: read after the call returned, its memory holds other objects (an object's refcount
+    read as fd 1, or a pointer's bits as fd 1798594832). What is shown is the array of a call that
+    still sits in poll(), or "returned before ... could be read", never another object."""
+    proc = session_job([sys.executable, "-I", "-c", POLL_LOOP], stdout=subprocess.PIPE, text=True)
+    fd = int(proc.stdout.readline())
+    seen = {"right": 0, "gone": 0, "wrong": []}
+    for _ in range(100):
+        waits = read_syscalls(proc.pid)
+        wait = waits[proc.pid]
+        if wait.op != "poll":
+            continue
+        time.sleep(0.01)  # the call it was in has returned by now, most often
+        resolve_waits({proc.pid: waits})
+        if wait.error and "returned before the descriptors it watched could be read" in wait.error:
+            seen["gone"] += 1
+        elif [w["fd"] for w in wait.watched] == [fd]:
+            seen["right"] += 1
+        else:
+            seen["wrong"].append(([w["fd"] for w in wait.watched], wait.error))
+    assert seen["wrong"] == [] and seen["right"] > 0, seen
