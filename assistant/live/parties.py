@@ -159,7 +159,9 @@ def busy_worker(job: JobView, pid: int) -> Optional[int]:
             continue
         py = python_frames(thread.frames)
         idle = idle_for_work(thread) is not None  # its index queue's get, under selectors and connection frames
-        if py and not idle and not IDLE_QUEUE.search(py[0].file) and py[0].bare_name not in IDLE_CALLS:
+        # a queue's get by its name, in a library: the job's own `get` (a cache's) is its own work
+        idle_call = py and py[0].bare_name in IDLE_CALLS and own_frame_index(py) != 0
+        if py and not idle and not IDLE_QUEUE.search(py[0].file) and not idle_call:
             return worker.pid
     return None
 

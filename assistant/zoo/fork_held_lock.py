@@ -1,9 +1,10 @@
 """Hang: children forked while another thread of the parent held a lock they then take.
 
-``python fork_held_lock.py {dataloader|pool}``. A background thread (``cache-refresh``) takes a
+``python fork_held_lock.py {dataloader|dataloader_get|pool}``. A background thread (``cache-refresh``) takes a
 ``threading.Lock`` now and then to refresh a cache. The main thread forks children while the
 thread holds it: torch DataLoader workers (``dataloader``, the default start method on Linux) or a
-``multiprocessing`` fork Pool (``pool``). Each child's ``work`` takes the same lock. fork copies
+``multiprocessing`` fork Pool (``pool``). Each child's ``work`` takes the same lock
+(``dataloader_get``: a feature cache's own ``get`` method does, a name queues use too). fork copies
 the lock held and only the forking thread, so in every child the lock has no holder and ``work``
 waits for ever; the parent waits for batches (or for ``Pool.map``'s results).
 
@@ -43,6 +44,12 @@ def work(index: int) -> float:
         return float(index)
 
 
+class FeatureCache:
+    def get(self, index: int) -> float:
+        with CACHE_LOCK:
+            return float(index)
+
+
 def _children_wait() -> bool:
     import psutil
 
@@ -57,7 +64,7 @@ def _children() -> dict:
     return {"children": sorted(c.pid for c in psutil.Process().children())}
 
 
-def dataloader() -> None:
+def dataloader(read=work) -> None:
     import torch
     from torch.utils.data import DataLoader, Dataset
 
@@ -66,7 +73,7 @@ def dataloader() -> None:
             return 1000
 
         def __getitem__(self, index: int):
-            return torch.tensor([work(index)])
+            return torch.tensor([read(index)])
 
     loader = iter(DataLoader(Shards(), batch_size=4, num_workers=WORKERS, multiprocessing_context="fork"))
     FORKED.set()
@@ -85,5 +92,6 @@ def pool() -> None:
 if __name__ == "__main__":
     threading.Thread(target=refresh_cache, name="cache-refresh", daemon=True).start()
     HELD.wait()
-    {"dataloader": dataloader, "pool": pool}[sys.argv[1] if len(sys.argv) > 1 else "dataloader"]()
+    scenarios = {"dataloader": dataloader, "dataloader_get": lambda: dataloader(FeatureCache().get), "pool": pool}
+    scenarios[sys.argv[1] if len(sys.argv) > 1 else "dataloader"]()
     _common.sleep_forever()

@@ -664,11 +664,12 @@ def test_a_futex_wait_in_a_c10d_recv_says_what_it_waits_for():
     assert _sync_wait(frames) == ("an Event nobody sets", "prefetch (data.py:40)")
 
 
-@pytest.mark.parametrize("children", ["pool", "dataloader"])
+@pytest.mark.parametrize("children", ["pool", "dataloader", "dataloader_get"])
 def test_children_forked_while_a_thread_held_their_lock_end_at_the_fork(knowledge, zoo, children):  # noqa: F811
     """fork copies a lock held by another thread of the parent, not the thread: in the child nothing
-    will release it. The chain ends there, the culprit is the child, the fix starts it with spawn."""
-    if children == "dataloader":
+    will release it. The chain ends there, the culprit is the child, the fix starts it with spawn.
+    dataloader_get: the worker waits in a `get` of the job's own (a cache's), not a queue's."""
+    if children.startswith("dataloader"):
         pytest.importorskip("torch")
     job = zoo("fork_held_lock", args=[children])
     report = diagnose(knowledge, job.proc.pid)
