@@ -546,15 +546,9 @@ def _source_line(frame: dict, pid) -> Optional[str]:
 
 
 def _source(path: Optional[str], pid) -> Optional[str]:
-    if not path or not os.path.isabs(path):
-        return None
-    from debug_stuck.recovery.reading import read_source, seen_from
+    from debug_stuck.live.selflock import source_of
 
-    try:
-        with seen_from(int(pid)):
-            return read_source(path) or None
-    except (TypeError, ValueError):
-        return read_source(path) or None
+    return source_of(path, pid)
 
 
 SYNC_FEEDS = {
@@ -673,55 +667,18 @@ def _party_of(frame: dict) -> dict:
     return {"file": frame.get("path") or frame.get("file"), "line": frame.get("line")}
 
 
+def _locks_at(party: dict, pid):
+    from debug_stuck.live.selflock import locks_at
+
+    return locks_at(_source(party.get("file"), pid), party.get("line"))
+
+
 def _frame_text(frame: dict) -> str:
     return f"{_bare(frame)} ({os.path.basename(str(frame.get('path') or frame.get('file')))}:{frame.get('line')})"
 
 
 def _code(text: str) -> str:
     return f"`{text}`"
-
-
-def _locks_at(party: dict, pid):
-    """([locks held, outermost first], the lock waited for) at the thread's line: the `with`
-    statements (and .acquire() calls) of its function that enclose the line, read from source."""
-    text = _source(party.get("file"), pid)
-    line = party.get("line")
-    if not text or not isinstance(line, int):
-        return [], None
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return [], None
-    function = _enclosing_function(tree, line)
-    if function is None:
-        return [], None
-    held: List[str] = []
-    wanted = None
-    for node in ast.walk(function):
-        if isinstance(node, (ast.With, ast.AsyncWith)):
-            names = [ast.unparse(item.context_expr) for item in node.items]
-            if node.lineno == line:
-                wanted = names[-1]
-                held += names[:-1]
-            elif node.lineno < line <= (node.end_lineno or node.lineno):
-                held += names
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "acquire":
-            name = ast.unparse(node.func.value)
-            if node.lineno == line:
-                wanted = name
-            elif node.lineno < line:
-                held.append(name)
-    return list(dict.fromkeys(held)), wanted
-
-
-def _enclosing_function(tree: ast.AST, line: int):
-    best = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if node.lineno <= line <= (node.end_lineno or node.lineno):
-                if best is None or node.lineno > best.lineno:
-                    best = node
-    return best
 
 
 # -- a collective mismatch ---------------------------------------------------------------------------

@@ -57,6 +57,7 @@ from debug_stuck.live.parties import (
 )
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
+from debug_stuck.live.selflock import self_held_wait
 from debug_stuck.live.syncwaits import barrier_short, permits_leaked, task_done_missing
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
@@ -414,6 +415,9 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         hop.kind = "futex"
         what, where = _sync_wait(hop.frames)
         hop.detail = f"waits for {what}" + (f" at {where}" if where else "")
+        held = self_held_wait(hop.pid, hop.frames, where)
+        if held is not None:
+            hop.facts["end"], hop.detail = "self-held", held
         return
     if op in ("poll", "select", "epoll"):
         hop.kind = "poll"

@@ -835,3 +835,19 @@ def test_dataloader_workers_waiting_on_the_jobs_own_server_are_the_culprit_not_t
     assert culprit["role"] == "dataloader-worker" and culprit["pid"] in workers, culprit
     end = report.chain[-1]["waits_on"]
     assert end["kind"] == "socket" and end["object"] == f"127.0.0.1:{job.info['port']}", end
+
+
+def test_a_signal_handler_taking_the_lock_its_interrupted_step_holds_is_a_self_deadlock(knowledge, zoo):  # noqa: F811
+    """A SIGUSR1 handler (a preemption save) runs inside the step that holds `state_lock` and asks for
+    it again: the chain ends at the lock the thread holds itself; not a slow save to storage."""
+    job = zoo("signal_self_lock")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "self-held", report.chain
+    assert re.search(
+        r"for `state_lock`, which it took itself at main \(\S*signal_self_lock\.py:\d+\)", end["detail"]
+    ), end
+    fix = first_fix(report)
+    assert fix.title.endswith("waits for `state_lock`, which it already holds: a Lock is not re-entrant"), fix.title
+    assert "checkpoint-save" not in [d.cause for d in report.diagnoses[:1]]

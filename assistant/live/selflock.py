@@ -1,0 +1,97 @@
+"""A thread that waits for a lock its own outer frame holds: the `with` (or `.acquire()`) at its
+innermost line of the job's own code asks for a lock that a `with` enclosing the call in an outer
+frame of the same file took. Read from the job's source (as the job sees it), never run. A
+threading.Lock blocks even the thread that holds it (Python docs, threading.Lock), so such a wait
+ends never, whatever else the thread was doing: a helper calling back into locked code, or a
+signal handler (run between two bytecodes of the interrupted frame) taking the lock that frame holds."""
+
+from __future__ import annotations
+
+import ast
+import os
+from typing import List, Optional, Tuple
+
+from debug_stuck.live.loops import is_library, job_roots
+
+
+def source_of(path: Optional[str], pid) -> Optional[str]:
+    """The text of a source file as the job `pid` sees it (its mount namespace), or None."""
+    if not path or not os.path.isabs(path):
+        return None
+    from debug_stuck.recovery.reading import read_source, seen_from
+
+    try:
+        with seen_from(int(pid)):
+            return read_source(path) or None
+    except (TypeError, ValueError):
+        return read_source(path) or None
+
+
+def locks_at(text: Optional[str], line) -> Tuple[List[str], Optional[str]]:
+    """([locks held, outermost first], the lock waited for) at a line: the `with` statements (and
+    .acquire() calls) of its function, or of the module's own code, that enclose the line."""
+    if not text or not isinstance(line, int):
+        return [], None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return [], None
+    scope = _enclosing_function(tree, line) or tree  # a loop at module level holds its locks too
+    held: List[str] = []
+    wanted = None
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            names = [ast.unparse(item.context_expr) for item in node.items]
+            if node.lineno == line:
+                wanted = names[-1]
+                held += names[:-1]
+            elif node.lineno < line <= (node.end_lineno or node.lineno):
+                held += names
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "acquire":
+            name = ast.unparse(node.func.value)
+            if node.lineno == line:
+                wanted = name
+            elif node.lineno < line:
+                held.append(name)
+    return list(dict.fromkeys(held)), wanted
+
+
+def _enclosing_function(tree: ast.AST, line: int):
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.lineno <= line <= (node.end_lineno or node.lineno):
+                if best is None or node.lineno > best.lineno:
+                    best = node
+    return best
+
+
+def self_held_lock(pid: int, frames) -> Optional[Tuple[str, object, object]]:
+    """(the lock's expression, the outer frame that holds it, the inner frame that asks for it) for
+    a thread (frames innermost first) that waits for a lock it holds itself; else None."""
+    roots = job_roots([frames])
+    own = [f for f in frames if not f.native and (f.path or f.file or "").endswith(".py") and not is_library(f, roots)]
+    if len(own) < 2:
+        return None
+    path = own[0].path or own[0].file
+    text = source_of(path, pid)
+    _, wanted = locks_at(text, own[0].line)
+    if not wanted:
+        return None
+    for outer in own[1:]:
+        if (outer.path or outer.file) != path:
+            continue  # the same name in another module is another object
+        held, _ = locks_at(text, outer.line)
+        if wanted in held:
+            return wanted, outer, own[0]
+    return None
+
+
+def self_held_wait(pid: int, frames, where: Optional[str]) -> Optional[str]:
+    """The wait's words when the thread waits for a lock it holds itself, else None."""
+    held = self_held_lock(pid, frames)
+    if held is None:
+        return None
+    lock, outer, _ = held
+    took = f"{outer.function} ({outer.file}:{outer.line})"
+    return f"waits at {where} for `{lock}`, which it took itself at {took} and still holds"
