@@ -62,6 +62,7 @@ VALUES = {
     "thread_site": "where that thread's own code waits (uploader (train.py:12))",
     "fork_parent": "the process that forked the waiting one (multiprocessing's fork start method)",
     "signal_wait": "set when the wait is for a Condition's notify or an Event's set(), which a wait begun later misses",
+    "thread_barrier": "set when the wait is at a threading.Barrier: a party died, or it counts more than start",
     "gil_lib": "the shared library whose function a thread called through ctypes and blocks in, holding the GIL",
 }
 
@@ -570,6 +571,8 @@ def _sync(values: Dict[str, str], end: dict, reader: _Reader) -> None:
     values["feed_what"] = SYNC_FEEDS.get(what, "provide it")
     if what in ("a condition to be notified", "an Event nobody sets"):
         values["signal_wait"] = "yes"  # a notify or set() made before the wait began is lost for it
+    if what == "a threading barrier":
+        values["thread_barrier"] = "yes"  # a party that died, or one that was never started
     if found.group(2) and "at_site" not in values:
         values["at_site"] = f" at {found.group(2)}"
     if found.group(2):

@@ -58,7 +58,14 @@ from debug_stuck.live.parties import (
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.selflock import self_held_wait
-from debug_stuck.live.syncwaits import barrier_short, permits_leaked, task_done_missing
+from debug_stuck.live.syncwaits import (
+    barrier_feeders,
+    barrier_short,
+    none_left_to_release,
+    none_left_words,
+    permits_leaked,
+    task_done_missing,
+)
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP
@@ -701,15 +708,14 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
                 hop.facts.update(end="fork-pool", forked_by=str(parent))
             return None
         others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
-        if "end" not in hop.facts and _none_left_to_release(thread, others):
+        feeders = barrier_feeders(thread, others) if "end" not in hop.facts else []
+        if feeders:
+            names = " and ".join(repr(t.name) for t in feeders)
+            hop.detail += f", which threads {names} would put once past the threading barrier they wait at"
+            return hop.pid, feeders[0].tid
+        if "end" not in hop.facts and none_left_to_release(thread, others):
             what, where = _sync_wait(hop.frames)
-            hop.detail = f"waits for {what}" + (f" at {where}" if where else "") + ", and no other thread is left "
-            hop.detail += (
-                "in the process to provide it: the thread that would have has ended"
-                if not others
-                else f"to provide it (the process's {len(others) + 1} threads all wait on threading primitives): "
-                "the thread that would have has ended"
-            )
+            hop.detail = f"waits for {what}" + (f" at {where}" if where else "") + none_left_words(thread, others)
             hop.facts["end"] = "no-thread"
     return None
 
@@ -721,20 +727,6 @@ def _party(thread) -> dict:
     if caller is not None:
         out.update(function=caller.bare_name, file=caller.path or caller.file, line=caller.line, where=caller.text())
     return out
-
-
-def _none_left_to_release(thread, others) -> bool:
-    """The thread waits on a threading or queue primitive (Condition, Event, Barrier, Queue,
-    Semaphore: in CPython's source only another thread of the same process releases them), and it
-    is the only Python thread left; or it waits at a threading.Barrier and every other Python
-    thread of the process waits on such a primitive too: a party never arrives. (An Event or a
-    future with every thread waiting may still be one nobody was ever going to set: no claim.)
-    `others`: the process's other threads with Python frames."""
-    if not in_thread_sync(thread):
-        return False
-    if not others:
-        return True
-    return _sync_wait(thread.frames)[0] == "a threading barrier" and all(in_thread_sync(t) for t in others)
 
 
 def _waits_on_process_pool(job: JobView, hop: Hop, files: str) -> bool:

@@ -14,6 +14,7 @@ from debug_stuck.live.parties import (
     THREADING_FILE,
     JobView,
     idle_for_work,
+    in_thread_sync,
     primitive_of,
     python_frames,
 )
@@ -127,3 +128,45 @@ def barrier_short(job: JobView, hop, thread) -> bool:
     hop.facts["end"] = "barrier-short"
     hop.facts["parties_arrived"] = str(len(waiting))
     return True
+
+
+def at_thread_barrier(thread) -> bool:
+    return primitive_of(thread.frames) == "Barrier" and not any(
+        MP_SYNC_FILE.search(f.file or "") for f in python_frames(thread.frames)
+    )
+
+
+def barrier_feeders(thread, others) -> list:
+    """The threads a queue's get waits on when every other Python thread of the process waits at a
+    threading.Barrier: they would put the items once the barrier opens (CPython 3.11.7
+    Lib/threading.py: Barrier.wait returns when `parties` threads have called it), so the chain goes
+    on to them."""
+    if idle_for_work(thread) is None and primitive_of(thread.frames) != "Queue":
+        return []
+    if not others or not all(at_thread_barrier(t) for t in others):
+        return []
+    return list(others)
+
+
+def none_left_to_release(thread, others) -> bool:
+    """The thread waits on a threading or queue primitive (Condition, Event, Barrier, Queue,
+    Semaphore: in CPython's source only another thread of the same process releases them), and it
+    is the only Python thread left; or it waits at a threading.Barrier and every other Python
+    thread of the process waits on such a primitive too: a party never arrives. (An Event or a
+    future with every thread waiting may still be one nobody was ever going to set: no claim.)
+    `others`: the process's other threads with Python frames."""
+    if not in_thread_sync(thread):
+        return False
+    if not others:
+        return True
+    return at_thread_barrier(thread) and all(in_thread_sync(t) for t in others)
+
+
+def none_left_words(thread, others) -> str:
+    """How a wait that no thread is left to end says so (none_left_to_release held)."""
+    if not others:
+        return ", and no other thread is left in the process to provide it: the thread that would have has ended"
+    everyone = f"(the process's {len(others) + 1} threads all wait on threading primitives)"
+    if at_thread_barrier(thread):
+        return f", and no other thread is left to arrive {everyone}: it waits for a party that is not there"
+    return f", and no other thread is left to provide it {everyone}: the thread that would have has ended"

@@ -184,6 +184,28 @@ def test_a_queue_fed_by_a_process_follows_to_that_process_and_no_dataloader_is_n
     assert report.verdict.cause == "io-stall" and "DataLoader" not in report.verdict.summary, top(report)
 
 
+def test_a_queue_fed_by_threads_at_a_barrier_sized_for_more_goes_on_to_them(knowledge, zoo):  # noqa: F811
+    """The trainer waits in Queue.get; the producers wait at a threading.Barrier made for three sources,
+    one disabled: the chain goes from the get to a producer and ends there (no party left to arrive),
+    and the fix sizes the barrier from the threads started (not a lock order)."""
+    from debug_stuck.advice import advise
+
+    job = zoo("thread_barrier_short")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    first, last = report.chain[0], report.chain[-1]
+    assert (
+        "which threads 'prefetch-web' and 'prefetch-books' would put once past the threading barrier"
+        in (first["waits_on"]["detail"])
+        or "which threads 'prefetch-books' and 'prefetch-web' would put" in first["waits_on"]["detail"]
+    ), first
+    assert last["thread"]["name"].startswith("prefetch-") and last["waits_on"].get("end") == "no-thread", last
+    assert "no other thread is left to arrive" in last["waits_on"]["detail"], last
+    fix = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    assert fix.title.startswith("No thread is left to reach the barrier"), fix.title
+    assert any("threading.Barrier(len(sources))" in c for c in fix.commands), fix.commands
+
+
 def test_threads_left_at_a_barrier_whose_party_died_are_not_a_lock_order_deadlock(knowledge, zoo):  # noqa: F811
     """Every thread of the process waits on a threading primitive: none is left to release them."""
     from debug_stuck.advice import advise
@@ -195,7 +217,9 @@ def test_threads_left_at_a_barrier_whose_party_died_are_not_a_lock_order_deadloc
     assert re.match(r"waits for thread 'shard-[01]' \(and 1 more that waits alike\) to finish", first["detail"]), first
     assert last.get("end") == "no-thread" and "a threading barrier at shard" in last["detail"], last
     fix = advise(report, load_knowledge()).diagnoses[0].fixes[0]
-    assert fix.title == "The thread that should reach the barrier has died; make its errors reach the main thread"
+    assert (
+        fix.title == "No thread is left to reach the barrier: one died, or the Barrier counts more parties than start"
+    )
     assert any("Exception in thread" in c for c in fix.commands), fix.commands
 
 
