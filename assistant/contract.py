@@ -110,7 +110,9 @@ FIX_CONTEXT = {
     # live stacks or in a dump pasted in its log; stacks read and none in pdb: the fix is left out
     "stopped_in": ("debugger",),
     # the descriptor a write is blocked on: stdout or stderr (std), or a pipe or FIFO of the job's own
-    "stream": ("std", "other"),
+    # (other); captured: stdout or stderr that a process of the job reads after it waits for the writer
+    # (subprocess.PIPE then wait())
+    "stream": ("std", "other", "captured"),
 }
 
 # Every report file the tool writes (session save, stop, watch incidents) is named

@@ -16,6 +16,7 @@ FRAMEWORK_NAMES = {
     "stopped": "a stopped reader",
     "running": "a reader that runs",
     "std": "a write to stdout or stderr",
+    "captured": "output its own parent captures (subprocess.PIPE)",
     "debugger": "a process stopped in the debugger (pdb)",
     "elsewhere": "no stack in the debugger",
 }

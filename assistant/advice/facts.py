@@ -121,6 +121,8 @@ def gather_facts(report) -> JobFacts:
         if blocked_fd is not None:
             facts.context["stream"] = "std" if blocked_fd in (1, 2) else "other"
     reader = _pipe_reader(report.chain, by_pid)
+    if facts.context.get("stream") == "std" and reader is not None and _waits_for_writer(report.chain, reader, writer):
+        facts.context["stream"] = "captured"  # subprocess.PIPE: the job's own process reads it, after a wait
     if reader is not None:
         values["reader_pid"] = str(reader["pid"])
         if reader.get("state"):
@@ -289,6 +291,14 @@ def _raw_wait(hop: dict, by_pid: Dict[int, dict]) -> dict:
     """The wait of a hop's thread as the report's processes hold it ({} when it was not read)."""
     tid = (hop.get("thread") or {}).get("tid") or hop.get("pid")
     return ((by_pid.get(hop.get("pid")) or {}).get("waits") or {}).get(str(tid)) or {}
+
+
+def _waits_for_writer(chain, reader: dict, writer: Optional[dict]) -> bool:
+    """The pipe's reader is a process of the chain that waits, before the writer's hop: a parent that
+    captured its child's output and waits for it (Popen(stdout=PIPE) then wait())."""
+    pids = [hop.get("pid") for hop in chain or []]
+    at = pids.index(writer["pid"]) if writer is not None and writer.get("pid") in pids else len(pids)
+    return reader.get("pid") in pids[:at]
 
 
 def _pipe_reader(chain, by_pid: Dict[int, dict]) -> Optional[dict]:

@@ -35,6 +35,7 @@ VALUES = {
     "first_waiter": '", and rank 0 (pid 41) waits for it": the first waiter, when it is another process',
     "prev_who": "the hop before the end",
     "prev_pid": "its PID",
+    "prev_argv": "the command line of the hop before the end, as a Python list (a child its parent waits for)",
     "remote": "the address at the other end of a connection",
     "remote_host": "its host",
     "remote_port": "its port",
@@ -219,6 +220,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     if prev is not None:
         values["prev_pid"] = str(prev.get("pid"))
         values["prev_who"] = prev.get("who") or f"pid {prev.get('pid')}"
+        values["prev_argv"] = _argv_literal((reader.processes.get(prev.get("pid")) or {}).get("cmdline"))
     obj = waits.get("object")
     if obj and str(obj).startswith("/"):
         values["object"] = str(obj)
@@ -664,6 +666,15 @@ def _self_lock(values: Dict[str, str], reader: _Reader, end: dict) -> None:
             values["self_inner"] = _frame_text(own[0])
             values["self_lock_name"] = wanted
             return
+
+
+def _argv_literal(cmdline) -> str:
+    """A process's command line (the report's, shell-quoted and redacted) as a Python list literal."""
+    try:
+        argv = shlex.split(cmdline) if isinstance(cmdline, str) else list(cmdline or [])
+    except ValueError:
+        argv = []
+    return repr(argv) if argv else '["your-command"]'
 
 
 def _party_of(frame: dict) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import signal
 import sys
@@ -404,6 +405,11 @@ def test_a_parent_waiting_before_it_reads_its_childs_output_is_told_to_read_whil
     fix = first_fix(report)
     assert fix.title.startswith(f"Process pid {job.proc.pid} waits for its child {child} before reading"), fix
     assert "communicate(" in fix.commands[-1], fix
+    # the child's own command, not a placeholder; and not "log to a file": the parent captures that output
+    argv = shlex.split(next(p["cmdline"] for p in report.to_dict()["processes"] if p["pid"] == child))
+    assert f"cmd = {argv!r}" in fix.commands[-1], fix.commands
+    left_out = {f["title"]: f["why"] for f in report.diagnoses[0].fixes_left_out}
+    assert "subprocess.PIPE" in left_out.get("Log to a file instead of a pipe", ""), left_out
     # Reading the stacks must not pause the child: a pause cuts its half-done write short, CPython
     # drops the rest, and the job would go on with its output silently truncated.
     with open(f"/proc/{child}/wchan") as wchan:
