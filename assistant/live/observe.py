@@ -101,15 +101,15 @@ def observe(snap: Snapshot, obs: Observations) -> None:
         dump = series.latest() if series is not None else None
         role = fact_role(info, dataloader_job, dump)
         fact = process_fact(info, stack_motion(series), shm_ratio, role) + _waits_for_children(dump, info.pid)
-        obs.add("process", ObservedLine(fact, subject=info.label(), pid=info.pid))
+        obs.add("process", ObservedLine(fact, subject=info.label(role), pid=info.pid))
         for tid, wchan in info.thread_wchans.items():
             if tid != info.pid:
                 line = f"role={role} thread={tid} wchan={wchan}" + _waits_for_children(dump, tid)
-                obs.add("process", ObservedLine(line, subject=info.label(), pid=info.pid))
+                obs.add("process", ObservedLine(line, subject=info.label(role), pid=info.pid))
         if dump is None:
             continue
         for thread in dump.threads:
-            who = f"{info.label()} thread {thread.name!r}"
+            who = f"{info.label(role)} thread {thread.name!r}"
             for frame in thread.frames:
                 obs.add("stack", ObservedLine(frame.text(), subject=who, pid=info.pid))
             if feeder_writing([(f.function, f.file) for f in thread.frames if not f.native]):

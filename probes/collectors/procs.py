@@ -103,8 +103,11 @@ class ProcInfo:
         head = " ".join(self.cmdline[:1]) + " " + self.name
         return "python" in head.lower()
 
-    def label(self) -> str:
-        who = f"rank {self.rank}" if self.role == "rank" and self.rank is not None else self.role
+    def label(self, role: Optional[str] = None) -> str:
+        """"pid 12 (rank 0)"; `role`: the role the evidence reads, where it differs from the tree's (a
+        forked child that runs no DataLoader is a worker-process)."""
+        role = role or self.role
+        who = f"rank {self.rank}" if role == "rank" and self.rank is not None else role
         if self.host is not None:
             who += f", {self.host}"
         return f"pid {self.pid} ({who})"

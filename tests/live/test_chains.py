@@ -322,6 +322,10 @@ def test_a_parent_joining_a_child_before_reading_its_queue_is_a_cycle_with_the_d
     assert [hop["waits_on"]["kind"] for hop in report.chain] == ["child", "thread", "pipe", "cycle"]
     assert report.chain[1]["waits_on"]["end"] == "queue-flush"
     assert report.chain[2]["thread"]["name"] == "QueueFeederThread"
+    # the child is a multiprocessing.Process, no DataLoader's: the evidence names it so
+    subjects = [e.detail for d in report.diagnoses for e in d.evidence if e.source == "stack"]
+    assert not [t for t in subjects if f"pid {child} (dataloader-worker)" in t], subjects
+    assert any(f"pid {child} (worker-process)" in t for t in subjects), subjects
     assert_said_everywhere(
         report,
         f"Deadlock: process pid {job.proc.pid} waits for its child process {child}",
