@@ -38,6 +38,7 @@ def gather(request: DiagnoseRequest) -> Gathered:
     out = Gathered()
     probes = plan_probes(request)  # a probe that may not run is said before anything is collected
     log_paths = [(path, None) for path in request.logs]
+    found: set = set()  # logs the job itself writes (not given with --log)
     if request.many_nodes:
         out.nodes = _collect_nodes(request)
     elif request.live:
@@ -59,7 +60,11 @@ def gather(request: DiagnoseRequest) -> Gathered:
         out.local = True
         out.errors.extend(snap.errors)
         log_paths = [(lg.path, lg.read_path) for lg in snap.logs if lg.text_log]
+        found = {lg.path for lg in snap.logs if lg.role != "log"}
     out.tails = [_read_tail(path, read_path, request.log_bytes) for path, read_path in log_paths]
+    # a file the job writes through its stdout that is not text (a child's `gzip > ckpt.tar.gz`) is
+    # its output, not its log: it counts as progress (it grew), never as a log that could not be read
+    out.tails = [t for t in out.tails if not (t.path in found and t.error and "looks binary" in t.error)]
     if request.torch_evidence or out.local:
         from debug_stuck.live.torch_evidence import gather_torch_evidence
 

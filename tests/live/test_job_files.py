@@ -202,3 +202,32 @@ def test_the_stdout_and_the_log_file_of_one_run_are_not_two_runs_at_the_same_ste
     result = run_subprocess("diagnose", "--pid", proc.pid, "--log", earlier, "--format", "json", "--window", "0.5")
     step = json.loads(result.stdout)["answers"].get("step") or {}
     assert step.get("value") == "same-step", step
+
+
+ARCHIVE = """
+import subprocess, sys
+print("step 60 loss 0.5", flush=True)
+print("ready", file=sys.stderr, flush=True)
+# a checkpoint archived through a child's stdout, as `tar ... | gzip > ckpt.tar.gz` does; it never ends
+GZIP = ("import os, sys, time\\nwhile True:\\n"
+        "    sys.stdout.buffer.write(os.urandom(65536)); sys.stdout.flush(); time.sleep(0.2)")
+subprocess.run([sys.executable, "-I", "-c", GZIP], stdout=open(sys.argv[1], "wb"))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_binary_file_a_child_writes_through_its_stdout_is_progress_not_a_log(tmp_path, session_job):
+    """A checkpoint archive written by a child's stdout (gzip > ckpt.tar.gz) is the job's output: it
+    counts as written (progress), and is never reported as a log that "looks binary"."""
+    script = tmp_path / "job.py"
+    script.write_text(ARCHIVE)
+    archive = tmp_path / "ckpt.tar.gz"
+    with open(tmp_path / "stdout.txt", "w") as out:
+        proc = session_job([sys.executable, "-I", script, archive], stdout=out, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().strip() == "ready"
+    result = run_subprocess("diagnose", "--pid", proc.pid, "--format", "json", "--window", "1.0", timeout=90)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert not [e for e in report["errors"] if "looks binary" in e], report["errors"]
+    assert str(archive) not in [entry["path"] for entry in report["logs"]], report["logs"]
+    assert report["verdict"]["hung"] is not True, report["verdict"]
