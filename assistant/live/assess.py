@@ -181,7 +181,7 @@ def _compiler_at_work(knowledge: Knowledge, snap: Snapshot, chains, progress: Pr
         return progress
     cpu = f", {info.cpu_percent:.0f}% CPU" if info.cpu_percent is not None else ""
     text = (
-        f"{end.who} is {program['what']} that the job started, and it keeps running{cpu}: the job compiles "
+        f"{end.who} is {program['what']} that the job started, and it keeps running{cpu}: the job compiles, "
         "which takes minutes on a cold cache; a compiler that runs is at work, and new compiler processes after "
         f"it (`ps --ppid {hops[0].pid} -o pid,etime,args` again in a minute) mean the compile moves on"
     )

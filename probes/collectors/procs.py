@@ -104,7 +104,7 @@ class ProcInfo:
         return "python" in head.lower()
 
     def label(self, role: Optional[str] = None) -> str:
-        """"pid 12 (rank 0)"; `role`: the role the evidence reads, where it differs from the tree's (a
+        """ "pid 12 (rank 0)"; `role`: the role the evidence reads, where it differs from the tree's (a
         forked child that runs no DataLoader is a worker-process)."""
         role = role or self.role
         who = f"rank {self.rank}" if role == "rank" and self.rank is not None else role
