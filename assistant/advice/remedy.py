@@ -644,6 +644,8 @@ def _lock_cycle(values: Dict[str, str], end: dict) -> None:
 def _self_lock(values: Dict[str, str], reader: _Reader, end: dict) -> None:
     """A thread that waits for a lock its own outer frame holds: the `with` at its innermost own
     line asks for a lock that a `with` enclosing the call in an outer frame of the same file took."""
+    from debug_stuck.live.selflock import lock_held_by_outer
+
     if (end.get("waits_on") or {}).get("kind") != "futex":
         return
     own = [
@@ -651,21 +653,14 @@ def _self_lock(values: Dict[str, str], reader: _Reader, end: dict) -> None:
         for f in reader.python_frames(end)
         if str(f.get("path") or f.get("file") or "").endswith(".py") and not is_library_frame(f, reader.own_roots)
     ]
-    if len(own) < 2:
+    found = lock_held_by_outer(end.get("pid"), [(f.get("path") or f.get("file"), f.get("line")) for f in own])
+    if found is None:
         return
-    _, wanted = _locks_at(_party_of(own[0]), end.get("pid"))
-    if not wanted:
-        return
-    for outer in own[1:]:
-        if (outer.get("path") or outer.get("file")) != (own[0].get("path") or own[0].get("file")):
-            continue  # the same name in another module is another object
-        held, _ = _locks_at(_party_of(outer), end.get("pid"))
-        if wanted in held:
-            values["self_lock"] = _code(wanted)
-            values["self_outer"] = _frame_text(outer)
-            values["self_inner"] = _frame_text(own[0])
-            values["self_lock_name"] = wanted
-            return
+    wanted, index = found
+    values["self_lock"] = _code(wanted)
+    values["self_outer"] = _frame_text(own[index])
+    values["self_inner"] = _frame_text(own[0])
+    values["self_lock_name"] = wanted
 
 
 def _argv_literal(cmdline) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from debug_stuck.live.loops import is_library, job_roots
 
@@ -66,25 +66,33 @@ def _enclosing_function(tree: ast.AST, line: int):
     return best
 
 
+def lock_held_by_outer(pid, own: Sequence[Tuple[Optional[str], object]]) -> Optional[Tuple[str, int]]:
+    """(the lock's expression, the index of the outer frame that holds it) when the innermost of a
+    thread's own frames (`own`: (file, line) of each, innermost first) asks for a lock that an outer
+    frame of the same file holds; else None. The file is read once."""
+    if len(own) < 2:
+        return None
+    path = own[0][0]
+    text = source_of(path, pid)
+    _, wanted = locks_at(text, own[0][1])
+    if not wanted:
+        return None
+    for index, (file, line) in enumerate(own[1:], start=1):
+        if file != path:
+            continue  # the same name in another module is another object
+        held, _ = locks_at(text, line)
+        if wanted in held:
+            return wanted, index
+    return None
+
+
 def self_held_lock(pid: int, frames) -> Optional[Tuple[str, object, object]]:
     """(the lock's expression, the outer frame that holds it, the inner frame that asks for it) for
     a thread (frames innermost first) that waits for a lock it holds itself; else None."""
     roots = job_roots([frames])
     own = [f for f in frames if not f.native and (f.path or f.file or "").endswith(".py") and not is_library(f, roots)]
-    if len(own) < 2:
-        return None
-    path = own[0].path or own[0].file
-    text = source_of(path, pid)
-    _, wanted = locks_at(text, own[0].line)
-    if not wanted:
-        return None
-    for outer in own[1:]:
-        if (outer.path or outer.file) != path:
-            continue  # the same name in another module is another object
-        held, _ = locks_at(text, outer.line)
-        if wanted in held:
-            return wanted, outer, own[0]
-    return None
+    found = lock_held_by_outer(pid, [(f.path or f.file, f.line) for f in own])
+    return (found[0], own[found[1]], own[0]) if found is not None else None
 
 
 def self_held_wait(pid: int, frames, where: Optional[str]) -> Optional[str]:

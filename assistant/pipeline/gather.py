@@ -64,7 +64,7 @@ def gather(request: DiagnoseRequest) -> Gathered:
     out.tails = [_read_tail(path, read_path, request.log_bytes) for path, read_path in log_paths]
     # a file the job writes through its stdout that is not text (a child's `gzip > ckpt.tar.gz`) is
     # its output, not its log: it counts as progress (it grew), never as a log that could not be read
-    out.tails = [t for t in out.tails if not (t.path in found and t.error and "looks binary" in t.error)]
+    out.tails = [t for t in out.tails if not (t.path in found and t.encoding == "binary")]
     if request.torch_evidence or out.local:
         from debug_stuck.live.torch_evidence import gather_torch_evidence
 

@@ -1,4 +1,4 @@
-"""Not hung: a job's first step compiling C++ (no cause; undecided, nobody blamed).
+"""Not hung: a job's first step compiling C++ (progressing, nobody blamed).
 
 ``python compile_cpp.py``. Like Inductor's CPU kernels (torch/_inductor/cpp_builder.py runs the
 compiler with subprocess for each kernel) or a torch.utils.cpp_extension build, the job writes a
@@ -12,7 +12,6 @@ READY (``{"pid", "compiler"}``): once a cc1plus under the job has been running f
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 
@@ -29,32 +28,15 @@ static_assert(spin(2000000000ULL) != 1, "the compile is the work");
 
 def compiler_running() -> int | None:
     """The pid of a cc1plus under this process that has run for a second, or None."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/comm") as f:
-                name = f.read().strip()
-        except OSError:
+            if child.name() == "cc1plus" and sum(child.cpu_times()[:2]) >= 1.0:
+                return child.pid
+        except psutil.Error:
             continue
-        ticks = int(fields[11]) + int(fields[12])  # utime + stime
-        if name == "cc1plus" and ticks >= os.sysconf("SC_CLK_TCK") and _under_us(int(entry)):
-            return int(entry)
     return None
-
-
-def _under_us(pid: int) -> bool:
-    while pid > 1:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            return False
-        if pid == os.getpid():
-            return True
-    return False
 
 
 def main() -> None:
