@@ -113,6 +113,9 @@ FIX_CONTEXT = {
     # (other); captured: stdout or stderr that a process of the job reads after it waits for the writer
     # (subprocess.PIPE then wait())
     "stream": ("std", "other", "captured"),
+    # what the job's wait ends at: threads holding each other's locks, or a lock or condition the
+    # chain could not follow (lock); anywhere else (other): a queue, a join, a fork- or self-held lock
+    "wait": ("lock", "other"),
 }
 
 # Every report file the tool writes (session save, stop, watch incidents) is named

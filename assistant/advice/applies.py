@@ -19,6 +19,8 @@ FRAMEWORK_NAMES = {
     "captured": "output its own parent captures (subprocess.PIPE)",
     "debugger": "a process stopped in the debugger (pdb)",
     "elsewhere": "no stack in the debugger",
+    "lock": "a wait for a lock another thread holds",
+    "other": "a wait that ends elsewhere (see the chain)",
 }
 
 APPLIES, CONDITIONAL, NOT_HERE = "applies", "conditional", "not-here"
@@ -29,6 +31,7 @@ CONDITION_WORDS = {
     "reader": "for {names}",
     "stream": "for {names}",
     "stopped_in": "for {names}",
+    "wait": "for {names}",
 }
 # Fixes about what the job is seen to do: first among the fixes that apply.
 SPECIFIC_KEYS = frozenset({"uses", "stopped_in"})

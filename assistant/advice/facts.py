@@ -127,6 +127,9 @@ def gather_facts(report) -> JobFacts:
         values["reader_pid"] = str(reader["pid"])
         if reader.get("state"):
             facts.context["reader"] = "stopped" if reader["state"] in ("T", "t") else "running"
+    wait = _wait_kind(report.chain)
+    if wait:
+        facts.context["wait"] = wait
     partial = _partial_checkpoint(_blocked_save(report.chain), resume)
     if partial:
         values["partial_checkpoint"] = partial
@@ -153,6 +156,19 @@ def gather_facts(report) -> JobFacts:
     if stopped_in:
         facts.context["stopped_in"] = stopped_in
     return facts
+
+
+def _wait_kind(chain) -> Optional[str]:
+    """ "lock" when the job's wait ends at threads holding each other's locks, or at a lock or
+    condition the chain could not follow further; "other" when it ends anywhere else (a queue, a
+    join, a fork-held or self-held lock: each with a fix of its own); None with no chain."""
+    if not chain:
+        return None
+    if any((hop.get("waits_on") or {}).get("kind") == "lock-cycle" for hop in chain):
+        return "lock"
+    end = chain[-1].get("waits_on") or {}
+    unfollowed = end.get("kind") == "futex" and not end.get("end")
+    return "lock" if unfollowed and "a lock or condition" in (end.get("detail") or "") else "other"
 
 
 def _stopped_in(report, processes) -> Optional[str]:

@@ -90,7 +90,8 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     if recorded is not None:
         return recorded
     if finding.get("kind") == "mismatch" and finding.get("sides"):
-        return _mismatch(table.get("mismatch") or {}, finding, _uneven_inputs(report))
+        entry = table.get("p2p_mismatch" if finding.get("ops") == "p2p" else "mismatch") or {}
+        return _mismatch(entry, finding, _uneven_inputs(report))
     chain = report.chain or []
     if not chain:
         return None
@@ -725,6 +726,7 @@ def _mismatch(entry: dict, finding: dict, uneven: str = "") -> Optional[FixItem]
     )
     fix = _fill(dict(entry, steps=entry.get("steps") or []), values)
     fix.basis = f"{entry.get('id')}: mismatch"
+    fix.covers = tuple(entry.get("covers") or ())
     return fix
 
 

@@ -369,6 +369,16 @@ def cause_phase(knowledge: Knowledge, cause: str, answers) -> str:
     return "unknown" if phase == "startup" and answer is not None and answer.value == "mid-run" else phase
 
 
+def phase_for_new_cause(knowledge: Knowledge, cause: str, answers, current: str) -> str:
+    """The verdict's phase once a later stage names another cause: an answer that set the phase (the
+    tree's verdict_phase) keeps it; else the new cause's own (cause_phase)."""
+    for key, question in knowledge.tree.questions.items():
+        answer = answers.get(key)
+        if answer is not None and answer.value in question.verdict_phase:
+            return current
+    return cause_phase(knowledge, cause, answers)
+
+
 def _verdict(knowledge: Knowledge, answers: Dict[str, Answer], walk: Walk, diagnoses: List[Diagnosis]) -> Verdict:
     verdict = Verdict()
     top = diagnoses[0] if diagnoses else None

@@ -22,14 +22,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import yaml
 
 from debug_stuck.core.calibration import assign_probabilities
-from debug_stuck.core.classify import CAUSE_THRESHOLD, cause_phase
+from debug_stuck.core.classify import CAUSE_THRESHOLD, phase_for_new_cause
 from debug_stuck.core.problems import Problem
 from debug_stuck.yamlio import load_yaml
 
 # The job facts a playbook may name, and what each means (debug_stuck.live.jobfacts computes them).
 JOB_FACTS = {
-    "single-process": "the job is one process, with no sign of other ranks (no WORLD_SIZE above 1, no "
-    "frame of a distributed library)",
+    "single-process": "the job is one training process (with any workers or children it starts), with no sign "
+    "of other ranks (no WORLD_SIZE above 1, no frame of a distributed library)",
     "distributed": "the job runs several ranks (a distributed library's frames, or WORLD_SIZE above 1)",
     "worker-process": "a process of the job is a worker forked or spawned by a trainer",
     "dataloader-frame": "a stack shows torch's DataLoader or a Dataset's __getitem__",
@@ -111,16 +111,7 @@ def drop_contradicted(knowledge, result, facts: Optional[Sequence[str]]) -> List
     if top is None or top.cause != verdict.cause:
         named = top is not None and (top.confidence if top.score is None else top.score) >= CAUSE_THRESHOLD
         verdict.cause = top.cause if named else None
-        if named and not _phase_from_answers(knowledge, result.answers):
-            verdict.phase = cause_phase(knowledge, top.cause, result.answers)
+        if named:
+            verdict.phase = phase_for_new_cause(knowledge, top.cause, result.answers, verdict.phase)
     verdict.confidence = top.confidence if top is not None else 0.0
     return notes
-
-
-def _phase_from_answers(knowledge, answers) -> bool:
-    """An answer set the verdict's phase (the tree's verdict_phase): the new cause does not move it."""
-    for key, question in knowledge.tree.questions.items():
-        answer = answers.get(key)
-        if answer is not None and answer.value in question.verdict_phase:
-            return True
-    return False

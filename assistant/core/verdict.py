@@ -63,6 +63,12 @@ def _most_likely(verdict, top) -> str:
 def _core(verdict, top, audience: str) -> List[str]:
     finding = verdict.finding or {}
     kind, text = finding.get("kind"), finding.get("text")
+    if kind == "mismatch" and finding.get("ops") == "p2p" and top is not None:
+        return [
+            f"Point-to-point deadlock: {text}: {finding.get('why')} (a send skipped or added on one side: a condition "
+            "on the step or the rank that differs between the sides, or a tag, src or dst that does not match).",
+            _most_likely(verdict, top) and f"Most likely: a send or recv that no peer pairs ({top.confidence:.0%}).",
+        ]
     if kind == "mismatch" and top is not None:
         return [
             f"Collective mismatch: {text}; each side waits for the other for ever (uneven data across ranks, "

@@ -13,7 +13,14 @@ from typing import List, Optional, Sequence, Set
 
 from debug_stuck.core.answers import Answer
 from debug_stuck.core.calibration import assign_probabilities
-from debug_stuck.core.classify import CAUSE_THRESHOLD, Observations, ObservedLine, cause_phase, classify, noisy_or
+from debug_stuck.core.classify import (
+    CAUSE_THRESHOLD,
+    Observations,
+    ObservedLine,
+    classify,
+    noisy_or,
+    phase_for_new_cause,
+)
 from debug_stuck.core.contradictions import contradicted
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import innermost_wait
@@ -27,12 +34,13 @@ from debug_stuck.live.culprit import (
     Mismatch,
     find_culprit,
     find_mismatch,
+    find_p2p_deadlock,
     stuck_rank,
     waits_in_collective,
 )
 from debug_stuck.live.helpers import busy_helpers, computes_in_library
 from debug_stuck.live.jobfacts import in_library_retry_loop, runs_dataloader
-from debug_stuck.live.observe import StackGroup, describe_ranks, fact_role, group_ranks, stack_motion
+from debug_stuck.live.observe import StackGroup, describe_ranks, fact_role, group_ranks, rank_alone, stack_motion
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
 from debug_stuck.live.wakes import WATCH_MAX_SECONDS
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
@@ -197,6 +205,10 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     culprit = find_culprit(knowledge, groups)
     phase_at = lambda pid: stack_phase_frame(snap, knowledge, pid)  # noqa: E731
     mismatch = find_mismatch(knowledge, groups, phase_at) if culprit is None else None
+    if culprit is None and mismatch is None:
+        sizes = [p.world_size for p in snap.processes if p.role == "rank" and p.world_size]
+        alone = lambda pid: rank_alone(snap, pid)  # noqa: E731
+        mismatch = find_p2p_deadlock(knowledge, groups, alone, max(sizes) if sizes else None)
     waiting = [pid for g in groups if waits_in_collective(knowledge, g) for pid in g.pids]
     _offer_stack_event(knowledge, snap, groups, obs)
     progress = judge_progress(
@@ -318,7 +330,7 @@ def apply_culprit(report: Report, knowledge: Knowledge, culprit: Culprit, own: O
     report.culprit["cause"] = primary.cause
     verdict.cause = primary.cause
     verdict.confidence = primary.confidence
-    verdict.phase = cause_phase(knowledge, primary.cause, _answers(report))
+    verdict.phase = phase_for_new_cause(knowledge, primary.cause, _answers(report), verdict.phase)
     who = describe_ranks(culprit.group)
     who = who[:-1] + f", pid {culprit.pid})" if who.endswith(")") else f"{who} (pid {culprit.pid})"
     verdict.finding = {"kind": "culprit", "text": who[:1].upper() + who[1:]}
@@ -330,6 +342,8 @@ def apply_mismatch(report: Report, knowledge: Knowledge, mismatch: Mismatch) -> 
     verdict = report.verdict
     report.culprit = None
     detail = f"the ranks are in different collectives: {mismatch.describe()} (each side waits for the other)"
+    if mismatch.ops == "p2p":
+        detail = f"every rank waits in a point-to-point call: {mismatch.describe()}; {mismatch.why()}"
     if mismatch.odd is not None:
         report.culprit = dict(mismatch.odd.to_dict(), cause=WAITING_CAUSE)
         detail += f"; {mismatch.odd.reason}"
@@ -342,9 +356,11 @@ def apply_mismatch(report: Report, knowledge: Knowledge, mismatch: Mismatch) -> 
     report.diagnoses = [top] + [d for d in report.diagnoses if d is not top]
     assign_probabilities(knowledge, report.diagnoses)
     verdict.cause, verdict.confidence = top.cause, top.confidence
-    verdict.phase = cause_phase(knowledge, top.cause, _answers(report))
+    verdict.phase = phase_for_new_cause(knowledge, top.cause, _answers(report), verdict.phase)
     text = mismatch.describe() + (f" ({mismatch.odd.reason})" if mismatch.odd is not None else "")
     verdict.finding = {"kind": "mismatch", "text": text, "sides": mismatch.sides_dicts()}
+    if mismatch.ops == "p2p":
+        verdict.finding.update(ops="p2p", why=mismatch.why())
     if mismatch.odd is not None:
         verdict.finding["odd"] = mismatch.odd.reason[:1].upper() + mismatch.odd.reason[1:] + "."
 

@@ -410,12 +410,12 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
             # (hipDeviceScheduleAuto): busy, yet waiting for the GPU
             hop.kind = "device"
             runtime = "HIP" if device[1].get("library") == "hip" else "CUDA"
-            hop.detail = f"waits for its GPU in {native[device[0]].function} ({runtime}'s wait spins on a CPU core)"
+            hop.detail = f"waits for its GPU in {native[device[0]].shown_name} ({runtime}'s wait spins on a CPU core)"
             hop.detail += f", at {hop.where}" if hop.where else ""
             return
         hop.kind = "cpu"
         library = library_native_frame(hop.frames)
-        inside = f" inside {library.function} ({library.file})" if library is not None else ""
+        inside = f" inside {library.shown_name} ({library.file})" if library is not None else ""
         hop.detail = f"keeps running{inside}, never waiting" + (f", at {hop.where}" if hop.where else "")
         return
     if op in ("futex",):

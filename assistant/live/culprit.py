@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from debug_stuck.core.facts import parse_frame
 from debug_stuck.core.knowledge import Knowledge
@@ -96,9 +96,20 @@ class Mismatch:
 
     sides: List[Tuple[str, StackGroup]]  # (collective, group)
     odd: Optional[Culprit] = None  # the side the evidence singles out as the extra call, if any
+    ops: str = "collective"  # or "p2p": every rank in a send or recv that no peer pairs
 
     def describe(self) -> str:
+        if self.ops == "p2p":
+            return "; ".join(f"{describe_ranks(g)} in {name} at {_job_site(g) or g.top}" for name, g in self.sides)
         return "; ".join(f"{describe_ranks(g)} in {name}" for name, g in self.sides)
+
+    def why(self) -> str:
+        """Why neither side can go on."""
+        if self.ops != "p2p":
+            return "each side waits for the other for ever"
+        if all(name in P2P_RECV for name, _ in self.sides):
+            return "every rank waits to receive and none sends, so no recv can complete"
+        return "no send meets its recv (a send returns only once its peer posts the matching recv)"
 
     def to_dict(self) -> dict:
         return {"sides": [{"collective": name, "ranks": g.ranks, "pids": g.pids} for name, g in self.sides]}
@@ -128,6 +139,40 @@ def find_mismatch(knowledge: Knowledge, groups: List[StackGroup], phase_at=None)
     mismatch = Mismatch(sides)
     mismatch.odd = _odd_side(sides, phase_at)
     return mismatch
+
+
+# torch.distributed's blocking point-to-point calls (torch 2.13.0 distributed_c10d.py: send() and recv()
+# wait on their Work; send_object_list and recv_object_list call them). Gloo's send waits for the
+# peer's matching recv too (gloo/transport/tcp/pair.cc: a send is written once the peer says its recv
+# is ready), so a rank in either waits for its peer.
+P2P_RECV = ("recv", "recv_object_list")
+P2P_SEND = ("send", "send_object_list")
+
+
+def find_p2p_deadlock(
+    knowledge: Knowledge,
+    groups: List[StackGroup],
+    alone: Callable[[int], Optional[StackGroup]],
+    world_size: Optional[int] = None,
+) -> Optional[Mismatch]:
+    """Every rank of the job waits in a blocking send or recv: none can pair with another. Ranks in
+    one call from different lines of the job share a group, so each is a side of its own (`alone`),
+    with its own call site. Not when ranks are missing from the snapshot (another node's could send)."""
+    if not groups or not all(_waits_in_collective(knowledge, g) for g in groups):
+        return None
+    names = {g.pids[0]: collective_name(knowledge, g) for g in groups}
+    if not all(name in P2P_RECV + P2P_SEND for name in names.values()):
+        return None
+    pids = [(rank, pid) for g in groups for pid, rank in zip(g.pids, g.ranks)]
+    if len(pids) < 2 or (world_size or 0) > len(pids):
+        return None
+    sides = []
+    for _rank, pid in sorted(pids, key=lambda item: (item[0] is None, item[0] or 0, item[1])):
+        group = alone(pid)
+        if group is None or not _waits_in_collective(knowledge, group):
+            return None
+        sides.append((collective_name(knowledge, group) or "a point-to-point call", group))
+    return Mismatch(sides, ops="p2p")
 
 
 def _odd_side(sides: List[Tuple[str, StackGroup]], phase_at) -> Optional[Culprit]:

@@ -138,7 +138,7 @@ def native_call(frames) -> Optional[str]:
     native = [f for f in frames if f.native and not f.function.startswith("0x")]
     if not native:
         return None
-    text = f"{native[0].function} ({_object_name(native[0])})"
+    text = f"{native[0].shown_name} ({_object_name(native[0])})"
     caller = next((f for f in native[1:] if not LIBC.match(_object_name(f))), None)
     if caller is not None:
         name = _object_name(caller)

@@ -112,8 +112,8 @@ def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Sequen
     )
     if distributed:
         facts.add("distributed")
-    elif len(processes) == 1:
-        facts.add("single-process")
+    elif len(processes) == 1 or len(ranks) == 1:
+        facts.add("single-process")  # one training process; the workers and children it starts join no group
     gpus = [snap.gpus for snap in snapshots]
     if gpus and all(g is not None and g.vendor is None and not g.available for g in gpus):
         facts.add("no-gpu")  # no vendor library answered at all (a driver that failed still names its vendor)

@@ -16,7 +16,7 @@ from debug_stuck.probes.collectors.kernel_scope import (  # noqa: F401 (the judg
     scope_of_processes,
 )
 
-MAX_CONTEXT_NOTES = 5
+MAX_CONTEXT_NOTES = 2  # context, not cause: the latest two, the rest counted
 
 
 def scope_of(snap) -> JobScope:
@@ -41,5 +41,7 @@ def context_notes(verdicts: List[KernelVerdict]) -> List[str]:
     notes = [f"kernel log, not counted against this job ({v.why}): {v.line.strip()[:240]}" for v in context]
     if len(notes) > MAX_CONTEXT_NOTES:
         dropped = len(notes) - MAX_CONTEXT_NOTES
-        notes = notes[-MAX_CONTEXT_NOTES:] + [f"kernel log: {dropped} earlier line(s) of that kind left out"]
+        notes = notes[-MAX_CONTEXT_NOTES:] + [
+            f"kernel log: {dropped} earlier line(s) not counted against this job left out"
+        ]
     return notes

@@ -6,7 +6,7 @@ the ranks group by stack (progress is judged in `progress.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional
 
 from debug_stuck.core.answers import Answer
@@ -193,21 +193,31 @@ def group_ranks(snap: Snapshot) -> List[StackGroup]:
     """Group training processes by the Python stack of their main thread."""
     groups: Dict[tuple, StackGroup] = {}
     for info in snap.processes:
-        if info.role != "rank":
+        own = rank_alone(snap, info.pid)
+        if own is None:
             continue
-        series = snap.stacks.get(info.pid)
-        thread = main_thread(series.latest() if series else None, info.pid)
-        if thread is None:
-            continue
-        python_frames = [f for f in thread.frames if not f.native]
-        signature = tuple((f.function, f.file) for f in python_frames[:12])
-        chain = [f.text() if i == 0 else f.text().split(" (", 1)[0] for i, f in enumerate(python_frames[:3])]
-        top = " <- ".join(chain) if chain else "(no Python frame)"
-        group = groups.setdefault(signature, StackGroup(signature, top, [], [], [f.text() for f in thread.frames]))
+        group = groups.setdefault(own.signature, replace(own, pids=[], ranks=[], hosts=[]))
         group.pids.append(info.pid)
         group.ranks.append(info.rank)
         group.hosts.append(info.host)
     return sorted(groups.values(), key=lambda g: (-len(g.pids), g.pids[0]))
+
+
+def rank_alone(snap: Snapshot, pid: int) -> Optional[StackGroup]:
+    """A rank as a group of its own, with its own frames (a group keeps its first member's: ranks
+    waiting in one call from different lines of the job share a group)."""
+    info = snap.process(pid)
+    if info is None or info.role != "rank":
+        return None
+    series = snap.stacks.get(pid)
+    thread = main_thread(series.latest() if series else None, pid)
+    if thread is None:
+        return None
+    python_frames = [f for f in thread.frames if not f.native]
+    signature = tuple((f.function, f.file) for f in python_frames[:12])
+    chain = [f.text() if i == 0 else f.text().split(" (", 1)[0] for i, f in enumerate(python_frames[:3])]
+    top = " <- ".join(chain) if chain else "(no Python frame)"
+    return StackGroup(signature, top, [pid], [info.rank], [f.text() for f in thread.frames], [info.host])
 
 
 def compress_numbers(numbers) -> str:

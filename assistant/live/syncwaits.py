@@ -165,8 +165,14 @@ def none_left_to_release(thread, others) -> bool:
 def none_left_words(thread, others) -> str:
     """How a wait that no thread is left to end says so (none_left_to_release held)."""
     if not others:
-        return ", and no other thread is left in the process to provide it: the thread that would have has ended"
+        return (
+            ", and no other thread is left in the process to provide it: the thread that would have has ended "
+            "(or was never started)"
+        )
     everyone = f"(the process's {len(others) + 1} threads all wait on threading primitives)"
     if at_thread_barrier(thread):
         return f", and no other thread is left to arrive {everyone}: it waits for a party that is not there"
-    return f", and no other thread is left to provide it {everyone}: the thread that would have has ended"
+    return (
+        f", and no other thread is left to provide it {everyone}: the thread that would have has ended "
+        "(or never started)"
+    )

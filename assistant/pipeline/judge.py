@@ -84,6 +84,8 @@ def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) ->
 
         fill_torch_evidence(report, gathered.torch)
     report.notes.extend(ruled_out)
+    if report.verdict.state == "progressing":
+        report.next_questions = []  # when and where it stopped: nothing to ask of a job that moves
     report.verdict.summary = compose(report.verdict, report.diagnoses)
     return report
 

@@ -13,6 +13,11 @@ common launcher, as ``srun`` or ``pdsh`` start them).
 - ``store_key``: at step 3 the ranks share an eval metric through the job's c10d store: rank 0 calls
   ``store.wait(["eval/3/1"])``, but rank 1 sets ``eval/3/rank1`` (renamed on one side only) and goes on
   into the next ``all_reduce``. Rank 0 waits in the store for ever, rank 1 for rank 0.
+- ``p2p_tag``: a two-stage pipeline (rank 0 sends activations, rank 1 sends back gradients) in which
+  rank 1 sends its loss to rank 0 every third step. Rank 0 counts its steps after incrementing,
+  rank 1 before (and skips step 0): at its third step rank 0 waits in ``recv(tag=METRICS)`` for a
+  send rank 1 makes a step later, while rank 1 has gone on into ``recv(tag=ACT)`` for the next
+  activation. Both ranks wait to receive, from different lines, and neither sends.
 
 Both ranks init gloo with a 1 h timeout, so nothing errors during a test. READY
 (``{"pid", "rank0_pid", "rank1_pid", "scenario"}``) is written by rank 1 once rank 0 has announced it
@@ -70,11 +75,50 @@ class ShardDataset:
         return torch.full((4,), float(step + self.rank))
 
 
+TAG_ACT, TAG_GRAD, TAG_METRICS = 0, 1, 3
+
+
+def pipeline(rank: int) -> None:
+    """Two pipeline stages over send/recv; the loss goes to rank 0 every STALL_STEP steps."""
+    stage = torch.nn.Linear(8, 8)
+    global_step = 0
+    step = 0
+    while True:
+        if rank == 0:
+            act = stage(torch.randn(4, 8))
+            dist.send(act.detach(), dst=1, tag=TAG_ACT)
+            grad = torch.empty_like(act)
+            dist.recv(grad, src=1, tag=TAG_GRAD)
+            act.backward(grad)
+            global_step += 1
+            if global_step % STALL_STEP == 0:
+                _common.write_marker("rank0_in_collective", step=STALL_STEP, tid=threading.get_native_id())
+                metrics = torch.empty(2)
+                dist.recv(metrics, src=1, tag=TAG_METRICS)
+                print(f"step {global_step} loss {metrics[0].item():.4f}", flush=True)
+        else:
+            act = torch.empty(4, 8)
+            dist.recv(act, src=0, tag=TAG_ACT)
+            act.requires_grad_(True)
+            loss = stage(act).pow(2).mean()
+            loss.backward()
+            dist.send(act.grad, dst=0, tag=TAG_GRAD)
+            if step % STALL_STEP == 0 and step > 0:
+                dist.send(torch.tensor([loss.item(), 0.01]), dst=0, tag=TAG_METRICS)
+            if step == STALL_STEP - 1:
+                rank0_waits_then_ready(STALL_STEP)
+        print(f"rank {rank} step {step}", flush=True)
+        step += 1
+
+
 def train() -> None:
     scenario = sys.argv[1]
     torch.set_num_threads(1)
     dist.init_process_group("gloo", timeout=timedelta(hours=1))
     rank = dist.get_rank()
+    if scenario == "p2p_tag":
+        pipeline(rank)
+        return
     data = ShardDataset(rank)
     step = 0
     while True:
@@ -101,6 +145,6 @@ def train() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in ("busy", "mismatch", "straggle", "store_key"):
-        sys.exit("usage: gloo_ranks.py {busy,mismatch,straggle,store_key}")
+    if len(sys.argv) != 2 or sys.argv[1] not in ("busy", "mismatch", "straggle", "store_key", "p2p_tag"):
+        sys.exit("usage: gloo_ranks.py {busy,mismatch,straggle,store_key,p2p_tag}")
     train()

@@ -71,10 +71,44 @@ class Frame:
             out["module"] = self.module
         return out
 
+    @property
+    def shown_name(self) -> str:
+        """The name as a report prints it: a mangled Rust symbol that the stack tool could not
+        demangle (hundreds of characters) shortened to the words that say what it is."""
+        return readable_symbol(self.bare_name) if self.native else self.bare_name
+
     def text(self) -> str:
         if self.native or self.line is None:
-            return f"{self.bare_name} ({self.file})"
+            return f"{self.shown_name} ({self.file})"
         return f"{self.bare_name} ({self.file}:{self.line})"
+
+
+MANGLED_MAX = 80
+RUST_IDENT = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z]{4,}")
+
+
+def readable_symbol(name: str) -> str:
+    """A Rust v0 (`_R...`) or legacy (`_ZN...`) symbol left mangled, shortened: its length-prefixed
+    identifiers are read and the last snake_case one kept ("<mangled Rust symbol, 442 characters, in
+    tokenize_with_cache>"); any other name, or a short one, is returned as it is."""
+    if len(name) <= MANGLED_MAX or not name.startswith(("_R", "_ZN")) or "::" in name:
+        return name
+    words, i = [], 0
+    while i < len(name):
+        digits = re.match(r"\d+", name[i:])
+        if digits is None:
+            i += 1
+            continue
+        i += len(digits.group())
+        size = int(digits.group())
+        if i < len(name) and name[i] == "_":
+            i += 1
+        word = name[i : i + size]
+        if size and RUST_IDENT.fullmatch(word):
+            words.append(word)
+            i += size
+    kept = [w for w in words if "_" in w][-1:] or words[-1:]
+    return f"<mangled Rust symbol, {len(name)} characters, in {kept[0]}>" if kept else name[:MANGLED_MAX] + "..."
 
 
 @dataclass

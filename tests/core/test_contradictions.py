@@ -95,3 +95,21 @@ def test_a_log_message_only_several_processes_print_makes_a_lone_process_distrib
     assert job_facts([alone], knowledge.frames) == {"single-process"}
     assert "rendezvous-waiting" in knowledge.distributed_log_facts
     assert job_facts([alone], knowledge.frames, ["rendezvous-waiting"]) == {"distributed"}
+
+
+def test_a_trainer_and_the_child_it_runs_are_one_training_process(knowledge):
+    # the fifth hunt's subprocess_eval_silent: `python train.py` (a rank to the tool) runs
+    # `subprocess.run([python, evaluate.py])` (role other) and waits for it; collective was ranked
+    # second (25%) in a job with nothing to meet. Two ranks are still not one.
+    from debug_stuck.live.collect import Snapshot
+    from debug_stuck.live.jobfacts import job_facts
+    from debug_stuck.probes.collectors.procs import ProcInfo
+
+    trainer = ProcInfo(pid=15171, ppid=1, name="python", cmdline=["python", "train.py"], role="rank")
+    child = ProcInfo(pid=20316, ppid=15171, name="python", cmdline=["python", "evaluate.py", "400000"], role="other")
+    snap = Snapshot(host="h", taken_at=0.0, window=1.0, processes=[trainer, child])
+    assert job_facts([snap], knowledge.frames) == {"single-process"}
+    second = ProcInfo(pid=15172, ppid=1, name="python", cmdline=["python", "train.py"], role="rank")
+    assert "single-process" not in job_facts(
+        [Snapshot(host="h", taken_at=0.0, window=1.0, processes=[trainer, second])]
+    )

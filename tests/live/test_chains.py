@@ -184,6 +184,10 @@ def test_a_queue_fed_by_a_process_follows_to_that_process_and_no_dataloader_is_n
     assert report.verdict.cause == "io-stall" and "DataLoader" not in report.verdict.summary, top(report)
 
 
+LOCK_ORDER = "Take the locks in one fixed order, or use one lock"
+LOCK_ORDER_OUT = "for a wait for a lock another thread holds; this job: a wait that ends elsewhere (see the chain)"
+
+
 def test_a_queue_fed_by_threads_at_a_barrier_sized_for_more_goes_on_to_them(knowledge, zoo):  # noqa: F811
     """The trainer waits in Queue.get; the producers wait at a threading.Barrier made for three sources,
     one disabled: the chain goes from the get to a producer and ends there (no party left to arrive),
@@ -201,9 +205,13 @@ def test_a_queue_fed_by_threads_at_a_barrier_sized_for_more_goes_on_to_them(know
     ), first
     assert last["thread"]["name"].startswith("prefetch-") and last["waits_on"].get("end") == "no-thread", last
     assert "no other thread is left to arrive" in last["waits_on"]["detail"], last
-    fix = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    first = advise(report, load_knowledge()).diagnoses[0]
+    fix = first.fixes[0]
     assert fix.title.startswith("No thread is left to reach the barrier"), fix.title
     assert any("threading.Barrier(len(sources))" in c for c in fix.commands), fix.commands
+    # no lock order to fix: the playbook's lock_a/lock_b template is left out, and says why
+    assert LOCK_ORDER not in [f.title for f in first.fixes], [f.title for f in first.fixes]
+    assert {"title": LOCK_ORDER, "why": LOCK_ORDER_OUT} in first.fixes_left_out, first.fixes_left_out
 
 
 def test_threads_left_at_a_barrier_whose_party_died_are_not_a_lock_order_deadlock(knowledge, zoo):  # noqa: F811
@@ -511,6 +519,10 @@ def test_threads_and_futures_lead_to_the_thread_that_blocks(knowledge, zoo):  # 
     )
     edit = report.diagnoses[0].fixes[0].commands[0]
     assert re.search(r"with (stats|params)_lock:\n    with (params|stats)_lock:", edit), edit
+    # the playbook's template (lock_a, lock_b) is this fix, filled: not said twice, nor left out
+    titles = [f.title for f in report.diagnoses[0].fixes]
+    assert LOCK_ORDER not in titles and LOCK_ORDER not in [f["title"] for f in report.diagnoses[0].fixes_left_out]
+    assert not any("lock_a" in c for f in report.diagnoses[0].fixes for c in f.commands), titles
 
 
 def test_torch_save_on_a_fifo_names_the_checkpoint_path(knowledge, zoo):  # noqa: F811
@@ -566,6 +578,61 @@ def test_a_rank_waiting_in_the_jobs_store_for_a_key_nobody_set_is_a_store_wait_n
     assert report.answers["phase"]["value"] == "mid-run" and report.verdict.phase != "startup", report.verdict
     assert_first_fix_is_about(report, "store-key-wait", f"pid {rank0}")
     assert f"py-spy dump --locals --pid {rank0}" in report.diagnoses[0].fixes[0].commands
+
+
+def test_pipeline_ranks_that_all_wait_to_receive_are_an_unpaired_send_not_a_collective(knowledge, zoo):  # noqa: F811
+    """Rank 0 of a two-stage gloo pipeline waits in recv for the loss rank 1 sends a step later
+    (a step counted after its increment on one side, before on the other); rank 1 went on into
+    recv for the next activation. Both wait to receive, from different lines of one function:
+    each is named with its own line, and the fix pairs the sends, not the collectives."""
+    pytest.importorskip("torch")
+    job = zoo("gloo_ranks", args=["p2p_tag"])
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    finding = report.verdict.finding
+    assert finding["kind"] == "mismatch" and finding["ops"] == "p2p", finding
+    sites = [side["site"] for side in finding["sides"]]
+    assert [side["pids"] for side in finding["sides"]] == [[rank0], [rank1]], finding
+    assert all("gloo_ranks.py:" in site for site in sites) and sites[0] != sites[1], sites
+    summary = report.verdict.summary
+    assert re.match(r"Point-to-point deadlock: rank 0 in recv at pipeline \(\S*gloo_ranks\.py:\d+\); rank 1 ", summary)
+    assert "every rank waits to receive and none sends" in summary and "no peer pairs (9" in summary, summary
+    assert report.culprit is None, report.culprit
+    from debug_stuck.advice import advise
+
+    fixes = advise(report, knowledge).diagnoses[0].fixes
+    assert fixes[0].title == "Pair every send with a recv on its peer, under the same condition", fixes[0]
+    assert re.search(r"rank 1 in recv, called at pipeline \(\S*gloo_ranks\.py:\d+\)", fixes[0].why), fixes[0].why
+    assert "Make every rank execute the same collectives" not in [f.title for f in fixes]
+
+
+def test_ranks_all_in_point_to_point_calls_are_unpaired_only_when_every_rank_is_seen(knowledge):
+    """The rule behind the pipeline test, on stacks: all receiving, or a send whose recv differs
+    (gloo's and NCCL's sends wait for the peer's recv); not with ranks of the job unseen (another
+    node's rank could be the sender), nor with a rank in a collective."""
+    from debug_stuck.live.culprit import find_p2p_deadlock
+    from debug_stuck.live.observe import StackGroup
+
+    def rank(pid, rank, call, line):
+        frames = [f"{call} (torch/distributed/distributed_c10d.py:2799)", f"step (/job/pp.py:{line})"]
+        signature = ((call, "torch/distributed/distributed_c10d.py"), ("step", "/job/pp.py"))
+        return StackGroup(signature, call, [pid], [rank], frames, [None])
+
+    both = [rank(10, 0, "recv", 32), rank(11, 1, "recv", 36)]
+    alone = {g.pids[0]: g for g in both}.get
+    merged = [StackGroup(both[0].signature, "recv", [10, 11], [0, 1], both[0].frames, [None, None])]
+    found = find_p2p_deadlock(knowledge, merged, alone, world_size=2)
+    assert found is not None and found.ops == "p2p"
+    assert found.describe() == "rank 0 in recv at step (/job/pp.py:32); rank 1 in recv at step (/job/pp.py:36)"
+    assert found.why().startswith("every rank waits to receive and none sends")
+    assert find_p2p_deadlock(knowledge, merged, alone, world_size=4) is None  # ranks 2 and 3 unseen
+
+    pair = [rank(10, 0, "send", 30), rank(11, 1, "recv", 36)]
+    found = find_p2p_deadlock(knowledge, pair, {g.pids[0]: g for g in pair}.get, world_size=2)
+    assert found is not None and found.why().startswith("no send meets its recv"), found
+    other = [rank(10, 0, "recv", 32), rank(11, 1, "all_reduce", 40)]
+    assert find_p2p_deadlock(knowledge, other, {g.pids[0]: g for g in other}.get, world_size=2) is None
 
 
 def test_ranks_in_different_collectives_are_a_mismatch(knowledge, zoo):  # noqa: F811
@@ -640,6 +707,8 @@ def test_healthy_job_is_progressing_on_every_run(knowledge, zoo):  # noqa: F811
     for _ in range(3):
         report = diagnose(knowledge, job.proc.pid)
         assert report.verdict.state == "progressing" and report.verdict.hung is False, top(report)
+        # nothing to ask about a stop (at what step, after what event) of a job that moves
+        assert report.next_questions == [], report.next_questions
 
 
 def test_the_cli_json_carries_the_chain_and_the_state(zoo, cli):  # noqa: F811

@@ -163,3 +163,20 @@ def test_an_oom_kill_naming_the_job_s_process_is_evidence(zoo):  # noqa: F811
     report = json.loads(result.stdout)
     memory = next(d for d in report["diagnoses"] if d["cause"] == "memory-pressure")
     assert any(e["source"] == "kernel" and str(job.proc.pid) in e["text"] for e in memory["evidence"]), memory
+
+
+def test_kernel_lines_of_other_jobs_are_two_notes_and_a_count():
+    # six OOM kills of processes that ran before the job: context, not cause; they do not fill the notes
+    from debug_stuck.live.kernel_scope import KernelVerdict, context_notes
+
+    lines = [f"Out of memory: Killed process {1000 + i} (python3) total-vm:24000000kB" for i in range(6)]
+    verdicts = [
+        KernelVerdict(line, "oom", False, f"logged {6 - i} min before the job started") for i, line in enumerate(lines)
+    ]
+    ours = KernelVerdict("Out of memory: Killed process 4242 (python3)", "oom", True, "")
+    notes = context_notes(verdicts + [ours])
+    assert notes == [
+        f"kernel log, not counted against this job (logged 2 min before the job started): {lines[4]}",
+        f"kernel log, not counted against this job (logged 1 min before the job started): {lines[5]}",
+        "kernel log: 4 earlier line(s) not counted against this job left out",
+    ], notes

@@ -383,3 +383,27 @@ def test_py_spy_entry_shims_named_by_an_address_are_left_out():
     # the same dump with other shim addresses has the same signature
     other = text.replace("0x7ffe889a0d00", "0x7ffc00000040")
     assert _parse_pyspy_json(other)[0].signature(lines=True) == thread.signature(lines=True)
+
+
+# A native frame of a `datasets.map(num_proc=2)` worker tokenizing with a PreTrainedTokenizerFast
+# (py-spy 0.4, tokenizers 0.22): py-spy left this Rust v0 symbol mangled, and the text summary printed
+# all of it. Copied from that report.
+TOKENIZERS_V0_SYMBOL = (
+    "_RINvMs2_NtNtCsgHYyB3hU8Ec_3std6thread5localINtB6_8LocalKeyINtNtCsevLNFiNqfJP_4core4cell7RefCellINtNtCsiyuKRL4Uo"
+    "vW_5ahash8hash_map8AHashMapyIB1w_NtNtCs1C1lLj4PWSY_5alloc6string6StringNtNtNtNtCscxzlFi8rOL3_10tokenizers6models3"
+    "bpe4word4WordEEEE4withNCNvMs5_NtB2Y_5modelNtB44_3BPE19tokenize_with_cache0INtNtBZ_6result6ResultINtNtB2m_3vec3Vec"
+    "NtNtB32_9tokenizer5TokenEINtNtB2m_5boxed3BoxDNtNtBZ_5error5ErrorNtNtBZ_6marker4SendNtB6t_4SyncEL_EEEB32_"
+)
+
+
+def test_a_mangled_rust_symbol_is_shown_by_the_function_it_names():
+    from debug_stuck.probes.collectors.stacks import Frame, readable_symbol
+
+    shown = "<mangled Rust symbol, 442 characters, in tokenize_with_cache>"
+    assert readable_symbol(TOKENIZERS_V0_SYMBOL) == shown
+    frame = Frame(TOKENIZERS_V0_SYMBOL, "tokenizers.abi3.so", None, native=True)
+    assert frame.text() == f"{shown} (tokenizers.abi3.so)"
+    assert frame.function == TOKENIZERS_V0_SYMBOL  # what the frame table matches stays whole
+    # demangled and short names are left alone
+    for name in ("pthread_cond_wait", "rayon_core::registry::WorkerThread::wait_until_cold", "_ZN3foo3barE"):
+        assert readable_symbol(name) == name

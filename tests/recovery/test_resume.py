@@ -119,6 +119,17 @@ trainer = L.Trainer(callbacks=[ModelCheckpoint(save_last=True)])
 trainer.fit(model)
 """
 
+# a pre-tokenizing job (the fifth hunt's `datasets.map(num_proc=2)`): transformers for its fast
+# tokenizer, tokenizers' BpeTrainer to train the vocabulary, no Trainer
+TOKENIZE_SCRIPT = """\
+import datasets, torch
+from tokenizers import Tokenizer, models, trainers
+from transformers import PreTrainedTokenizerFast
+tk = Tokenizer(models.BPE(unk_token="[UNK]"))
+tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=4000))
+tok = PreTrainedTokenizerFast(tokenizer_object=tk)
+"""
+
 GENERIC_SCRIPT = """\
 import argparse, torch
 p = argparse.ArgumentParser()
@@ -146,6 +157,7 @@ def _write(path: Path, text: str) -> Path:
         ("deepspeed --num_gpus 8 train.py --deepspeed ds.json", {"train.py": GENERIC_SCRIPT}, ("pytorch", "deepspeed")),
         ("/usr/bin/python3 -u train.py --save_dir ckpts", {"train.py": GENERIC_SCRIPT}, ("pytorch", "python")),
         ("python fine_tune.py --output_dir out", {"fine_tune.py": HF_SCRIPT}, ("hf-trainer", "python")),
+        ("python prep_and_train.py", {"prep_and_train.py": TOKENIZE_SCRIPT}, ("pytorch", "python")),
     ],
 )  # fmt: skip
 def test_detects_launcher_and_framework(tmp_path, command, files, expected):

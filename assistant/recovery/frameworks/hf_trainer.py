@@ -26,7 +26,9 @@ def claims(job: TrainingJob) -> bool:
         return True
     if not imports(source, "transformers"):
         return False
-    return bool(re.search(r"\b(\w*Trainer|TrainingArguments|Seq2SeqTrainingArguments)\b", source))
+    # the Trainer's own names, or a subclass of it; not any *Trainer (tokenizers' BpeTrainer, a
+    # job's own class that trains a tokenizer)
+    return bool(re.search(r"\b(Trainer|Seq2SeqTrainer|TrainingArguments|Seq2SeqTrainingArguments)\b", source))
 
 
 def files_say(entry: Entry) -> bool:
