@@ -38,9 +38,11 @@ from debug_stuck.live.culprit import (
     stuck_rank,
     waits_in_collective,
 )
+from debug_stuck.live.feeders import hands_over
 from debug_stuck.live.helpers import busy_helpers, computes_in_library
 from debug_stuck.live.jobfacts import in_library_retry_loop, runs_dataloader
 from debug_stuck.live.observe import StackGroup, describe_ranks, fact_role, group_ranks, rank_alone, stack_motion
+from debug_stuck.live.parties import in_thread_sync
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
 from debug_stuck.live.wakes import WATCH_MAX_SECONDS
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
@@ -176,6 +178,39 @@ def _sleeper_wakes_later(snap: Snapshot, chains, progress: Progress) -> Progress
     return Progress(None, [text], undecided_computing=True)
 
 
+def _feeder_wakes_later(snap: Snapshot, chains, progress: Progress) -> Progress:
+    """A job whose wait ends at a thread waiting on a threading or queue primitive (a queue's get)
+    while another thread of its process sleeps in the job's own code, with more of its sleep left than
+    the watch can wait for, in code that hands items over (put, set, notify: feeders.hands_over), is not
+    judged from this window: a producer pacing itself (a rate limit) hands over its next item when it
+    wakes, and one that never will looks the same until then."""
+    hops = chains[0].hops if chains else []
+    end = hops[-1] if hops else None
+    info = snap.process(end.pid) if end is not None and progress.hung and not end.facts.get("end") else None
+    series = snap.stacks.get(end.pid) if info is not None else None
+    dump = series.latest() if series is not None else None
+    threads = dump.threads if dump is not None else []
+    waiting = next((t for t in threads if t.tid == (end.tid or end.pid)), None)
+    if waiting is None or not in_thread_sync(waiting):
+        return progress
+    for thread in threads:
+        wait = (info.waits or {}).get(thread.tid) or {}
+        left, header = wait.get("sleep_left_s"), wait.get("loop") or ""
+        if thread is waiting or wait.get("op") != "sleep" or left is None or POLL_HEADER.match(header):
+            continue
+        site = hands_over(end.pid, thread.frames) if WATCH_MAX_SECONDS < left <= LATER_MAX_SECONDS else None
+        if site is None:
+            continue
+        text = (
+            f"{end.who} {end.detail}, and thread {thread.name!r} of pid {end.pid} sleeps for {left:.0f} s more (its "
+            f"sleep's deadline) in {site}, code that hands items over (put, set or notify): a producer that paces "
+            "itself (a rate limit, a polling interval) hands over its next item when it wakes, one that is stuck "
+            f"never does; `py-spy dump --pid {end.pid}` once it has woken, and the job's log then, tell them apart"
+        )
+        return Progress(None, [text], undecided_computing=True)
+    return progress
+
+
 def _compiler_at_work(knowledge: Knowledge, snap: Snapshot, chains, progress: Progress) -> Progress:
     """A job whose wait ends at a compiler it started that keeps running (Inductor's C++ kernels, an
     extension build) is compiling: it progresses while the compiler runs, and nobody is blamed."""
@@ -227,6 +262,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     chains = build_chains(snap, groups, culprit)
     progress = _holder_at_work(snap, chains, progress)
     progress = _sleeper_wakes_later(snap, chains, progress)
+    progress = _feeder_wakes_later(snap, chains, progress)
     progress = _compiler_at_work(knowledge, snap, chains, progress)
     for chain in chains:
         for hop in chain.hops:

@@ -36,7 +36,7 @@ def locks_at(text: Optional[str], line) -> Tuple[List[str], Optional[str]]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return [], None
-    scope = _enclosing_function(tree, line) or tree  # a loop at module level holds its locks too
+    scope = enclosing_function(tree, line) or tree  # a loop at module level holds its locks too
     held: List[str] = []
     wanted = None
     for node in ast.walk(scope):
@@ -56,7 +56,8 @@ def locks_at(text: Optional[str], line) -> Tuple[List[str], Optional[str]]:
     return list(dict.fromkeys(held)), wanted
 
 
-def _enclosing_function(tree: ast.AST, line: int):
+def enclosing_function(tree: ast.AST, line: int):
+    """The innermost function definition that spans `line`, or None (module level)."""
     best = None
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

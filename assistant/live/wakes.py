@@ -165,6 +165,8 @@ def timed_threads(snap, info, table) -> List[float]:
         if wait.get("op") == "sleep" and waits_in_own_code(thread.frames):
             args = wait.get("args")
             left = sleep_left(info.pid, wait.get("syscall"), args) if args else None
+            if left is not None:
+                wait["sleep_left_s"] = round(left, 2)  # a sleep longer than the watch: assess._feeder_wakes_later
             found.append(WATCH_MAX_SECONDS if left is None else max(0.0, left))
         elif wait.get("op") in TIMED_POLLS and (wait.get("timeout_ms") or 0) > 0:
             timer = any((match_frame(table, f.function, f.file) or {}).get("timer") for f in thread.frames)

@@ -108,6 +108,31 @@ def test_a_trainer_reading_a_producer_that_sleeps_longer_than_the_watch_is_not_c
     assert report.culprit is None, report.culprit
 
 
+def test_a_trainer_fed_by_a_rate_limited_prefetch_thread_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's healthy_ratelimited_prefetch: the trainer waits in Queue.get() (no timeout) for a
+    thread that sleeps 40 s between API requests, in the job's own rate limiter, then puts the page.
+    Found asleep with more left than the watch, it was called hung (thread-deadlock 82%) on 2 of 3
+    looks; a thread whose own code hands items over (put) and will wake by itself decides: undecided,
+    nobody blamed, the thread named."""
+    job = zoo("rate_limited", args=["paced"])
+    pid = job.proc.pid
+    report = diagnose(knowledge, pid)
+    summary = report.verdict.summary
+    assert report.verdict.hung is None and report.culprit is None, (summary, report.culprit)
+    assert "thread 'api-prefetch' of pid " in summary and "s more (its sleep's deadline)" in summary, summary
+    assert "in prefetcher (" in summary and "code that hands items over" in summary, summary
+    assert f"`py-spy dump --pid {pid}` once it has woken" in summary, summary
+
+
+def test_a_trainer_whose_producer_thread_died_is_hung_whatever_else_sleeps(knowledge, zoo):  # noqa: F811
+    """Its twin: the prefetch thread raised and ended; a heartbeat thread that only logs sleeps 40 s.
+    A sleeper that hands nothing over does not make the wait undecided."""
+    job = zoo("rate_limited", args=["producer_died"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, report.verdict.summary
+    assert report.verdict.cause == "thread-deadlock", [(d.cause, d.confidence) for d in report.diagnoses[:3]]
+
+
 def test_a_writer_that_polls_for_a_file_that_never_comes_with_long_sleeps_is_still_hung(knowledge, zoo):  # noqa: F811
     """The same shape, hung: the writer's loop names what it waits for (`while not os.path.exists(...)`)."""
     job = zoo("blocked_on", args=["fifo_producer_polls"])
