@@ -27,7 +27,7 @@ from debug_stuck.core.libfacts import (
     unwrap_call,
 )
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.eventloop import stuck_event_loop, waits_on_connections
+from debug_stuck.live.eventloop import stuck_event_loop, through_event_loop, waits_on_connections
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
 from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop
@@ -624,6 +624,10 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         if barrier_short(job, hop, thread):
             return None
     if hop.op == "futex" and thread is not None:
+        if "end" not in hop.facts:
+            served = through_event_loop(job, hop, thread, bool(FUTURE_WAIT.search(files)))
+            if served is not None or hop.facts.get("end") == "loop-blocked":
+                return served
         if FUTURE_WAIT.search(files):
             pool = exhausted_pool(job, hop.pid, thread)
             if pool is not None:
@@ -863,7 +867,9 @@ def _relation(before: Hop, hop: Hop) -> str:
         return ", its queue's feeder thread,"
     if before.kind == "thread" and before.detail.startswith("waits for thread"):
         return ", the thread it joins,"
-    if before.kind == "thread":
+    if before.kind == "thread" and before.facts.get("event_loop"):
+        return ", the thread that runs that event loop,"
+    if before.kind == "thread" and before.detail.startswith("waits for a result from a pool worker"):
         return ", the pool's worker thread,"
     return ""
 

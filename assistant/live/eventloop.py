@@ -4,9 +4,9 @@ loop watches, not in reads of their own; and a loop that nothing is left to wake
 from __future__ import annotations
 
 import re
-from typing import List
+from typing import List, Optional, Tuple
 
-from debug_stuck.live.parties import python_frames, silent_among
+from debug_stuck.live.parties import SYNC_FILES, in_thread_sync, python_frames, silent_among
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP
@@ -81,3 +81,45 @@ def stuck_event_loop(job, hop, wait: dict) -> bool:
     )
     hop.facts.update(end="no-task", event_loop="asyncio")
     return True
+
+
+LOOP_RUNNERS = ("run_forever", "_run_once", "run_until_complete")
+
+
+def runs_event_loop(thread) -> bool:
+    """The thread runs an asyncio event loop (BaseEventLoop.run_forever and _run_once on its stack)."""
+    return any(f.bare_name in LOOP_RUNNERS and ASYNCIO_FILE.search(f.file or "") for f in python_frames(thread.frames))
+
+
+def through_event_loop(job, hop, thread, future_wait: bool) -> Optional[Tuple[int, int]]:
+    """A thread blocked on a threading or concurrent-futures primitive inside a coroutine or callback
+    of the asyncio loop it runs itself blocks that loop: nothing else on it runs until the wait returns,
+    and a result the loop must produce (asyncio.run_coroutine_threadsafe(coro, loop).result() on the
+    loop's own thread) never comes (CPython 3.11 Lib/asyncio/tasks.py run_coroutine_threadsafe, "meant
+    to be called from a different OS thread than the one where the event loop is running"). The hop
+    ends there (`loop-blocked`). A thread waiting for a concurrent future (`future_wait`) in a process
+    with one other thread that runs a loop so blocked goes on to that thread."""
+    if in_thread_sync(thread) and runs_event_loop(thread):
+        caller = next((f for f in python_frames(thread.frames) if not SYNC_FILES.search(f.file or "")), None)
+        at = f" at {caller.text()}" if caller is not None else ""
+        hop.detail = (
+            f"waits for {_sync_words(thread)}{at}, inside a coroutine or callback of the asyncio event loop it runs "
+            "itself: while it waits the loop runs nothing else, so what the wait needs from that loop (the "
+            "coroutine run_coroutine_threadsafe scheduled on it) never runs"
+        )
+        hop.facts.update(end="loop-blocked", event_loop="asyncio")
+        return None
+    if not future_wait:
+        return None
+    loops = [t for t in job.threads(hop.pid) if t.tid != thread.tid and runs_event_loop(t)]
+    if len(loops) != 1 or not in_thread_sync(loops[0]):
+        return None
+    hop.kind, hop.object = "thread", str(loops[0].tid)
+    hop.detail = f"waits for a result from the asyncio event loop that thread {loops[0].name!r} runs"
+    hop.facts["event_loop"] = "asyncio"
+    return hop.pid, loops[0].tid
+
+
+def _sync_words(thread) -> str:
+    names = [f.bare_name for f in python_frames(thread.frames)[:4]]
+    return "a future's result" if "result" in names else "a threading primitive (a lock, an event, a queue)"

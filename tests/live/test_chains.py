@@ -525,6 +525,28 @@ def test_threads_and_futures_lead_to_the_thread_that_blocks(knowledge, zoo):  # 
     assert not any("lock_a" in c for f in report.diagnoses[0].fixes for c in f.commands), titles
 
 
+def test_a_coroutine_that_waits_on_its_own_event_loop_ends_the_chain_at_the_loop_thread(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's asyncio_reward_selfwait: the trainer waits in run_coroutine_threadsafe(...).result()
+    for score(), which calls a sync helper doing the same on the loop's own thread. The chain went no
+    further than the trainer's future (and the lock-order template came first): it goes on to the loop
+    thread, which blocks the loop it runs; the fix awaits the coroutine instead."""
+    job = zoo("event_loop_self_wait")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    first, last = report.chain[0], report.chain[-1]
+    assert (
+        first["waits_on"]["detail"] == "waits for a result from the asyncio event loop that thread 'scoring-loop' runs"
+    )
+    assert last["thread"]["tid"] == job.info["loop_tid"] and last["waits_on"]["end"] == "loop-blocked", last
+    assert "at normalize_sync (" in last["waits_on"]["detail"], last
+    summary = report.verdict.summary
+    assert "thread 'scoring-loop', the thread that runs that event loop, waits for a future's result" in summary
+    assert "inside a coroutine or callback of the asyncio event loop it runs itself" in summary, summary
+    assert_first_fix_is_about(report, "event-loop-self-wait", "run_coroutine_threadsafe(coro, loop).result() is for")
+    titles = [f.title for f in report.diagnoses[0].fixes]
+    assert LOCK_ORDER not in titles, titles
+
+
 def test_torch_save_on_a_fifo_names_the_checkpoint_path(knowledge, zoo):  # noqa: F811
     pytest.importorskip("torch")
     job = zoo("torch_save_blocked")
