@@ -161,9 +161,20 @@ def busy_worker(job: JobView, pid: int) -> Optional[int]:
         idle = idle_for_work(thread) is not None  # its index queue's get, under selectors and connection frames
         # a queue's get by its name, in a library: the job's own `get` (a cache's) is its own work
         idle_call = py and py[0].bare_name in IDLE_CALLS and own_frame_index(py) != 0
-        if py and not idle and not IDLE_QUEUE.search(py[0].file) and not idle_call:
+        if py and (fetching(py) or (not idle and not IDLE_QUEUE.search(py[0].file) and not idle_call)):
             return worker.pid
     return None
+
+
+FETCH_FILE = re.compile(r"torch/utils/data/_utils/fetch\.py$")
+
+
+def fetching(py) -> bool:
+    """A DataLoader worker inside its fetcher's fetch: it makes a batch (its dataset's own code runs,
+    whatever queue that code waits on), not idle for its next index, which the worker loop gets before
+    it fetches (torch 2.13.0 torch/utils/data/_utils/worker.py _worker_loop: index_queue.get, then
+    fetcher.fetch(index))."""
+    return any(f.bare_name == "fetch" and FETCH_FILE.search(f.file or "") for f in py)
 
 
 def _in_worker_loop(job: JobView, pid: int) -> bool:

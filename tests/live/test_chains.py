@@ -547,6 +547,22 @@ def test_a_coroutine_that_waits_on_its_own_event_loop_ends_the_chain_at_the_loop
     assert LOCK_ORDER not in titles, titles
 
 
+def test_workers_waiting_on_their_datasets_own_queue_are_fetching_not_idle(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's iterable_persistent: persistent DataLoader workers wait in their dataset's
+    `self.work.get()` (a multiprocessing.Queue the main process replaced after they started). The chain
+    stopped at the trainer's "poll() on pipe": a worker in a queue's get read as idle for its next
+    index. Inside the fetcher's fetch it makes a batch: the chain goes to it, at the dataset's line."""
+    pytest.importorskip("torch")
+    job = zoo("dataloader_epoch_queue")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "dataloader", top(report)
+    assert report.chain[0]["waits_on"]["detail"] == "waits for a batch from its DataLoader workers", report.chain
+    last = report.chain[-1]
+    assert last["pid"] in job.info["workers"] and "at __iter__ (" in last["waits_on"]["detail"], last
+    assert "dataloader_epoch_queue.py:" in last["waits_on"]["detail"], last
+    assert report.culprit is not None and report.culprit["pid"] in job.info["workers"], report.culprit
+
+
 def test_torch_save_on_a_fifo_names_the_checkpoint_path(knowledge, zoo):  # noqa: F811
     pytest.importorskip("torch")
     job = zoo("torch_save_blocked")
