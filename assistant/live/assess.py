@@ -32,6 +32,7 @@ from debug_stuck.live.culprit import (
     WAITING_CAUSE,
     Culprit,
     Mismatch,
+    apart_from_waiters,
     find_culprit,
     find_mismatch,
     find_p2p_deadlock,
@@ -41,7 +42,15 @@ from debug_stuck.live.culprit import (
 from debug_stuck.live.feeders import hands_over
 from debug_stuck.live.helpers import busy_helpers, computes_in_library
 from debug_stuck.live.jobfacts import in_library_retry_loop, runs_dataloader
-from debug_stuck.live.observe import StackGroup, describe_ranks, fact_role, group_ranks, rank_alone, stack_motion
+from debug_stuck.live.observe import (
+    CPU_BUSY,
+    StackGroup,
+    describe_ranks,
+    fact_role,
+    group_ranks,
+    rank_alone,
+    stack_motion,
+)
 from debug_stuck.live.parties import in_thread_sync
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
 from debug_stuck.live.wakes import WATCH_MAX_SECONDS
@@ -236,13 +245,14 @@ def _program(knowledge: Knowledge, name: str) -> Optional[dict]:
 
 
 def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequence = ()) -> LiveAnalysis:
-    groups = group_ranks(snap)
+    alone = lambda pid: rank_alone(snap, pid)  # noqa: E731
+    busy = lambda pid: (getattr(snap.process(pid), "cpu_percent", None) or 0.0) >= CPU_BUSY  # noqa: E731
+    groups = apart_from_waiters(knowledge, group_ranks(snap), alone, busy)
     culprit = find_culprit(knowledge, groups)
     phase_at = lambda pid: stack_phase_frame(snap, knowledge, pid)  # noqa: E731
     mismatch = find_mismatch(knowledge, groups, phase_at) if culprit is None else None
     if culprit is None and mismatch is None:
         sizes = [p.world_size for p in snap.processes if p.role == "rank" and p.world_size]
-        alone = lambda pid: rank_alone(snap, pid)  # noqa: E731
         mismatch = find_p2p_deadlock(knowledge, groups, alone, max(sizes) if sizes else None)
     waiting = [pid for g in groups if waits_in_collective(knowledge, g) for pid in g.pids]
     _offer_stack_event(knowledge, snap, groups, obs)

@@ -259,6 +259,42 @@ def _callers(group: StackGroup, for_site: bool = False) -> Tuple[Optional[str], 
     return first, None
 
 
+def apart_from_waiters(
+    knowledge: Knowledge,
+    groups: List[StackGroup],
+    alone: Callable[[int], Optional[StackGroup]],
+    busy: Callable[[int], bool],
+) -> List[StackGroup]:
+    """Ranks that share a Python stack but not a wait: a rank busy on its CPU whose own frames (its
+    native ones too) show no collective wait, grouped by its Python frames with ranks that wait in
+    one, is a group of its own: a long backward pass on one rank while the others wait in DDP's
+    gradient all-reduce at the end of the same backward (c10d::Reducer::finalize_backward) is the same
+    Python call on every rank. A rank whose wait could not be read is not taken apart (busy only)."""
+    out: List[StackGroup] = []
+    for group in groups:
+        own = [alone(pid) for pid in group.pids] if len(group.pids) > 1 else []
+        if any(g is None for g in own):
+            out.append(group)
+            continue
+        waiting = [g for g in own if _waits_in_collective(knowledge, g)]
+        apart = [g for g in own if g not in waiting and busy(g.pids[0])]
+        if not waiting or not apart:
+            out.append(group)
+            continue
+        rest = [g for g in own if g not in apart]
+        out.append(
+            replace(
+                rest[0],
+                pids=[g.pids[0] for g in rest],
+                ranks=[g.ranks[0] for g in rest],
+                hosts=[h for g in rest for h in g.hosts],
+                frames=waiting[0].frames,
+            )
+        )
+        out.extend(apart)
+    return sorted(out, key=lambda g: (-len(g.pids), g.pids[0]))
+
+
 def find_culprit(knowledge: Knowledge, groups: List[StackGroup]) -> Optional[Culprit]:
     if len(groups) < 2:
         return None

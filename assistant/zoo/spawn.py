@@ -55,6 +55,7 @@ TORCHRUN = {
     "rank_waits",
     "accelerate_gather",
     "ddp_uneven",
+    "ddp_long_backward",
 }
 ENV_RENDEZVOUS = {"rendezvous_missing_rank"}
 # inherited variables that would change what a program does

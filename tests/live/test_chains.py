@@ -599,6 +599,23 @@ def test_a_rank_looping_in_pure_python_is_told_the_same_on_every_run_and_not_bla
     assert len({steady(r) for r in reports}) == 1
 
 
+def test_a_rank_computing_inside_the_backward_the_other_waits_at_the_end_of_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's healthy_gloo_imbalanced: rank 1 spends seconds in matrix_exp's native backward
+    while rank 0 waits in DDP's gradient all-reduce at the end of the same loss.backward(). Their Python
+    stacks are the same, so they were one stack group "waiting in a collective": HUNG (cpu-spin 92%) on
+    3 runs of 8. A busy rank whose own frames show no wait is a group of its own, the one computing."""
+    pytest.importorskip("torch")
+    job = zoo("ddp_long_backward", ready_timeout=120)
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    for _ in range(2):
+        report = diagnose(knowledge, rank0)
+        assert report.verdict.hung is False, top(report)
+        summary = report.verdict.summary
+        assert f"pid {rank1} (rank 1) keeps computing" in summary and f"pid {rank0} (rank 0) waits for it" in summary
+        assert report.culprit is None and report.verdict.cause is None, (report.culprit, summary)
+        assert [g["pids"] for g in report.stack_groups] in ([[rank0], [rank1]], [[rank1], [rank0]]), report.stack_groups
+
+
 def test_a_rank_waiting_in_the_jobs_store_for_a_key_nobody_set_is_a_store_wait_not_the_network(knowledge, zoo):  # noqa: F811
     """Rank 0's store.wait on a key rank 1 set under another name: the connection to MASTER_ADDR:
     MASTER_PORT is up and its server is a process of the job, which answers once the key exists.
