@@ -51,8 +51,9 @@ class Edit:
 
 
 def propose_edits(report, facts: JobFacts, knowledge=None) -> List[Edit]:
-    """At most one edit per cause, for the first diagnoses, from the frames of the job's stacks."""
-    if not report.diagnoses or not report.processes:
+    """At most one edit per cause, for the first diagnoses, from the frames of the job's stacks; none
+    for a job that progresses (nothing of it to fix)."""
+    if not report.diagnoses or not report.processes or report.verdict.state == "progressing":
         return []
     frames = _user_frames(report)
     if not frames:
@@ -214,8 +215,8 @@ def _apply(rule: dict, call: ast.Call, statement: ast.stmt, lines: List[str], tr
         source = _segment(lines, call)
         new = _replace_span(lines, call, rule["wrap"].replace("{call}", source))
     elif "replace" in rule:
-        if _renamed_next(tree, statement, call, lines):
-            return None  # it already saves to a temporary path and renames it into place
+        if _renamed_next(tree, statement, call, lines) or _into_open_file(tree, call):
+            return None  # it already saves to a temporary path and renames it, or writes a file it opened
         new = _replace_statement(lines, statement, call, rule["replace"])
     else:
         return None
@@ -274,6 +275,20 @@ def _replace_span(lines: List[str], node: ast.AST, replacement: str) -> List[str
 
 
 RENAMES = ("os.replace", "os.rename", "shutil.move")
+
+
+def _into_open_file(tree: ast.Module, call: ast.Call) -> bool:
+    """The call writes into a file object a `with` around it opened (`with gzip.open(tmp) as fh:
+    torch.save(state, fh)`): its target is no path to rename, and the path is the with's to choose."""
+    target = call.args[1] if len(call.args) > 1 else None
+    if not isinstance(target, ast.Name):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and node.lineno <= call.lineno <= (node.end_lineno or 0):
+            for item in node.items:
+                if isinstance(item.optional_vars, ast.Name) and item.optional_vars.id == target.id:
+                    return True
+    return False
 
 
 def _renamed_next(tree: ast.Module, statement: ast.stmt, call: ast.Call, lines: List[str]) -> bool:

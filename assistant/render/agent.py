@@ -52,6 +52,7 @@ def agent_view(report: Report) -> Dict[str, Any]:
     data = report.to_dict()  # redacted
     verdict = data["verdict"]
     top = (data.get("diagnoses") or [None])[0]
+    moving = verdict.get("state") == "progressing"
     view: Dict[str, Any] = {
         "format": AGENT_FORMAT,
         "version": AGENT_VERSION,
@@ -65,8 +66,9 @@ def agent_view(report: Report) -> Dict[str, Any]:
         ),
         "chain_end": _chain_end(report),
         "culprit": _culprit(data.get("culprit")),
-        "fix": _fix(top),
-        "checks": _checks(top),
+        # a job that moves has nothing to fix: no stop, no resume, no check of a cause it does not have
+        "fix": None if moving else _fix(top),
+        "checks": [] if moving else _checks(top),
         "edits": [_edit(e) for e in (data.get("edits") or [])[:2]],
         "resume": _resume(data.get("resume")),
         "missing": [{k: _clip(m.get(k), 300) for k in ("what", "why", "get_it")} for m in data.get("missing") or []][

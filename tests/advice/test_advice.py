@@ -285,6 +285,20 @@ def test_statement_and_wrap_edits_add_their_imports(tmp_path):
     assert edit.new_text == "import sys\nanswer = (input('continue? ') if sys.stdin.isatty() else \"\")\n"
 
 
+def test_a_save_into_a_file_a_with_opened_gets_no_rename_edit(tmp_path, knowledge):
+    # the sixth hunt's healthy_gzip_ckpt_join: `torch.save(state, fh)` into `gzip.open(tmp)`, renamed
+    # after the with; the playbook's edit made `str(fh) + ".tmp"` of the file object (it raised)
+    (rule,) = [r for r in knowledge.playbooks["checkpoint-save"].edits if r["call"] == "torch.save"]
+    source = (
+        "import gzip, os, torch\n\n\ndef save_compressed(state, path):\n    tmp = path + '.tmp'\n"
+        "    with gzip.open(tmp, 'wb', compresslevel=9) as fh:\n        torch.save(state, fh)\n"
+        "    os.replace(tmp, path)\n"
+    )
+    assert edit_at("checkpoint-save", 0, rule, str(tmp_path / "train.py"), source, 7) is None
+    plain = "import torch\n\n\ndef save(state, path):\n    torch.save(state, path)\n"
+    assert edit_at("checkpoint-save", 0, rule, str(tmp_path / "train.py"), plain, 5) is not None
+
+
 def test_apply_refuses_a_file_changed_since_the_report(tmp_path, knowledge):
     rules = knowledge.playbooks["dataloader"].edits
     assert rules, "the dataloader playbook declares its code edit"

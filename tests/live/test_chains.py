@@ -764,6 +764,13 @@ def test_healthy_job_is_progressing_on_every_run(knowledge, zoo):  # noqa: F811
         assert report.verdict.state == "progressing" and report.verdict.hung is False, top(report)
         # nothing to ask about a stop (at what step, after what event) of a job that moves
         assert report.next_questions == [], report.next_questions
+    # nor to fix: the agent view an AI relays holds no stop, no check of a cause, no edit
+    from debug_stuck.advice import advise
+    from debug_stuck.render.agent import agent_view
+
+    view = agent_view(advise(report, knowledge))
+    assert view["state"] == "progressing" and not {"fix", "checks", "edits"} & set(view), view
+    assert report.edits == [], report.edits
 
 
 def test_the_cli_json_carries_the_chain_and_the_state(zoo, cli):  # noqa: F811
