@@ -17,6 +17,7 @@ import shlex
 from typing import Dict, List, Optional
 
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
+from debug_stuck.advice.fill import UNQUOTED
 from debug_stuck.core.libfacts import called_function, match_frame, unwrap_call
 from debug_stuck.core.report import FixItem, safety_dict
 
@@ -65,6 +66,16 @@ VALUES = {
     "signal_wait": "set when the wait is for a Condition's notify or an Event's set(), which a wait begun later misses",
     "thread_barrier": "set when the wait is at a threading.Barrier: a party died, or it counts more than start",
     "gil_lib": "the shared library whose function a thread called through ctypes and blocks in, holding the GIL",
+    "stopped_pids": "every stopped process of the job (state T), the end of the wait first",
+    "waits_to_put": "set when the wait is a put into a full queue (its consumer is what is missing)",
+    "waits_to_take": "set when the wait is for something to take (an item, a result, a signal)",
+    "pair_a_pid": "of two processes each holding the file lock the other waits for: the first",
+    "pair_a_wants": "the lock it waits for (the other holds it)",
+    "pair_a_at": "' at _prune (train.py:45)': where its own code waits for it",
+    "pair_b_pid": "the second of the two",
+    "pair_b_wants": "the lock it waits for (the first holds it)",
+    "pair_b_at": "where its own code waits for it",
+    "stopped_others": "' (and pid P, stopped too)' when other processes of the job are stopped beside the end",
 }
 
 # phrases a remedy's prose may leave out when the report does not know them
@@ -72,7 +83,7 @@ OPTIONAL = (
     "at_site", "at_site_short", "first_at_site", "at_call", "at_call_sentence", "lock_library", "death",
     "death_short", "dead_advice", "in_wchan", "on_mount", "prompt_text", "prompt_short", "prompt_release",
     "inside_text", "in_functions", "order_edit", "holder_doing", "peer_name", "peer_state", "peer_doing",
-    "stream", "pipe_op", "first_waiter",
+    "stream", "pipe_op", "first_waiter", "stopped_others", "pair_a_at", "pair_b_at",
 )  # fmt: skip
 
 
@@ -202,6 +213,10 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     values.update({k: v for k, v in facts.values.items() if v})
     values["pid"] = str(end.get("pid"))
     values["who"] = end.get("who") or f"pid {end.get('pid')}"
+    # every stopped process of the job, the chain's end first: resuming one leaves the others stopped
+    stopped = [str(pid) for pid, p in reader.processes.items() if p.get("state") in ("T",) and pid != end.get("pid")]
+    values["stopped_pids"] = " ".join([values["pid"], *stopped])
+    values["stopped_others"] = f" (and {', '.join(f'pid {pid}' for pid in stopped)}, stopped too)" if stopped else ""
     values["where"] = end.get("where") or ""
     own = reader.own_frame(end)
     site = _site_text(own)
@@ -232,6 +247,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _connection(values, reader, end)
     _pipe_peer(values, reader, end)
     _lock_holder(values, reader, chain)
+    _lock_pair(values, reader, chain)
     _lock_file(values, reader, end)
     _death(values, reader, end, table)
     _kernel(values, reader, end)
@@ -402,6 +418,24 @@ def _timeout_snippet(name: str, streamed: bool = False) -> str:
     return "import socket\n\nsocket.setdefaulttimeout(60)  # every socket made after this line times out after 60 s\n"
 
 
+def _lock_pair(values: Dict[str, str], reader: _Reader, chain: List[dict]) -> None:
+    """Two processes that each hold the file lock the other waits for (the chain's last two hops wait
+    for locks, held by each other, and close the cycle): each one's pid, the lock it waits for and
+    where its own code takes it."""
+    if len(chain) < 3 or (chain[-1].get("waits_on") or {}).get("kind") != "cycle":
+        return
+    a, b = chain[-3], chain[-2]
+    if any(
+        (h.get("waits_on") or {}).get("kind") != "lock" or not (h.get("waits_on") or {}).get("object") for h in (a, b)
+    ):
+        return
+    for key, hop in (("pair_a", a), ("pair_b", b)):
+        values[f"{key}_pid"] = str(hop.get("pid"))
+        values[f"{key}_wants"] = str(hop["waits_on"]["object"])
+        site = _site_text(reader.own_frame(hop))
+        values[f"{key}_at"] = f" at {site}" if site else ""
+
+
 def _lock_holder(values: Dict[str, str], reader: _Reader, chain: List[dict]) -> None:
     lock = next((h for h in chain if (h.get("waits_on") or {}).get("kind") == "lock"), None)
     if lock is None:
@@ -561,6 +595,7 @@ SYNC_FEEDS = {
     "a future's result": "finish the task",
     "a condition to be notified": "notify the condition",
     "a threading barrier": "reach the barrier",
+    "room in a full queue": "take items from the queue",
 }
 
 
@@ -572,6 +607,7 @@ def _sync(values: Dict[str, str], end: dict, reader: _Reader) -> None:
     what = found.group(1)
     values["sync_what"] = what
     values["feed_what"] = SYNC_FEEDS.get(what, "provide it")
+    values["waits_to_put" if what == "room in a full queue" else "waits_to_take"] = "yes"
     if what in ("a condition to be notified", "an Event nobody sets"):
         values["signal_wait"] = "yes"  # a notify or set() made before the wait began is lost for it
     if what == "a threading barrier":
@@ -785,7 +821,7 @@ def _format(text: str, values: Dict[str, str], language: Optional[str] = None) -
         if value is None:
             missing.append(name)
             return match.group(0)
-        if language in SHELL and name not in ("launch_command",) and not _inside_quotes(text, match.start()):
+        if language in SHELL and name not in UNQUOTED and not _inside_quotes(text, match.start()):
             return shlex.quote(str(value))
         return str(value)
 

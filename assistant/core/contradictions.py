@@ -31,7 +31,8 @@ JOB_FACTS = {
     "single-process": "the job is one training process (with any workers or children it starts), with no sign "
     "of other ranks (no WORLD_SIZE above 1, no frame of a distributed library)",
     "distributed": "the job runs several ranks (a distributed library's frames, or WORLD_SIZE above 1)",
-    "worker-process": "a process of the job is a worker forked or spawned by a trainer",
+    "worker-process": "a process of the job is a worker forked or spawned by a trainer, in a job whose stacks show a "
+    "DataLoader (or were not read): a multiprocessing Pool's processes alone are not one",
     "dataloader-frame": "a stack shows torch's DataLoader or a Dataset's __getitem__",
     "no-gpu": "the machine has no GPU driver at all (no libnvidia-ml, no amd-smi or rocm-smi): nothing runs on a GPU",
 }

@@ -13,7 +13,7 @@ from typing import Callable, List, Optional, Tuple
 
 from debug_stuck.core.facts import parse_frame
 from debug_stuck.core.knowledge import Knowledge
-from debug_stuck.core.libfacts import innermost_wait
+from debug_stuck.core.libfacts import innermost_wait, match_frame
 from debug_stuck.core.owncode import is_library_file
 from debug_stuck.live.observe import StackGroup, describe_ranks
 
@@ -65,9 +65,20 @@ def _table_collective_frame(knowledge: Knowledge, group: StackGroup) -> Optional
 
 
 def _table_collective(knowledge: Knowledge, group: StackGroup):
-    """(index, entry) of the group's innermost table wait when it is a collective, else None."""
-    found = innermost_wait(knowledge.frames, [parse_frame(frame) for frame in group.frames])
-    return found if found and found[1].get("wait") == "collective" else None
+    """(index, entry) of the group's innermost table wait when it is a collective, else None. A
+    collective call every rank must make (an entry with its `call`, new_group) in a Python frame
+    around a wait of another kind (the store and gloo's connection set-up inside new_group) is what
+    that wait is for."""
+    frames = [parse_frame(frame) for frame in group.frames]
+    found = innermost_wait(knowledge.frames, frames)
+    if found is None or found[1].get("wait") == "collective":
+        return found
+    for index in range(found[0] + 1, len(frames)):
+        function, file = frames[index]
+        entry = match_frame(knowledge.frames, function, file) if (file or "").endswith(".py") else None
+        if entry is not None and entry.get("wait") == "collective" and entry.get("call"):
+            return index, entry
+    return None
 
 
 def waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[str]:

@@ -243,7 +243,7 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
     if wait is not None and wait[1].get("wait") != "gc":  # a collection its allocations set off is its work
         return None
     innermost = next(f for f in thread.frames if not f.native)
-    return f"{found.text()}, called from {innermost.text()}" if found.native else innermost.text()
+    return f"{found.shown_text()}, called from {innermost.text()}" if found.native else innermost.text()
 
 
 def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str, one: str = "") -> Optional[Helpers]:

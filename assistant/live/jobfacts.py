@@ -95,7 +95,11 @@ def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Sequen
     processes = [p for snap in snapshots for p in snap.processes]
     frames = [f for snap in snapshots for f in snapshot_frames(snap)]
     proven = table_facts(frames, frames_table) if frames_table else set()
-    if any(p.role == "dataloader-worker" for p in processes):
+    # a trainer's child counts as a DataLoader's worker where no stack was read, or one shows the DataLoader
+    # (a multiprocessing Pool's processes sit in the same place in the tree)
+    if any(p.role == "dataloader-worker" for p in processes) and any(
+        runs_dataloader(s) is not False for s in snapshots
+    ):
         facts.add("worker-process")
     if "dataloader" in proven or any(
         DATALOADER_FILE.search(f.file or "") or f.bare_name == DATASET_PROTOCOL for f in frames

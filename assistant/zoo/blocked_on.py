@@ -44,6 +44,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   waits for the same lock. A prompt the lock waits behind, not a lock-order deadlock.
 - ``child_stdin``: ``subprocess.Popen(stdin=PIPE).wait()`` on a child that reads its stdin: the
   parent holds the pipe's write end and waits, the child waits for input that never comes.
+- ``stdin_not_closed``: rows streamed into ``gzip``'s stdin (``Popen(stdin=PIPE, stdout=file)``), then
+  ``wait()`` without closing the pipe: gzip waits for the end of its input, the parent for gzip.
 - ``breakpoint_left``: a ``breakpoint()`` left in the loop, with stdin a pipe that a child holds
   open and never writes: pdb waits for a command on it.
 - ``stale_lock``: ``filelock.SoftFileLock(<workdir>/model.lock).acquire()`` on an empty lock file that
@@ -526,6 +528,16 @@ def child_stdin() -> None:
     _common.sleep_forever()
 
 
+def stdin_not_closed() -> None:
+    with open(_common.workdir() / "rows.tsv.gz", "wb") as dst:
+        proc = subprocess.Popen(["gzip", "-6"], stdin=subprocess.PIPE, stdout=dst)
+        for row in range(2000):
+            proc.stdin.write(f"{row}\t{row * 0.5:.5f}\n".encode())
+        ready_in("wait4", peer_pid=proc.pid)
+        proc.wait()  # the write end stays open: gzip never sees the end of its input
+    _common.sleep_forever()
+
+
 def _fill_queue(queue) -> None:
     queue.put(b"x" * (1 << 20))  # far more than a pipe buffer holds
 
@@ -851,6 +863,7 @@ SCENARIOS = {
     "asyncio_two_services": asyncio_two_services,
     "flock": flock,
     "child_stdin": child_stdin,
+    "stdin_not_closed": stdin_not_closed,
     "queue_join": queue_join,
     "queue_producer": queue_producer,
     "barrier_party_died": barrier_party_died,

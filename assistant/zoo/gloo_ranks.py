@@ -13,6 +13,9 @@ common launcher, as ``srun`` or ``pdsh`` start them).
 - ``store_key``: at step 3 the ranks share an eval metric through the job's c10d store: rank 0 calls
   ``store.wait(["eval/3/1"])``, but rank 1 sets ``eval/3/rank1`` (renamed on one side only) and goes on
   into the next ``all_reduce``. Rank 0 waits in the store for ever, rank 1 for rank 0.
+- ``new_group``: at step 3 rank 0 alone creates a process group for its evaluation metrics
+  (``dist.new_group(backend="gloo")``, inside ``if rank == 0``), which every rank must create; rank 1
+  goes on into the next ``all_reduce``. Rank 0 waits in ``new_group`` for ever, rank 1 for rank 0.
 - ``p2p_tag``: a two-stage pipeline (rank 0 sends activations, rank 1 sends back gradients) in which
   rank 1 sends its loss to rank 0 every third step. Rank 0 counts its steps after incrementing,
   rank 1 before (and skips step 0): at its third step rank 0 waits in ``recv(tag=METRICS)`` for a
@@ -130,9 +133,13 @@ def train() -> None:
                     dist.distributed_c10d._get_default_store().wait(
                         [f"eval/{step}/1"]
                     )  # rank 1's key, as rank 0 names it
+                if scenario == "new_group":
+                    dist.new_group(backend="gloo")  # the eval metrics' own group, made where only rank 0 evaluates
             elif scenario == "store_key":
                 rank0_waits_then_ready(step)
                 dist.distributed_c10d._get_default_store().set(f"eval/{step}/rank{rank}", "0.5")
+            elif scenario == "new_group":
+                rank0_waits_then_ready(step)
             elif scenario == "busy":
                 rank0_waits_then_ready(step)
                 refine_until_converged(float(step))
@@ -145,6 +152,6 @@ def train() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in ("busy", "mismatch", "straggle", "store_key", "p2p_tag"):
-        sys.exit("usage: gloo_ranks.py {busy,mismatch,straggle,store_key,p2p_tag}")
+    if len(sys.argv) != 2 or sys.argv[1] not in ("busy", "mismatch", "straggle", "store_key", "p2p_tag", "new_group"):
+        sys.exit("usage: gloo_ranks.py {busy,mismatch,straggle,store_key,p2p_tag,new_group}")
     train()

@@ -79,8 +79,12 @@ class Frame:
 
     def text(self) -> str:
         if self.native or self.line is None:
-            return f"{self.shown_name} ({self.file})"
+            return f"{self.bare_name} ({self.file})"
         return f"{self.bare_name} ({self.file}:{self.line})"
+
+    def shown_text(self) -> str:
+        """text() as a report prints it (frame tables and signals match text(), the name as sampled)."""
+        return f"{self.shown_name} ({self.file})" if self.native else self.text()
 
 
 MANGLED_MAX = 80
@@ -88,10 +92,15 @@ RUST_IDENT = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z]{4,}")
 
 
 def readable_symbol(name: str) -> str:
-    """A Rust v0 (`_R...`) or legacy (`_ZN...`) symbol left mangled, shortened: its length-prefixed
-    identifiers are read and the last snake_case one kept ("<mangled Rust symbol, 442 characters, in
-    tokenize_with_cache>"); any other name, or a short one, is returned as it is."""
-    if len(name) <= MANGLED_MAX or not name.startswith(("_R", "_ZN")) or "::" in name:
+    """A long native name shortened to what says what it is: a C++ name's template arguments folded
+    (`c10::function_ref<…>::callback_fn<…>`); a Rust v0 (`_R...`) or legacy (`_ZN...`) symbol left
+    mangled read by its length-prefixed identifiers, the last snake_case one kept ("<mangled Rust
+    symbol, 442 characters, in tokenize_with_cache>"). A short name is returned as it is."""
+    if len(name) <= MANGLED_MAX:
+        return name
+    if "<" in name and "::" in name:
+        return _fold_templates(name)
+    if not name.startswith(("_R", "_ZN")) or "::" in name:
         return name
     words, i = [], 0
     while i < len(name):
@@ -109,6 +118,21 @@ def readable_symbol(name: str) -> str:
             i += size
     kept = [w for w in words if "_" in w][-1:] or words[-1:]
     return f"<mangled Rust symbol, {len(name)} characters, in {kept[0]}>" if kept else name[:MANGLED_MAX] + "..."
+
+
+def _fold_templates(name: str) -> str:
+    """`a<b<c>, d>::e<f>` -> `a<…>::e<…>`: every outermost template argument list folded."""
+    out, depth = [], 0
+    for char in name:
+        if char == "<":
+            depth += 1
+            if depth == 1:
+                out.append("<…>")
+        elif char == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(char)
+    return "".join(out)
 
 
 @dataclass

@@ -265,6 +265,22 @@ def test_a_pipe_whose_writer_is_stopped(knowledge, zoo):  # noqa: F811
     assert any("SIGSTOP" in e or "stopped" in e for d in report.diagnoses[:1] for e in map(str, d.evidence))
 
 
+def test_every_stopped_worker_is_resumed_by_the_fix_not_only_the_first(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's sigstop_partial_resume: both DataLoader workers stopped, the fix resumed one
+    (`kill -CONT 13162`), the other only in a note: an agent relaying it left the job hung."""
+    pytest.importorskip("torch")
+    job = zoo("dataloader_compute", args=["slow"])
+    workers = sorted(job.info["workers"])
+    for worker in workers:
+        spawn.stop_signal(job, worker)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.culprit["pid"] in workers, top(report)
+    first = report.chain[-1]["pid"]
+    other = next(w for w in workers if w != first)
+    assert_first_fix_is_about(report, "peer-stopped", f"(and pid {other}, stopped too)")
+    assert f"kill -CONT {first} {other}" in report.diagnoses[0].fixes[0].commands, report.diagnoses[0].fixes[0]
+
+
 def test_output_through_a_child_that_stops_reading_is_looked_at_on_the_writer(knowledge, zoo):  # noqa: F811
     """A job teeing its stdout through a child: the checks and the drain read the writer's fd 1 (the
     chain's end is the reader, whose own stdout is another pipe); resuming the reader is offered
@@ -299,6 +315,19 @@ def test_output_through_a_child_that_stops_reading_is_looked_at_on_the_writer(kn
     assert "Unblock the reader" not in {fix["title"] for fix in stopped.fixes_left_out}
 
 
+def test_a_child_fed_rows_on_a_stdin_its_parent_never_closes_gets_the_close_fix(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's popen_stdin_not_closed: rows streamed into gzip's stdin, then wait() with the
+    pipe open. The fix said stdin=DEVNULL (an empty archive) and that the parent "never writes": close
+    the pipe before waiting."""
+    job = zoo("blocked_on", args=["stdin_not_closed"])
+    child = job.info["peer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child, job.proc.pid], report.chain
+    assert_first_fix_is_about(report, "child-stdin", f"waits for its child {child}", "has not closed")
+    fix = report.diagnoses[0].fixes[0]
+    assert "with proc.stdin:" in fix.commands[0] and "'gzip', '-6'" in fix.commands[0], fix.commands
+
+
 def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["child_stdin"])
     child = job.info["peer_pid"]
@@ -314,7 +343,8 @@ def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  
     # ways (a prompt behind the same cycle is input-wait: test_a_lock_held_by_a_child_that_asks_...)
     assert report.verdict.cause == "thread-deadlock", top(report)
     assert_first_fix_is_about(report, "child-stdin", f"Process pid {job.proc.pid} waits for its child {child}")
-    assert "stdin=subprocess.DEVNULL" in report.diagnoses[0].fixes[0].commands[0]
+    assert "with proc.stdin:" in report.diagnoses[0].fixes[0].commands[0]
+    assert "stdin=subprocess.DEVNULL" in report.diagnoses[0].fixes[0].why
     # Seen from the child alone, the read is of its standard input (fd 0): a prompt, not a log pipe.
     alone = diagnose(knowledge, child)
     assert alone.chain[-1]["waits_on"]["fd"] == "0", alone.chain
@@ -563,6 +593,38 @@ def test_workers_waiting_on_their_datasets_own_queue_are_fetching_not_idle(knowl
     assert report.culprit is not None and report.culprit["pid"] in job.info["workers"], report.culprit
 
 
+def test_two_processes_each_holding_the_file_lock_the_other_wants_get_the_lock_order_fix(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's filelock_worker_cycle: two processes take two FileLocks in opposite orders. The
+    cycle was found, but its fix was the parent/child one ("pid 9449 holds ... and waits for pid 9449"),
+    with SQLite advice and no line of the job's: each side, its lock and its own line, in one order."""
+    pytest.importorskip("filelock")
+    job = zoo("file_lock_order")
+    info = job.info
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[-1]["waits_on"]["kind"] == "cycle", report.chain
+    assert_first_fix_is_about(report, "file-lock-order", info["clip_lock"], info["index_lock"])
+    fix = report.diagnoses[0].fixes[0]
+    assert str(info["prefetcher"]) in fix.title and str(info["pruner"]) in fix.title, fix.title
+    assert "at read_clip (" in fix.why and "at prune (" in fix.why and "file_lock_order.py:" in fix.why, fix.why
+    assert "SQLite" not in fix.why and "lock_a" not in " ".join(
+        c for f in report.diagnoses[0].fixes for c in f.commands
+    )
+
+
+def test_a_put_whose_consumer_thread_died_gets_a_put_side_fix(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's lightning_writer_died: the loop blocks in Queue.put, its writer thread dead.
+    The fix's code was a get-side helper (get_or_fail) for a job that waits to put."""
+    pytest.importorskip("torch")
+    job = zoo("metrics_writer_died")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[-1]["waits_on"].get("end") == "no-thread", report.chain
+    assert_first_fix_is_about(report, "thread-gone", "take items from the queue", "room in a full queue")
+    code = "\n".join(report.diagnoses[0].fixes[0].commands)
+    assert "def put_or_fail(" in code and "get_or_fail" not in code, code
+
+
 def test_torch_save_on_a_fifo_names_the_checkpoint_path(knowledge, zoo):  # noqa: F811
     pytest.importorskip("torch")
     job = zoo("torch_save_blocked")
@@ -688,6 +750,26 @@ def test_ranks_all_in_point_to_point_calls_are_unpaired_only_when_every_rank_is_
     assert found is not None and found.why().startswith("no send meets its recv"), found
     other = [rank(10, 0, "recv", 32), rank(11, 1, "all_reduce", 40)]
     assert find_p2p_deadlock(knowledge, other, {g.pids[0]: g for g in other}.get, world_size=2) is None
+
+
+def test_a_process_group_made_on_one_rank_alone_is_a_collective_mismatch_not_the_rendezvous(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's ddp_newgroup: rank 0 alone calls new_group for its evaluation metrics, which
+    every rank must call (torch docs); rank 1 waits in the next all_reduce. It was called the
+    rendezvous (92%) with Slurm, Ray and --rdzv_id fixes: new_group is a call every rank makes."""
+    pytest.importorskip("torch")
+    job = zoo("gloo_ranks", args=["new_group"])
+    report = diagnose(knowledge, job.info["rank0_pid"])
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    finding = report.verdict.finding
+    assert finding["kind"] == "mismatch", finding
+    assert {side["collective"] for side in finding["sides"]} == {"new_group", "all_reduce"}, finding
+    assert {p for side in finding["sides"] for p in side["pids"]} == {job.info["rank0_pid"], job.info["rank1_pid"]}
+    assert all(d.confidence < 0.1 for d in report.diagnoses if d.cause == "rendezvous"), top(report)
+    from debug_stuck.advice import advise
+
+    first = advise(report, knowledge).diagnoses[0].fixes[0]
+    assert first.title == "Make every rank call the same collectives in the same order", first.title
+    assert "rank 0 in new_group, called at" in first.why and "gloo_ranks.py" in first.why, first.why
 
 
 def test_ranks_in_different_collectives_are_a_mismatch(knowledge, zoo):  # noqa: F811

@@ -340,12 +340,14 @@ def test_pool_map_after_a_worker_was_killed_is_a_lost_task_not_io(knowledge, zoo
 
     wait_for(replaced_and_idle, "the pool replaced its killed worker", job)
     report = diagnose(knowledge, job.proc.pid)
-    assert report.verdict.hung is True and report.verdict.cause == "dataloader", top(report)
+    # a process of the job gone, its parent waiting for ever: not a DataLoader (the job runs none; the
+    # sixth hunt's pool_worker_oomkilled was labelled one, with DataLoader fixes), not I/O
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert "dataloader" not in [d.cause for d in report.diagnoses], top(report)
     assert report.chain[-1]["waits_on"]["kind"] == "pool", report.chain
     assert "the task in flight was lost" in report.verdict.summary, report.verdict.summary
     fix = first_fix(report)
     assert fix.origin == "finding" and "ProcessPoolExecutor" in fix.commands[-1], fix
-    assert {d.cause for d in report.diagnoses[:1]} & {"io-stall", "thread-deadlock"} == set()
 
 
 def test_a_queue_whose_producer_thread_died_is_a_wait_on_a_thread_that_is_gone(knowledge, zoo):  # noqa: F811
