@@ -34,9 +34,11 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), 1e-2)
     main_thread = threading.main_thread()
     _common.ready_when(
-        lambda: not writer.is_alive()
-        and "put" in _common.stack_functions(main_thread.ident)
-        and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
+        lambda: (
+            not writer.is_alive()
+            and "put" in _common.stack_functions(main_thread.ident)
+            and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
+        )
     )
     for step in range(1, 10**6):
         loss = model(torch.randn(8, 16)).pow(2).mean()
