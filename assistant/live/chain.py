@@ -6,10 +6,8 @@ the culprit rank; a trainer waiting for a batch leads to its DataLoader worker; 
 for a child leads to that child; a reader of a pipe leads to the writer; a thread waiting on a
 future leads to the pool's worker thread; a lock waiter leads to the holder. The chain ends at a
 terminal object: a path (and its file system), a FIFO or pipe with no one at the other end, a
-socket and its peer, a stopped process, a sleep, a busy loop.
-
-Everything here is read from the snapshot: the waits (debug_stuck.probes.collectors.waits, read on
-the node), the stacks and the process table. Nothing touches the job.
+socket and its peer, a stopped process, a sleep, a busy loop. Everything here is read from the
+snapshot (the waits of debug_stuck.probes.collectors.waits, the stacks, the process table).
 """
 
 from __future__ import annotations
@@ -39,6 +37,8 @@ from debug_stuck.live.parties import (
     THREAD_JOIN,
     JobView,
     awaits_stop,
+    blocked_handler,
+    blocked_server_peer,
     busy_worker,
     exhausted_pool,
     forked_holding_a_lock,
@@ -449,7 +449,7 @@ def follow(job: JobView, pid: int, tid: Optional[int] = None, seen: Optional[Set
     seen = seen if seen is not None else set()
     hops: List[Hop] = []
     while len(hops) < MAX_HOPS:
-        hop = _hop(job, pid, tid)
+        hop = _hop(job, pid, tid if tid is not None else blocked_handler(job, pid))
         key = (hop.pid, hop.tid or 0)
         if key in seen:
             hop.kind, hop.detail, hop.terminal = "cycle", "waits for a thread that (indirectly) waits for it", True
@@ -596,6 +596,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         if target is not None and target in job.procs:
             hop.object = str(target)
             return target, None
+    server = blocked_server_peer(job, hop, wait)
+    if server is not None:
+        return server, None
     peers = wait.get("peers") or []
     if hop.kind in ("fifo", "pipe", "socket") and peers:
         other = next((p for p in peers if p["pid"] != hop.pid and p["pid"] in job.procs), None)

@@ -278,6 +278,35 @@ def joined_thread(job: JobView, pid: int, thread):
     return others[0] if at_shutdown and not busy and len(others) == 1 else None
 
 
+def blocked_handler(job: JobView, pid: int) -> Optional[int]:
+    """A server process (its main thread waits for connections on a listening socket: idle by design)
+    with a thread of Python code blocked on a lock or primitive: the thread its clients wait for, where
+    a chain through the process goes. None otherwise."""
+    wait = job.wait(pid, pid) or {}
+    if (wait.get("object") or {}).get("state") != "LISTEN":
+        return None
+    for thread in job.threads(pid):
+        if (
+            thread.tid != pid
+            and python_frames(thread.frames)
+            and (job.wait(pid, thread.tid) or {}).get("op") == "futex"
+        ):
+            return thread.tid
+    return None
+
+
+def blocked_server_peer(job: JobView, hop, wait: dict) -> Optional[int]:
+    """The process of the job at the other end of a connection that never answers, when it is a server
+    whose handler thread is blocked (blocked_handler): the chain goes on into it, to that thread."""
+    if hop.kind != "socket" or hop.facts.get("end") != "no-answer":
+        return None
+    peers = (wait.get("object") or {}).get("peer") or []
+    served = next((p["pid"] for p in peers if p.get("pid") in job.procs and blocked_handler(job, p["pid"])), None)
+    if served is not None:
+        hop.facts.pop("end")  # it answers once its handler can: the end is what blocks the handler
+    return served
+
+
 def in_thread_sync(thread) -> bool:
     """The thread waits on a threading or queue primitive (its innermost Python frame is there)."""
     py = python_frames(thread.frames) if thread is not None else []

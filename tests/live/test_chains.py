@@ -625,6 +625,24 @@ def test_a_put_whose_consumer_thread_died_gets_a_put_side_fix(knowledge, zoo):  
     assert "def put_or_fail(" in code and "get_or_fail" not in code, code
 
 
+def test_a_sidecar_server_that_never_answers_is_followed_to_its_blocked_handler(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's metrics_server_silent: the trainer waits for an ACK from an aggregator it
+    started, whose handler thread waits for a lock it holds itself. The chain ended at "the peer never
+    answers" (external-service, an `aws s3 sync` fix); from the server alone it said "waiting for a
+    connection that never comes" (its main thread's listening socket). It goes into the server, to the
+    handler thread, and ends at the self-held lock; so does a look at the server alone."""
+    job = zoo("metrics_sidecar")
+    server = job.info["server_pid"]
+    for target in (job.proc.pid, server):
+        report = diagnose(knowledge, target)
+        assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+        end = report.chain[-1]
+        assert end["pid"] == server and end["waits_on"]["end"] == "self-held", report.chain
+        assert "waits at flush (metrics_agg.py:" in end["waits_on"]["detail"], end
+        assert "never comes" not in report.verdict.summary, report.verdict.summary
+    assert_first_fix_is_about(report, "self-deadlock", "`self.lock`", "RLock")
+
+
 def test_torch_save_on_a_fifo_names_the_checkpoint_path(knowledge, zoo):  # noqa: F811
     pytest.importorskip("torch")
     job = zoo("torch_save_blocked")
