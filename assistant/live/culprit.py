@@ -302,7 +302,7 @@ def apart_from_waiters(
                 frames=waiting[0].frames,
             )
         )
-        out.extend(apart)
+        out.extend(replace(g, apart=True) for g in apart)
     return sorted(out, key=lambda g: (-len(g.pids), g.pids[0]))
 
 

@@ -41,12 +41,14 @@ def _place(node: NodeSnapshot) -> None:
 
 
 def merge_groups(groups: Iterable[StackGroup]) -> List[StackGroup]:
-    """Stack groups of every node joined by stack signature; members ordered by rank."""
+    """Stack groups of every node joined by stack signature (a busy rank taken apart from the ranks
+    that wait with the same Python stack stays apart); members ordered by rank."""
     merged: Dict[tuple, StackGroup] = {}
     for g in groups:
-        into = merged.get(g.signature)
+        key = (g.signature, g.apart)
+        into = merged.get(key)
         if into is None:
-            merged[g.signature] = StackGroup(g.signature, g.top, list(g.pids), list(g.ranks), g.frames, list(g.hosts))
+            merged[key] = StackGroup(g.signature, g.top, list(g.pids), list(g.ranks), g.frames, list(g.hosts), g.apart)
             continue
         into.pids += g.pids
         into.ranks += g.ranks

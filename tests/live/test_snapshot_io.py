@@ -161,6 +161,10 @@ def test_groups_merge_across_nodes_by_stack():
     merged = merge_groups(parts)
     assert [g.ranks for g in merged] == [[0, 1, 8, 9], [10]]
     assert merged[0].hosts == ["a", "a", "b", "b"] and merged[0].pids == [100, 101, 101, 100]
+    # a busy rank a node took apart from its waiting ranks (same Python stack, one computing) stays apart
+    busy = StackGroup(sig_wait, "t", [103], [11], [], ["b"], apart=True)
+    merged = merge_groups([*parts, busy])
+    assert [g.ranks for g in merged] == [[0, 1, 8, 9], [10], [11]] and merged[2].apart
 
 
 def test_a_native_frames_shared_object_round_trips():
