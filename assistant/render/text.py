@@ -62,6 +62,9 @@ def _indent(text: str, prefix: str) -> str:
     return textwrap.indent(text, prefix)
 
 
+BUSY_PERCENT = 80.0  # debug_stuck.live.observe.CPU_BUSY: the renderers do not import the live analysis
+
+
 def doing_phrase(process: dict) -> str:
     """What a process is doing, in one phrase: its main thread's innermost Python frames and
     whether its stack moved, else the kernel function it sleeps in."""
@@ -74,6 +77,8 @@ def doing_phrase(process: dict) -> str:
             chain = " <- ".join(f["function"].rsplit(".", 1)[-1] for f in frames[:3])
             where = f"{frames[0]['file'].rsplit('/', 1)[-1]}:{frames[0]['line']}" if frames[0].get("line") else ""
             text = f"{chain} ({where})" if where else chain
+            if motion == "frozen" and (process.get("cpu_percent") or 0) >= BUSY_PERCENT:
+                motion = "same Python frames, busy in native code"  # a long native call is not a frozen process
             return f"{text} [{motion}]" if motion and motion != "unknown" else text
     if process.get("state") == "Z":
         return "exited, not reaped (zombie)"

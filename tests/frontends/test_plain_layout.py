@@ -196,3 +196,14 @@ def test_the_report_refills_its_paragraphs_and_keeps_its_commands_whole(knowledg
     start = next(i for i, line in enumerate(lines) if line.startswith("     The pool thread"))
     assert all(len(line) > WIDTH - 12 for line in lines[start : start + 2])  # refilled, not ragged
     assert re.match(r" {5}\S", lines[start + 1])  # under its first line, as render_text fills it
+
+
+def test_a_busy_process_whose_python_frames_stay_put_is_not_called_frozen():
+    # the sixth hunt: ranks at 97-155% CPU inside one long native call (eigh, a backward) read "[frozen]"
+    from debug_stuck.render.text import doing_phrase
+
+    frames = [{"function": "zca_matrix", "file": "/job/train.py", "line": 16}]
+    busy = {"pid": 7, "cpu_percent": 155.0, "stack": "frozen", "threads": [{"tid": 7, "frames": frames}]}
+    assert doing_phrase(busy) == "zca_matrix (train.py:16) [same Python frames, busy in native code]"
+    idle = dict(busy, cpu_percent=0.0)
+    assert doing_phrase(idle) == "zca_matrix (train.py:16) [frozen]"
