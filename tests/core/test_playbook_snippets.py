@@ -55,6 +55,8 @@ def test_every_python_snippet_defines_or_declares_its_names(knowledge, tmp_path)
     where_of = {}
     for i, (cause, where, text) in enumerate(_python_blocks(knowledge)):
         declared = [n.strip() for line in USES.findall(text) for n in line.split("(")[0].split(",") if n.strip()]
+        # a placeholder is a value the advice fills in for the job (its cores, its PID): defined by then
+        declared += sorted(set(re.findall(r"\bPLACEHOLDER_\w+", text)))
         stubs = "".join(f"{name} = None\n" for name in declared if name.isidentifier())
         path = tmp_path / f"snippet_{i}.py"
         path.write_text(stubs + text, encoding="utf-8")
