@@ -69,6 +69,8 @@ VALUES = {
     "stopped_pids": "every stopped process of the job (state T), the end of the wait first",
     "waits_to_put": "set when the wait is a put into a full queue (its consumer is what is missing)",
     "waits_to_take": "set when the wait is for something to take (an item, a result, a signal)",
+    "fetching_site": "where a DataLoader worker's dataset code waits, inside its fetcher's fetch",
+    "persistent_workers": "the job's file that makes its DataLoader workers persistent (persistent_workers=True)",
     "pair_a_pid": "of two processes each holding the file lock the other waits for: the first",
     "pair_a_wants": "the lock it waits for (the other holds it)",
     "pair_a_at": "' at _prune (train.py:45)': where its own code waits for it",
@@ -248,6 +250,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _pipe_peer(values, reader, end)
     _lock_holder(values, reader, chain)
     _lock_pair(values, reader, chain)
+    _stale_dataset(values, reader, end, facts)
     _lock_file(values, reader, end)
     _death(values, reader, end, table)
     _kernel(values, reader, end)
@@ -416,6 +419,29 @@ def _timeout_snippet(name: str, streamed: bool = False) -> str:
             "response = requests.get(url, timeout=(10, 60))  # (connect, read) seconds\n"
         )
     return "import socket\n\nsocket.setdefaulttimeout(60)  # every socket made after this line times out after 60 s\n"
+
+
+PERSISTENT_WORKERS = re.compile(r"persistent_workers\s*=\s*True")
+FETCH_FILE = re.compile(r"torch/utils/data/_utils/fetch\.py$")
+
+
+def _stale_dataset(values: Dict[str, str], reader: _Reader, end: dict, facts: JobFacts) -> None:
+    """A DataLoader worker that waits inside its fetcher's fetch, in the dataset's own code, in a job
+    whose source makes its workers persistent: `fetching_site` and `persistent_workers`."""
+    frames = reader.python_frames(end)
+    if not any(f.get("function", "").endswith("fetch") and FETCH_FILE.search(f.get("file") or "") for f in frames):
+        return
+    site = _site_text(reader.own_frame(end))
+    if not site:
+        return
+    values["fetching_site"] = site
+    from debug_stuck.advice.edits import read_source
+
+    for path in facts.source_files[:8]:
+        text = read_source(path)
+        if text and PERSISTENT_WORKERS.search(text):
+            values["persistent_workers"] = os.path.basename(path)
+            return
 
 
 def _lock_pair(values: Dict[str, str], reader: _Reader, chain: List[dict]) -> None:

@@ -591,6 +591,8 @@ def test_workers_waiting_on_their_datasets_own_queue_are_fetching_not_idle(knowl
     assert last["pid"] in job.info["workers"] and "at __iter__ (" in last["waits_on"]["detail"], last
     assert "dataloader_epoch_queue.py:" in last["waits_on"]["detail"], last
     assert report.culprit is not None and report.culprit["pid"] in job.info["workers"], report.culprit
+    # the job's source makes its workers persistent: they keep the dataset (and its queue) they started with
+    assert_first_fix_is_about(report, "persistent-worker-stale-dataset", "at ShardStream.__iter__ (", "persistent")
 
 
 def test_two_processes_each_holding_the_file_lock_the_other_wants_get_the_lock_order_fix(knowledge, zoo):  # noqa: F811
