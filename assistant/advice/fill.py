@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from debug_stuck.contract import PLACEHOLDERS
 
@@ -37,11 +37,17 @@ def fill(text: str, values: Dict[str, str], language: str = "bash") -> Tuple[str
             if name not in unfilled:
                 unfilled.append(name)
             return match.group(0)
-        if language in SHELL and name not in UNQUOTED and not _inside_quotes(text, match.start()):
-            return shlex.quote(value)
-        return value
+        return filled_value(name, value, text, match.start(), language)
 
     return PLACEHOLDER.sub(replace, text), unfilled
+
+
+def filled_value(name: str, value: str, text: str, at: int, language: Optional[str]) -> str:
+    """A value as it goes into `text` at `at`: in a shell command, quoted where it needs it (not a
+    list of PIDs or the launch command, not inside quotes already)."""
+    if language in SHELL and name not in UNQUOTED and not _inside_quotes(text, at):
+        return shlex.quote(value)
+    return value
 
 
 def _inside_quotes(text: str, at: int) -> bool:

@@ -17,7 +17,7 @@ import shlex
 from typing import Dict, List, Optional
 
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
-from debug_stuck.advice.fill import UNQUOTED
+from debug_stuck.advice.fill import filled_value
 from debug_stuck.core.libfacts import called_function, match_frame, unwrap_call
 from debug_stuck.core.report import FixItem, safety_dict
 
@@ -422,14 +422,14 @@ def _timeout_snippet(name: str, streamed: bool = False) -> str:
 
 
 PERSISTENT_WORKERS = re.compile(r"persistent_workers\s*=\s*True")
-FETCH_FILE = re.compile(r"torch/utils/data/_utils/fetch\.py$")
 
 
 def _stale_dataset(values: Dict[str, str], reader: _Reader, end: dict, facts: JobFacts) -> None:
     """A DataLoader worker that waits inside its fetcher's fetch, in the dataset's own code, in a job
     whose source makes its workers persistent: `fetching_site` and `persistent_workers`."""
-    frames = reader.python_frames(end)
-    if not any(f.get("function", "").endswith("fetch") and FETCH_FILE.search(f.get("file") or "") for f in frames):
+    from debug_stuck.live.parties import is_fetch
+
+    if not any(is_fetch(f.get("function") or "", f.get("file")) for f in reader.python_frames(end)):
         return
     site = _site_text(reader.own_frame(end))
     if not site:
@@ -833,7 +833,6 @@ def _flight_recorder(entries: dict, fr: Optional[dict]) -> Optional[FixItem]:
 # -- filling ----------------------------------------------------------------------------------------
 
 FIELD = re.compile(r"\{(\w+)\}")
-SHELL = ("bash", "sh", "")
 
 
 def _format(text: str, values: Dict[str, str], language: Optional[str] = None) -> Optional[str]:
@@ -847,17 +846,10 @@ def _format(text: str, values: Dict[str, str], language: Optional[str] = None) -
         if value is None:
             missing.append(name)
             return match.group(0)
-        if language in SHELL and name not in UNQUOTED and not _inside_quotes(text, match.start()):
-            return shlex.quote(str(value))
-        return str(value)
+        return filled_value(name, str(value), text, match.start(), language)
 
     out = FIELD.sub(replace, text)
     return None if missing else out
-
-
-def _inside_quotes(text: str, at: int) -> bool:
-    line = text[text.rfind("\n", 0, at) + 1 : at]
-    return line.count('"') % 2 == 1 or line.count("'") % 2 == 1
 
 
 def _fill(entry: dict, values: Dict[str, str]) -> FixItem:

@@ -162,6 +162,16 @@ POLL_HEADER = re.compile(r"^while\s+(?!(True|1)\s*:?\s*$)")
 LATER_MAX_SECONDS = 300.0  # a sleep longer than this holds the job up, whatever follows it
 
 
+def _sleeps_past_the_watch(wait: dict) -> Optional[float]:
+    """The seconds a thread's sleep has left (its deadline, read from its memory) when they are more
+    than the watch past the window can wait for and at most LATER_MAX_SECONDS, in a loop whose header
+    names no condition (one that does is a poll); else None."""
+    left = wait.get("sleep_left_s")
+    if wait.get("op") != "sleep" or left is None or not WATCH_MAX_SECONDS < left <= LATER_MAX_SECONDS:
+        return None
+    return None if POLL_HEADER.match(wait.get("loop") or "") else left
+
+
 def _sleeper_wakes_later(snap: Snapshot, chains, progress: Progress) -> Progress:
     """A job whose wait ends at a thread asleep in a loop of the job's own code that names no condition
     (`while True`, a `for` over steps), with more of its sleep left than the watch past the window can
@@ -172,11 +182,10 @@ def _sleeper_wakes_later(snap: Snapshot, chains, progress: Progress) -> Progress
     end = hops[-1] if hops else None
     info = snap.process(end.pid) if end is not None and progress.hung else None
     wait = ((info.waits or {}).get(end.tid or end.pid) or {}) if info is not None else {}
-    left, header = wait.get("sleep_left_s"), wait.get("loop") or ""
-    if wait.get("op") != "sleep" or left is None or not WATCH_MAX_SECONDS < left <= LATER_MAX_SECONDS:
+    left = _sleeps_past_the_watch(wait)
+    if left is None:
         return progress
-    if POLL_HEADER.match(header):
-        return progress
+    header = wait.get("loop") or ""
     loop = f" in a loop, `{header}`," if header else ""
     text = (
         f"{end.who} sleeps at {end.where}{loop} for {left:.0f} s more (its sleep's deadline), longer than one look "
@@ -203,11 +212,8 @@ def _feeder_wakes_later(snap: Snapshot, chains, progress: Progress) -> Progress:
     if waiting is None or not in_thread_sync(waiting):
         return progress
     for thread in threads:
-        wait = (info.waits or {}).get(thread.tid) or {}
-        left, header = wait.get("sleep_left_s"), wait.get("loop") or ""
-        if thread is waiting or wait.get("op") != "sleep" or left is None or POLL_HEADER.match(header):
-            continue
-        site = hands_over(end.pid, thread.frames) if WATCH_MAX_SECONDS < left <= LATER_MAX_SECONDS else None
+        left = _sleeps_past_the_watch((info.waits or {}).get(thread.tid) or {}) if thread is not waiting else None
+        site = hands_over(end.pid, thread.frames) if left is not None else None
         if site is None:
             continue
         text = (

@@ -9,7 +9,7 @@ from typing import Optional
 
 from debug_stuck.live.loops import is_library, job_roots
 from debug_stuck.live.parties import python_frames
-from debug_stuck.live.selflock import enclosing_function, source_of
+from debug_stuck.live.selflock import enclosing_function, parse_source, source_of
 
 # The calls by which one thread hands another what it waits for on a threading or queue primitive
 # (CPython 3.11.7 Lib/queue.py Queue.put and put_nowait notify `not_empty`; Lib/threading.py
@@ -27,21 +27,12 @@ def hands_over(pid: int, frames) -> Optional[str]:
             continue
         path = frame.path or frame.file
         if path not in sources:
-            sources[path] = _parsed(source_of(path, pid))
+            sources[path] = parse_source(source_of(path, pid))
         tree = sources[path]
         scope = enclosing_function(tree, frame.line) if tree is not None else None
         if scope is not None and any(_hands_over(node) for node in ast.walk(scope)):
             return frame.text()
     return None
-
-
-def _parsed(text: Optional[str]) -> Optional[ast.AST]:
-    if not text:
-        return None
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
 
 
 def _hands_over(node: ast.AST) -> bool:

@@ -172,9 +172,8 @@ class StackGroup:
     ranks: List[Optional[int]]
     frames: List[str] = field(default_factory=list)  # the first member's main-thread frames
     hosts: List[Optional[str]] = field(default_factory=list)  # per member; None on a single-node snapshot
-    apart: bool = (
-        False  # a busy rank taken apart from ranks with its Python stack that wait (culprit.apart_from_waiters)
-    )
+    # a busy rank taken apart from ranks with its Python stack that wait (culprit.apart_from_waiters)
+    apart: bool = False
 
     @property
     def where(self) -> str:

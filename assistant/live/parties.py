@@ -174,7 +174,12 @@ def fetching(py) -> bool:
     whatever queue that code waits on), not idle for its next index, which the worker loop gets before
     it fetches (torch 2.13.0 torch/utils/data/_utils/worker.py _worker_loop: index_queue.get, then
     fetcher.fetch(index))."""
-    return any(f.bare_name == "fetch" and FETCH_FILE.search(f.file or "") for f in py)
+    return any(is_fetch(f.function, f.file) for f in py)
+
+
+def is_fetch(function: str, file: Optional[str]) -> bool:
+    """The frame is a DataLoader fetcher's fetch (torch/utils/data/_utils/fetch.py)."""
+    return function.rsplit(".", 1)[-1] == "fetch" and bool(FETCH_FILE.search(file or ""))
 
 
 def _in_worker_loop(job: JobView, pid: int) -> bool:

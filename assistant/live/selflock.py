@@ -27,14 +27,25 @@ def source_of(path: Optional[str], pid) -> Optional[str]:
         return read_source(path) or None
 
 
+def parse_source(text: Optional[str]) -> Optional[ast.AST]:
+    """The job's source parsed, or None (no text, or not Python this interpreter reads)."""
+    if not text:
+        return None
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
 def locks_at(text: Optional[str], line) -> Tuple[List[str], Optional[str]]:
     """([locks held, outermost first], the lock waited for) at a line: the `with` statements (and
     .acquire() calls) of its function, or of the module's own code, that enclose the line."""
-    if not text or not isinstance(line, int):
-        return [], None
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    return locks_in(parse_source(text), line)
+
+
+def locks_in(tree: Optional[ast.AST], line) -> Tuple[List[str], Optional[str]]:
+    """locks_at on a source already parsed."""
+    if tree is None or not isinstance(line, int):
         return [], None
     scope = enclosing_function(tree, line) or tree  # a loop at module level holds its locks too
     held: List[str] = []
@@ -70,18 +81,18 @@ def enclosing_function(tree: ast.AST, line: int):
 def lock_held_by_outer(pid, own: Sequence[Tuple[Optional[str], object]]) -> Optional[Tuple[str, int]]:
     """(the lock's expression, the index of the outer frame that holds it) when the innermost of a
     thread's own frames (`own`: (file, line) of each, innermost first) asks for a lock that an outer
-    frame of the same file holds; else None. The file is read once."""
+    frame of the same file holds; else None. The file is read and parsed once."""
     if len(own) < 2:
         return None
     path = own[0][0]
-    text = source_of(path, pid)
-    _, wanted = locks_at(text, own[0][1])
+    tree = parse_source(source_of(path, pid))
+    _, wanted = locks_in(tree, own[0][1])
     if not wanted:
         return None
     for index, (file, line) in enumerate(own[1:], start=1):
         if file != path:
             continue  # the same name in another module is another object
-        held, _ = locks_at(text, line)
+        held, _ = locks_in(tree, line)
         if wanted in held:
             return wanted, index
     return None

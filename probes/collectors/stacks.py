@@ -73,8 +73,8 @@ class Frame:
 
     @property
     def shown_name(self) -> str:
-        """The name as a report prints it: a mangled Rust symbol that the stack tool could not
-        demangle (hundreds of characters) shortened to the words that say what it is."""
+        """The name as a report prints it: a long native name (a C++ template, a Rust symbol the
+        stack tool left mangled) shortened to the words that say what it is (readable_symbol)."""
         return readable_symbol(self.bare_name) if self.native else self.bare_name
 
     def text(self) -> str:
