@@ -17,6 +17,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import psutil
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.probes.collectors.links import families_linked
 from debug_stuck.redact import redact_env, redacted_command_line
 
 PROC_READ_SECONDS = 2.0
@@ -313,6 +314,17 @@ def assign_roles(procs: Dict[int, ProcInfo]) -> None:
         if info.role == "dataloader-worker" and parent is not None:
             # workers inherit RANK from their trainer; the rank is the parent's, not theirs
             info.rank = parent.rank
+    _sidecars_beside_trainers(procs)
+
+
+def _sidecars_beside_trainers(procs: Dict[int, ProcInfo]) -> None:
+    """A launch script's sidecar (a metrics server, an uploader) started beside a trainer is not a
+    rank: without RANK in anyone's environment, the processes that load torch are the trainers."""
+    alone = [p for p in procs.values() if p.role == "rank" and p.rank is None and p.local_rank is None]
+    if any(p.loads_torch for p in alone):
+        for info in alone:
+            if not info.loads_torch:
+                info.role = "other"
 
 
 def _is_worker_of(child: ProcInfo, parent: ProcInfo) -> bool:
@@ -391,6 +403,8 @@ def check_target(info: ProcInfo, given: Iterable[int] = ()) -> None:
     mine = {os.getpid()} | _my_ancestors()
     roots = [(p, cmd) for p, cmd in _python_roots_below(pid) if p not in mine]
     jobs = len({_job_of(p, cmd) for p, cmd in roots})
+    if jobs > 1 and not _holder_reason(info) and families_linked(pid, [_family(p) for p, _ in roots]):
+        jobs = 1  # a launch script's trainer and sidecar, talking over a pipe, FIFO or TCP
     reason = _holder_reason(info) or (f"it runs {jobs} unrelated jobs" if jobs > 1 else "")
     if not reason:
         return  # a wrapper of one job (or of none: then it is "not a Python process")
@@ -441,6 +455,11 @@ def _python_roots_below(pid: int) -> List[Tuple[int, List[str]]]:
     found = _bounded(scan, f"listing the processes below {pid}", {}) or {}
     python = {p: i for p, i in found.items() if _looks_python(i["cmdline"] or [], i["name"] or "")}
     return [(p, i["cmdline"] or [i["name"] or "?"]) for p, i in sorted(python.items()) if i["ppid"] not in python]
+
+
+def _family(pid: int) -> List[int]:
+    below = _bounded(lambda: psutil.Process(pid).children(recursive=True), f"listing the children of {pid}", [])
+    return [pid] + [p.pid for p in below or []]
 
 
 def _job_of(pid: int, cmdline: List[str]) -> tuple:

@@ -258,6 +258,41 @@ def test_a_wrapper_of_unrelated_jobs_is_refused_and_of_one_job_is_taken(started)
     assert diagnosed_ranks(started(["sh", "-c", f"{sleeper} & {sleeper} & wait"]), 2) == 2
 
 
+SIDECAR = """
+import socket, time
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen()
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+time.sleep(120)
+"""
+CLIENT = """
+import socket, sys, time
+sock = socket.create_connection(("127.0.0.1", int(sys.stdin.readline())))
+time.sleep(120)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_launch_script_whose_processes_talk_to_each_other_is_one_job(started):
+    """A trainer and its sidecar, started side by side by one script, talk over TCP or a pipe: one
+    job, diagnosed whole; a sweep's runs share nothing and stay refused (above)."""
+    for joined in ("|", "| tee /dev/null |"):
+        script = f"'{sys.executable}' -c '{SIDECAR}' {joined} '{sys.executable}' -c '{CLIENT}'"
+        wrapper = started(["sh", "-c", script]).pid
+        pids = wait_for(lambda w=wrapper: len(python_children(w)) == 2 and python_children(w), what="both")
+        wait_for(lambda p=pids: sum(len(tcp_sockets(one)) for one in p) == 3, what="the connection")
+        proc = run_subprocess("diagnose", "--pid", wrapper, "--window", "0.2", "--format", "json", timeout=40)
+        assert proc.returncode == 0, proc.stderr
+        assert {p["pid"] for p in json.loads(proc.stdout)["processes"]} >= set(pids), joined
+
+
+def tcp_sockets(pid):
+    proc = psutil.Process(pid)
+    return getattr(proc, "net_connections", proc.connections)(kind="tcp")  # psutil < 6 has only the old name
+
+
 def diagnosed_ranks(wrapper, count):
     wait_for(lambda: len(python_children(wrapper.pid)) == count, what="the wrapped job")
     proc = run_subprocess("diagnose", "--pid", wrapper.pid, "--window", "0.2", "--format", "json", timeout=40)

@@ -12,7 +12,7 @@ from debug_stuck.live.collect import _refine_roles
 from debug_stuck.live.jobfacts import job_facts
 from debug_stuck.live.wire import snapshot_from_wire
 from debug_stuck.probes.collectors import stacks
-from debug_stuck.probes.collectors.procs import assign_roles
+from debug_stuck.probes.collectors.procs import ProcInfo, assign_roles
 
 STACKS = Path(__file__).parents[1] / "fixtures" / "stacks"
 
@@ -62,3 +62,23 @@ def test_without_the_thread_names_the_same_stacks_leave_them_workers(spawn_snaps
     launcher = snap.processes[0]
     children = [p for p in snap.processes if p.ppid == launcher.pid and p.loads_torch]
     assert len(children) == 2 and {p.role for p in children} == {"dataloader-worker"}, children
+
+
+def proc(pid, ppid, cmdline, loads_torch, **extra):
+    return ProcInfo(pid=pid, ppid=ppid, name="python", cmdline=cmdline, loads_torch=loads_torch, **extra)
+
+
+def test_a_launch_scripts_sidecar_beside_its_trainer_is_no_rank():
+    """run.sh starts a metrics server and a trainer side by side: the one that loads torch trains."""
+    script = proc(10, 1, ["bash", "run.sh"], False)
+    script.name = "bash"
+    sidecar, trainer = proc(11, 10, ["python", "metrics_agg.py"], False), proc(12, 10, ["python", "train.py"], True)
+    assign_roles({p.pid: p for p in (script, sidecar, trainer)})
+    assert (sidecar.role, trainer.role) == ("other", "rank")
+    # a rank that names itself keeps its role, torch or not; so do processes when none loads torch
+    ranked = proc(13, 10, ["python", "eval.py"], False, rank=1)
+    assign_roles({p.pid: p for p in (script, trainer, ranked)})
+    assert (trainer.role, ranked.role) == ("rank", "rank")
+    plain = [proc(14, 10, ["python", "a.py"], False), proc(15, 10, ["python", "b.py"], False)]
+    assign_roles({p.pid: p for p in (script, *plain)})
+    assert [p.role for p in plain] == ["rank", "rank"]
