@@ -102,7 +102,7 @@ FIX_CONTEXT = {
     "stack": ("torch", "tensorflow", "jax", "paddle"),
     # a library the fix is about (a tracker, the Hub client): seen in the job's frames, imports or
     # log messages, the fix applies; not seen, it is kept last "if you use" it (absence proves nothing)
-    "uses": ("wandb", "huggingface_hub", "transformers", "git"),
+    "uses": ("wandb", "huggingface_hub", "transformers", "git", "boto3", "botocore", "s3fs"),
     # the process reading the pipe the job is blocked writing (reader_pid): stopped (state T or t),
     # or running (any other state: it is alive but does not read)
     "reader": ("stopped", "running"),

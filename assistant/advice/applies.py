@@ -39,6 +39,10 @@ SPECIFIC_KEYS = frozenset({"uses", "stopped_in"})
 PRESUMED = {"stack": "torch"}
 
 
+def _either(names: List[str]) -> str:
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
+
+
 def judge(
     applies: Dict[str, List[str]],
     flag: Optional[str],
@@ -56,10 +60,10 @@ def judge(
         if key in ("framework", "uses") and uses.intersection(wanted):
             continue
         if key == "uses":
-            conditions.append(f"if your job uses {' or '.join(wanted)}")
+            conditions.append(f"if your job uses {_either(wanted)}")
             continue
         have = context.get(key)
-        names = " or ".join(FRAMEWORK_NAMES.get(v, v) for v in wanted)
+        names = _either([FRAMEWORK_NAMES.get(v, v) for v in wanted])
         if have is None and key in PRESUMED:
             if PRESUMED[key] not in wanted:
                 return NOT_HERE, f"for {names}; this job's library is not known ({PRESUMED[key]} presumed)"

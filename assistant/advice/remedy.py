@@ -295,6 +295,8 @@ def _connection(values: Dict[str, str], reader: _Reader, end: dict) -> None:
     values["remote_silence"] = "stopped sending part-way" if stalled else "never answers"
     if isinstance(peer, dict) and peer.get("pid"):
         values["peer_pid"] = str(peer["pid"])
+        if peer["pid"] not in reader.processes and "python" in str(peer.get("name") or "").lower():
+            values["peer_python"] = "yes"  # outside the job: debug-stuck can read it beside the job
         values["peer_text"] = f"the process there (pid {peer['pid']}, {peer.get('name') or '?'}) " + (
             "sent part of its answer and stopped sending." if stalled else "never replies."
         )

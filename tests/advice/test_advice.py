@@ -136,7 +136,7 @@ def test_a_pasted_pdb_prompt_gets_the_debuggers_fix_first_and_the_trackers_confi
     conditional = [t for t in titles if t[1]]  # kept last, each on its condition
     assert (
         titles[-len(conditional) :] == conditional
-        and (config, "if your job uses wandb or huggingface_hub or transformers") in conditional
+        and (config, "if your job uses wandb, huggingface_hub or transformers") in conditional
     ), titles
 
 

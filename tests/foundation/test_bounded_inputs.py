@@ -270,7 +270,7 @@ time.sleep(120)
 CLIENT = """
 import socket, sys, time
 sock = socket.create_connection(("127.0.0.1", int(sys.stdin.readline())))
-time.sleep(120)
+sock.recv(1)  # the answer never comes
 """
 
 
@@ -286,6 +286,29 @@ def test_a_launch_script_whose_processes_talk_to_each_other_is_one_job(started):
         proc = run_subprocess("diagnose", "--pid", wrapper, "--window", "0.2", "--format", "json", timeout=40)
         assert proc.returncode == 0, proc.stderr
         assert {p["pid"] for p in json.loads(proc.stdout)["processes"]} >= set(pids), joined
+
+
+@pytest.mark.timeout(90)
+def test_a_service_outside_the_job_is_offered_to_be_read_beside_it(started):
+    """The job waits for an answer from a Python process it did not start: the fix offers to read
+    both as one, and that diagnosis reads the service too."""
+    sidecar = started([sys.executable, "-c", SIDECAR], stdout=subprocess.PIPE, text=True)
+    client = started([sys.executable, "-c", CLIENT], stdin=subprocess.PIPE, text=True)
+    client.stdin.write(sidecar.stdout.readline())
+    client.stdin.flush()
+    wait_for(lambda: len(tcp_sockets(sidecar.pid)) == 2, what="the accepted connection")
+    wait_for(lambda: psutil.Process(client.pid).status() == psutil.STATUS_SLEEPING, what="the client's read")
+    proc = run_subprocess("diagnose", "--pid", client.pid, "--window", "0.5", "--format", "json", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [p["pid"] for p in report["processes"]] == [client.pid]
+    both = f"debug-stuck diagnose --pid {client.pid} --pid {sidecar.pid}"
+    assert both in report["diagnoses"][0]["fixes"][0]["commands"], report["diagnoses"][0]["fixes"][0]
+    proc = run_subprocess(*both.split()[1:], "--window", "0.5", "--format", "json", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert {p["pid"] for p in report["processes"]} == {client.pid, sidecar.pid}
+    assert not any(both in f["commands"] for d in report["diagnoses"] for f in d["fixes"])  # read already
 
 
 def tcp_sockets(pid):
