@@ -9,7 +9,7 @@ from typing import List
 from debug_stuck import __version__
 from debug_stuck.core.report import Report
 from debug_stuck.render.advice import check_heading, first_runnable_check, fix_heading, needs_line, safety_phrase
-from debug_stuck.render.text import culprit_line
+from debug_stuck.render.text import candidates_heading, chain_heading, culprit_line
 
 
 def _fence(text: str, language: str = "") -> List[str]:
@@ -49,7 +49,7 @@ def render_markdown(report: Report) -> str:
     if report.culprit:
         out += [culprit_line(report.culprit).replace("Culprit:", "**Culprit:**", 1), ""]
     if report.chain:
-        out += ["## What waits on what", ""]
+        out += [f"## {chain_heading(v, 'What waits on what')}", ""]
         for i, hop in enumerate(report.chain, 1):
             who = f"rank {hop['rank']} (pid {hop['pid']})" if hop.get("rank") is not None else f"pid {hop['pid']}"
             if hop.get("role") not in (None, "rank"):
@@ -119,7 +119,7 @@ def render_markdown(report: Report) -> str:
         out.append("")
     others = report.diagnoses[1:] if top else report.diagnoses
     if others:
-        out += ["## Other candidates", ""]
+        out += [f"## {candidates_heading(v, 'Other candidates')}", ""]
         for d in others:
             out.append(f"- **{d.cause}** ({d.confidence:.0%}): {d.title}")
             out += [f"  - {_evidence_line(e)}" for e in d.evidence] or ["  - no evidence of its own"]

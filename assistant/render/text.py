@@ -33,6 +33,15 @@ def _state_word(verdict) -> str:
     return {True: "HUNG", False: "progressing", None: "not observed"}[verdict.hung]
 
 
+def chain_heading(verdict, heading: str) -> str:
+    """A moving job's chain is where a sample caught it, not what it is stuck on."""
+    return "Caught waiting (the job moves on: one sample, not a hang)" if verdict.hung is False else heading
+
+
+def candidates_heading(verdict, heading: str) -> str:
+    return "Should it stop, look first at (candidates, nothing found wrong)" if verdict.hung is False else heading
+
+
 def chain_lines(chain: List[dict]) -> List[str]:
     """The chain, one hop a line, from the first waiter to the terminal blocker."""
     out = []
@@ -140,7 +149,7 @@ def render_text(
     if report.culprit:
         out.append(culprit_line(report.culprit))
     if report.chain:
-        out.append("Waits on:")
+        out.append(chain_heading(v, "Waits on") + ":")
         out.extend(chain_lines(report.chain))
     if len(report.stack_groups) > 1:
         out.append("Stack groups:")
@@ -200,7 +209,7 @@ def render_text(
     others = report.diagnoses[1:] if top else report.diagnoses
     if others:
         out.append("")
-        out.append("Other candidates:")
+        out.append(candidates_heading(v, "Other candidates") + ":")
         for d in others[:5]:
             out.append(f"  - {d.cause} ({d.confidence:.0%}): {d.title}")
     if report.answers:

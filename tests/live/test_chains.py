@@ -698,6 +698,11 @@ def test_a_rank_computing_inside_the_backward_the_other_waits_at_the_end_of_is_n
         assert f"pid {rank1} (rank 1) keeps computing" in summary and f"pid {rank0} (rank 0) waits for it" in summary
         assert report.culprit is None and report.verdict.cause is None, (report.culprit, summary)
         assert [g["pids"] for g in report.stack_groups] in ([[rank0], [rank1]], [[rank1], [rank0]]), report.stack_groups
+        # where rank 0 was caught waiting is a sample of a moving job, not what it is stuck on
+        text, markdown = render(report, "text"), render(report, "markdown")
+        assert report.chain and "Waits on:" not in text and "What waits on what" not in markdown, text
+        assert "Caught waiting (the job moves on: one sample, not a hang):" in text, text
+        assert "Should it stop, look first at (candidates, nothing found wrong)" in markdown, markdown
 
 
 def test_a_rank_waiting_in_the_jobs_store_for_a_key_nobody_set_is_a_store_wait_not_the_network(knowledge, zoo):  # noqa: F811

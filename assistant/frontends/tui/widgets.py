@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Label, Sparkline, Static
 
 from debug_stuck.core.report import Report
 from debug_stuck.frontends.session.gpu_history import GpuHistory
-from debug_stuck.render.text import chain_lines, culprit_line, doing_phrase
+from debug_stuck.render.text import chain_heading, chain_lines, culprit_line, doing_phrase
 
 MAX_GPUS_SHOWN = 8
 MAX_ERRORS_SHOWN = 3
@@ -191,6 +191,7 @@ class EvidencePane(VerticalScroll):
         self.query_one("#groups", Static).update(stack_group_lines(report))
         lines = chain_lines(report.chain) if report.chain else []
         self.query_one("#chain-title", Static).display = bool(lines)
+        self.query_one("#chain-title", Static).update(chain_heading(report.verdict, "What waits on what"))
         self.query_one("#chain", Static).display = bool(lines)
         self.query_one("#chain", Static).update("\n".join(line.strip() for line in lines))
         errors = report.errors[:MAX_ERRORS_SHOWN]

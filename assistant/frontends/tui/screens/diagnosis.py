@@ -32,7 +32,7 @@ from debug_stuck.render.advice import (
     needs_line,
     probe_line,
 )
-from debug_stuck.render.text import chain_lines, session_headline
+from debug_stuck.render.text import chain_heading, chain_lines, session_headline
 
 SHORT_ROWS = 32
 
@@ -185,7 +185,7 @@ class DiagnosisScreen(Screen):
         if self.has_class("-short") and d is report.diagnoses[0]:
             ev.append(verdict_words(report, for_session=True) + "\n\n")
         if report.chain and d is report.diagnoses[0]:
-            ev.append("What waits on what\n", style="bold underline")
+            ev.append(chain_heading(report.verdict, "What waits on what") + "\n", style="bold underline")
             for line in chain_lines(report.chain):
                 ev.append(line.strip() + "\n")
             ev.append("\n")
