@@ -104,7 +104,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
         return recorded
     if finding.get("kind") == "mismatch" and finding.get("sides"):
         entry = table.get("p2p_mismatch" if finding.get("ops") == "p2p" else "mismatch") or {}
-        return _mismatch(entry, finding, _uneven_inputs(report))
+        return _mismatch(entry, finding, _uneven_inputs(report), _skipped_step(report, knowledge, finding))
     chain = report.chain or []
     if not chain:
         return None
@@ -771,7 +771,23 @@ def _uneven_inputs(report) -> str:
     return ""
 
 
-def _mismatch(entry: dict, finding: dict, uneven: str = "") -> Optional[FixItem]:
+def _skipped_step(report, knowledge, finding: dict) -> str:
+    """A side's own frame inside a try whose except goes on (advice.swallowed)."""
+    from debug_stuck.advice.swallowed import skipped_step
+    from debug_stuck.live.selflock import parse_source
+
+    reader = _Reader(report, knowledge)
+    sites = []
+    for side in finding.get("sides") or []:
+        for pid in side.get("pids") or []:
+            for thread in (reader.processes.get(pid) or {}).get("threads") or []:
+                for frame in thread.get("frames") or []:
+                    if not frame.get("native") and reader._is_own(frame) and isinstance(frame.get("line"), int):
+                        sites.append((side.get("who"), frame.get("path") or frame.get("file"), frame["line"], pid))
+    return skipped_step(sites, lambda path, pid: parse_source(_source(path, pid)))
+
+
+def _mismatch(entry: dict, finding: dict, uneven: str = "", skipped: str = "") -> Optional[FixItem]:
     if not entry:
         return None
     sides = []
@@ -788,6 +804,7 @@ def _mismatch(entry: dict, finding: dict, uneven: str = "") -> Optional[FixItem]
         if uneven
         else ""
     )
+    values["skipped"] = skipped  # empty: no step is skipped on one rank, and the snippet needs it
     fix = _fill(dict(entry, steps=entry.get("steps") or []), values)
     fix.basis = f"{entry.get('id')}: mismatch"
     fix.covers = tuple(entry.get("covers") or ())

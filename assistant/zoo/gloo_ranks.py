@@ -21,6 +21,10 @@ common launcher, as ``srun`` or ``pdsh`` start them).
   rank 1 before (and skips step 0): at its third step rank 0 waits in ``recv(tag=METRICS)`` for a
   send rank 1 makes a step later, while rank 1 has gone on into ``recv(tag=ACT)`` for the next
   activation. Both ranks wait to receive, from different lines, and neither sends.
+- ``skip_bad``: each step's work and its ``all_reduce`` sit in a ``try`` whose ``except`` logs the
+  error and goes on to the next batch (``continue``); at step 3 rank 1 meets a bad label and skips
+  that step's ``all_reduce``. At the end of the epoch rank 1 is in ``barrier`` while rank 0 waits in
+  its last ``all_reduce``.
 
 Both ranks init gloo with a 1 h timeout, so nothing errors during a test. READY
 (``{"pid", "rank0_pid", "rank1_pid", "scenario"}``) is written by rank 1 once rank 0 has announced it
@@ -114,6 +118,31 @@ def pipeline(rank: int) -> None:
         step += 1
 
 
+EPOCH_STEPS = 5
+SCENARIOS = ("busy", "mismatch", "straggle", "store_key", "p2p_tag", "new_group", "skip_bad")
+
+
+def skip_bad(rank: int) -> None:
+    """A loop that survives a bad sample by skipping it, on the rank that met it only."""
+    for step in range(EPOCH_STEPS):
+        if step == EPOCH_STEPS - 1:
+            if rank == 0:
+                _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
+            else:
+                rank0_waits_then_ready(step)
+        try:
+            label = 7 if (rank == 1 and step == STALL_STEP) else step % 3
+            if label >= 3:
+                raise IndexError(f"Target {label} is out of bounds.")
+            grad = torch.full((4,), float(label))
+            dist.all_reduce(grad)
+        except Exception as err:
+            print(f"rank {rank}: skipping batch {step}: {err}", flush=True)
+            continue
+        print(f"rank {rank} step {step} grad {grad.sum().item():.1f}", flush=True)
+    dist.barrier()  # the end of the epoch
+
+
 def train() -> None:
     scenario = sys.argv[1]
     torch.set_num_threads(1)
@@ -122,6 +151,9 @@ def train() -> None:
     if scenario == "p2p_tag":
         pipeline(rank)
         return
+    if scenario == "skip_bad":
+        skip_bad(rank)
+        _common.sleep_forever()  # never reached: rank 0 waits in all_reduce, rank 1 in barrier
     data = ShardDataset(rank)
     step = 0
     while True:
@@ -152,6 +184,6 @@ def train() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in ("busy", "mismatch", "straggle", "store_key", "p2p_tag", "new_group"):
-        sys.exit("usage: gloo_ranks.py {busy,mismatch,straggle,store_key,p2p_tag,new_group}")
+    if len(sys.argv) != 2 or sys.argv[1] not in SCENARIOS:
+        sys.exit(f"usage: gloo_ranks.py {{{','.join(SCENARIOS)}}}")
     train()

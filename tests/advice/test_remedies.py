@@ -87,3 +87,36 @@ def test_a_wait_that_ends_at_a_dead_worker_says_how_it_died(zombie, knowledge):
     plain = remedy_for(report, JobFacts(values={"log": "/tmp/train.log"}), knowledge)
     assert "prefetch_factor" not in plain.why and "BrokenProcessPool" in plain.why, plain.why
     assert any(f"Killed process {zombie.pid}" in c for c in fix.commands)
+
+
+SWALLOWING = """
+for batch in loader:
+    try:
+        loss = step(batch)          # 4
+    except ValueError:
+        raise                       # 6: re-raised, the job stops
+    except Exception as err:
+        log.warning("skip %s", err)
+        continue
+try:
+    setup()                         # 11: not in a loop
+except Exception:
+    pass
+while True:
+    try:
+        dist.barrier()              # 16
+    except Exception:
+        raise RuntimeError("fatal")  # 18
+"""
+
+
+def test_a_try_that_lets_one_rank_go_on_is_one_in_a_loop_whose_except_never_raises():
+    import ast
+
+    from debug_stuck.advice.swallowed import swallowing_try
+
+    tree = ast.parse(SWALLOWING)
+    assert swallowing_try(tree, 4) == (3, 7)  # the second handler goes on past the error
+    assert swallowing_try(tree, 11) is None  # once, before the loop: every rank stops or none
+    assert swallowing_try(tree, 16) is None  # its only handler raises
+    assert swallowing_try(None, 4) is None

@@ -799,6 +799,30 @@ def test_a_process_group_made_on_one_rank_alone_is_a_collective_mismatch_not_the
     assert "rank 0 in new_group, called at" in first.why and "gloo_ranks.py" in first.why, first.why
 
 
+def test_a_step_one_rank_skipped_after_an_error_is_named_with_its_try(knowledge, zoo):  # noqa: F811
+    """The sixth hunt's ddp_swallowed_skip: rank 1 caught an error in its step and went on (`except:
+    continue`), skipping the step's all_reduce; at the end of the epoch it is in barrier while rank 0
+    waits in its last all_reduce. The mismatch was right, its fix generic; it now names the try that
+    let one rank skip, and gives the skip decided on all ranks."""
+    pytest.importorskip("torch")
+    job = zoo("gloo_ranks", args=["skip_bad"])
+    report = diagnose(knowledge, job.info["rank0_pid"])
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    assert {side["collective"] for side in report.verdict.finding["sides"]} == {"all_reduce", "barrier"}
+    from debug_stuck.advice import advise
+
+    first = advise(report, knowledge).diagnoses[0].fixes[0]
+    assert first.title == "Make every rank call the same collectives in the same order", first.title
+    source = (spawn.ZOO_DIR / "gloo_ranks.py").read_text().splitlines()
+    reduce_at = 1 + next(i for i, text in enumerate(source, 1) if "torch.full((4,), float(label))" in text)
+    try_at = max(i for i, text in enumerate(source[:reduce_at], 1) if text.strip() == "try:")
+    except_at = next(i for i, text in enumerate(source, 1) if i > reduce_at and text.strip().startswith("except"))
+    said = f"rank 0 is at gloo_ranks.py:{reduce_at}, inside the try at gloo_ranks.py:{try_at}"
+    said += f" whose except at line {except_at}"
+    assert said in first.why, first.why
+    assert any("dist.all_reduce(ok, op=dist.ReduceOp.MIN)" in c for c in first.commands), first.commands
+
+
 def test_ranks_in_different_collectives_are_a_mismatch(knowledge, zoo):  # noqa: F811
     pytest.importorskip("torch")
     job = zoo("gloo_ranks", args=["mismatch"])
