@@ -78,6 +78,10 @@ VALUES = {
     "pair_b_wants": "the lock it waits for (the first holds it)",
     "pair_b_at": "where its own code waits for it",
     "stopped_others": "' (and pid P, stopped too)' when other processes of the job are stopped beside the end",
+    "thread_traceback": "set unless every log was read whole and none shows a thread's uncaught exception",
+    "no_thread_traceback": "the sentence saying the logs, read whole, show no thread's uncaught exception",
+    "skipped": "a side of a mismatch inside a try whose except goes on: one rank skipped the step",
+    "peer_python": "set when the process at the other end of the connection is Python, outside the job",
 }
 
 # phrases a remedy's prose may leave out when the report does not know them
@@ -85,7 +89,7 @@ OPTIONAL = (
     "at_site", "at_site_short", "first_at_site", "at_call", "at_call_sentence", "lock_library", "death",
     "death_short", "dead_advice", "in_wchan", "on_mount", "prompt_text", "prompt_short", "prompt_release",
     "inside_text", "in_functions", "order_edit", "holder_doing", "peer_name", "peer_state", "peer_doing",
-    "stream", "pipe_op", "first_waiter", "stopped_others", "pair_a_at", "pair_b_at",
+    "stream", "pipe_op", "first_waiter", "stopped_others", "pair_a_at", "pair_b_at", "no_thread_traceback",
 )  # fmt: skip
 
 
@@ -111,6 +115,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     reader = _Reader(report, knowledge)
     signature = ">".join(reader.token(hop) for hop in chain)
     values = _values(reader, chain, facts, table)
+    _thread_traceback(values, report)
     for entry in table.get("remedies") or []:
         if not re.search(entry["when"], signature):
             continue
@@ -644,6 +649,29 @@ def _sync(values: Dict[str, str], end: dict, reader: _Reader) -> None:
         values["at_site"] = f" at {found.group(2)}"
     if found.group(2):
         values["at_site_short"] = f" at {found.group(2)}"
+
+
+THREAD_DIED = "Exception in thread"  # CPython's threading.excepthook, for a thread's uncaught exception
+
+
+def _thread_traceback(values: Dict[str, str], report) -> None:
+    """Whether to send the user to the log for a thread's traceback: not when every log was read
+    whole and none holds one (the thread's error was caught, or it never started)."""
+    seen = any(
+        item.source == "log" and THREAD_DIED in (item.text or "")
+        for diagnosis in getattr(report, "diagnoses", None) or []
+        for item in diagnosis.evidence or []
+    )
+    logs = getattr(report, "logs", None) or []
+    whole = bool(logs) and all((log.get("bytes_read") or 0) >= (log.get("size") or 0) for log in logs)
+    if seen or not whole:
+        values["thread_traceback"] = "yes"
+        return
+    values["no_thread_traceback"] = (
+        f"The job's log ({logs[0].get('path')}) holds no \"{THREAD_DIED}\" traceback: that thread's error was "
+        "caught and not passed on (an except in its function that only logs it, perhaps at debug level), "
+        "or the thread never started."
+    )
 
 
 def _waited_thread(values: Dict[str, str], end: dict) -> None:

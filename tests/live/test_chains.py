@@ -627,6 +627,21 @@ def test_a_put_whose_consumer_thread_died_gets_a_put_side_fix(knowledge, zoo):  
     assert_first_fix_is_about(report, "thread-gone", "take items from the queue", "room in a full queue")
     code = "\n".join(report.diagnoses[0].fixes[0].commands)
     assert "def put_or_fail(" in code and "get_or_fail" not in code, code
+    # the writer's traceback is in the log: the fix sends the user to it, and the log line counts
+    assert "grep -n -A25 'Exception in thread'" in code, code
+    assert any("thread metrics-writer" in e.detail for e in report.diagnoses[0].evidence), report.diagnoses[0].evidence
+
+
+def test_a_thread_that_swallowed_its_error_is_not_looked_for_in_the_log(knowledge, zoo):  # noqa: F811
+    """The same writer catches its error and logs it at debug level: the log, read whole, holds no
+    traceback. The sixth hunt's lightning_writer_died was sent to grep for one."""
+    pytest.importorskip("torch")
+    job = zoo("metrics_writer_died", args=["swallowed"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.chain[-1]["waits_on"].get("end") == "no-thread", top(report)
+    assert_first_fix_is_about(report, "thread-gone", 'holds no "Exception in thread" traceback', "caught and not")
+    code = "\n".join(report.diagnoses[0].fixes[0].commands)
+    assert "Exception in thread" not in code and "def put_or_fail(" in code, code
 
 
 def test_a_sidecar_server_that_never_answers_is_followed_to_its_blocked_handler(knowledge, zoo):  # noqa: F811
