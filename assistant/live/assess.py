@@ -251,7 +251,7 @@ def _program(knowledge: Knowledge, name: str) -> Optional[dict]:
 
 
 def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequence = ()) -> LiveAnalysis:
-    alone = lambda pid: rank_alone(snap, pid)  # noqa: E731
+    alone = lambda pid, host=None: rank_alone(snap, pid)  # noqa: E731
     busy = lambda pid: (getattr(snap.process(pid), "cpu_percent", None) or 0.0) >= CPU_BUSY  # noqa: E731
     groups = apart_from_waiters(knowledge, group_ranks(snap), alone, busy)
     culprit = find_culprit(knowledge, groups)

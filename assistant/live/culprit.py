@@ -163,7 +163,7 @@ P2P_SEND = ("send", "send_object_list")
 def find_p2p_deadlock(
     knowledge: Knowledge,
     groups: List[StackGroup],
-    alone: Callable[[int], Optional[StackGroup]],
+    alone: Callable[[int, Optional[str]], Optional[StackGroup]],
     world_size: Optional[int] = None,
 ) -> Optional[Mismatch]:
     """Every rank of the job waits in a blocking send or recv: none can pair with another. Ranks in
@@ -174,12 +174,14 @@ def find_p2p_deadlock(
     names = {g.pids[0]: collective_name(knowledge, g) for g in groups}
     if not all(name in P2P_RECV + P2P_SEND for name in names.values()):
         return None
-    pids = [(rank, pid) for g in groups for pid, rank in zip(g.pids, g.ranks)]
+    pids = [
+        (rank, pid, host) for g in groups for pid, rank, host in zip(g.pids, g.ranks, g.hosts or [None] * len(g.pids))
+    ]
     if len(pids) < 2 or (world_size or 0) > len(pids):
         return None
     sides = []
-    for _rank, pid in sorted(pids, key=lambda item: (item[0] is None, item[0] or 0, item[1])):
-        group = alone(pid)
+    for _rank, pid, host in sorted(pids, key=lambda item: (item[0] is None, item[0] or 0, item[1])):
+        group = alone(pid, host)
         if group is None or not _waits_in_collective(knowledge, group):
             return None
         sides.append((collective_name(knowledge, group) or "a point-to-point call", group))

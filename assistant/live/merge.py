@@ -178,7 +178,8 @@ def fill_merged(report: Report, knowledge: Knowledge, merged: MergedSnapshot, pe
         process_entries,
     )
     from debug_stuck.live.chain import build_chains
-    from debug_stuck.live.culprit import find_culprit, find_mismatch, waits_in_collective
+    from debug_stuck.live.culprit import find_culprit, find_mismatch, find_p2p_deadlock, waits_in_collective
+    from debug_stuck.live.observe import rank_alone
 
     answered = [n.node for n in per_node]
     node_obs = {n.node.node: n.obs for n in per_node}
@@ -210,6 +211,10 @@ def fill_merged(report: Report, knowledge: Knowledge, merged: MergedSnapshot, pe
     report.verdict.hung = overall.hung
     culprit = find_culprit(knowledge, merged_groups)
     mismatch = find_mismatch(knowledge, merged_groups) if culprit is None else None
+    if culprit is None and mismatch is None:
+        sizes = [p.world_size for n in answered for p in n.snapshot.processes if p.role == "rank" and p.world_size]
+        alone = lambda pid, host: rank_alone(node_snaps[host], pid) if host in node_snaps else None  # noqa: E731
+        mismatch = find_p2p_deadlock(knowledge, merged_groups, alone, max(sizes) if sizes else None)
     chains = []
     if culprit is not None and culprit.host in node_snaps:
         own = node_obs[culprit.host].only(descendants(node_snaps[culprit.host], culprit.pid))

@@ -765,6 +765,31 @@ def test_pipeline_ranks_that_all_wait_to_receive_are_an_unpaired_send_not_a_coll
     assert re.search(r"rank 1 in recv, called at pipeline \(\S*gloo_ranks\.py:\d+\)", fixes[0].why), fixes[0].why
     assert "Make every rank execute the same collectives" not in [f.title for f in fixes]
 
+    # the same ranks seen from two nodes (each node's snapshot holds one rank): the merge finds it too
+    import dataclasses
+
+    from debug_stuck.live.collect import collect
+    from debug_stuck.live.nodes import MergedSnapshot, NodeSnapshot
+    from debug_stuck.pipeline.judge import judge_nodes
+
+    snap = collect([rank0, rank1], window=1.0)
+    nodes = [
+        NodeSnapshot(
+            name,
+            snapshot=dataclasses.replace(
+                snap,
+                host=name,
+                processes=[p for p in snap.processes if p.pid == pid],
+                stacks={pid: snap.stacks[pid]},
+            ),
+        )
+        for name, pid in (("node-a", rank0), ("node-b", rank1))
+    ]
+    merged = judge_nodes(knowledge, MergedSnapshot("ssh", "hosts node-a,node-b", nodes, timeout=30.0))
+    finding = merged.verdict.finding or {}
+    assert finding.get("ops") == "p2p" and [s["pids"] for s in finding["sides"]] == [[rank0], [rank1]], finding
+    assert merged.verdict.summary.startswith("Point-to-point deadlock: rank 0 (node-a) in recv"), merged.verdict.summary
+
 
 def test_ranks_all_in_point_to_point_calls_are_unpaired_only_when_every_rank_is_seen(knowledge):
     """The rule behind the pipeline test, on stacks: all receiving, or a send whose recv differs
