@@ -81,10 +81,11 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
     if any("dataloader" in (e.get("facts") or ()) for e in waits):
         workers = [p for p in snap.processes if p.ppid == pid and p.role == "dataloader-worker"]
         return _processes(snap, knowledge, workers, "DataLoader workers", "DataLoader worker")
-    if any(e.get("wait") == "subprocess" for e in waits):
-        # subprocess.run / Popen.wait: a conversion or preprocessing child that computes (a Python
-        # one, whose stack says where; a child that writes is progress already)
-        children = [p for p in snap.processes if p.ppid == pid]
+    if any(e.get("wait") == "subprocess" or _joins_processes(e) for e in waits):
+        # subprocess.run / Popen.wait / multiprocessing's Process.join: a conversion, preprocessing or
+        # evaluation child that computes (a Python one, whose stack says where; a child that writes is
+        # progress already)
+        children = [p for p in snap.processes if p.ppid == pid and not is_library_helper(p.cmdline)]
         return _processes(snap, knowledge, children, "child processes", "child process")
     polling = _sleeps_beside_children(snap, knowledge, pid, thread) if _sleeps(snap, pid, thread.tid) else None
     polling = polling or _sleeps_between_calls(snap, pid, thread) or _backs_off(snap, entries, pid, thread)
@@ -103,6 +104,11 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
     # batches on a queue.Queue); library threads (tqdm's monitor, a tracker's) fill nothing of its own
     own = [t for t in others if own_frame_index(list(t.frames)) is not None]
     return _threads(snap, knowledge, pid, own, "threads", "thread") if own else None
+
+
+def _joins_processes(entry: dict) -> bool:
+    """A join of multiprocessing's child processes (frames.yaml: wait join, fact multiprocess)."""
+    return entry.get("wait") == "join" and "multiprocess" in (entry.get("facts") or ())
 
 
 def _threads(snap: Snapshot, knowledge: Knowledge, pid: int, threads, what: str, one: str) -> Optional[Helpers]:

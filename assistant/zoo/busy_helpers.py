@@ -13,6 +13,9 @@
   thread waits in the queue's ``get``.
 - ``child_computes``: not hung. ``subprocess`` child that computes for ten minutes and writes nothing
   (a preprocessing step run as a script); the main thread waits for it in ``_try_wait``.
+- ``mp_child_computes``: not hung. A held-out evaluation run in a ``multiprocessing`` spawn child
+  (``Process(name="evaluator")``) that multiplies torch matrices for ten minutes (native code, the
+  stack still); the main thread waits for it in ``Process.join``.
 - ``child_writes``: not hung. ``subprocess.run`` of a child that writes 1 MiB to
   ``<workdir>/extracted.bin`` every 0.25 s for ever (an extraction or a conversion); the main thread
   waits for the child in ``_try_wait``.
@@ -72,7 +75,7 @@ server.serve_forever()
 """
 SCENARIOS = (
     "threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes", "join_blas",
-    "polls_child", "polls_service",
+    "polls_child", "polls_service", "mp_child_computes",
 )  # fmt: skip
 
 
@@ -155,6 +158,31 @@ def child_computes() -> None:
     child.wait()
 
 
+def evaluate(started: str) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    weights = torch.randn(1024, 1024)
+    open(started, "w").close()
+    deadline = time.monotonic() + TASK_SECONDS * 10
+    while time.monotonic() < deadline:
+        torch.randn(512, 1024) @ weights
+
+
+def mp_child_computes() -> None:
+    import multiprocessing
+
+    started = _common.workdir() / "child-started"
+    child = multiprocessing.get_context("spawn").Process(target=evaluate, args=(str(started),), name="evaluator")
+    child.start()
+    waits = _common._main_sleeps_in("poll")
+    _common.ready_when(
+        lambda: started.exists() and waits(), lambda: {"pid": os.getpid(), "scenario": SCENARIO, "child": child.pid}
+    )
+    print("held-out evaluation in a fresh process", flush=True)
+    child.join()
+
+
 def child_writes() -> None:
     target = _common.workdir() / "extracted.bin"
     child = subprocess.Popen([sys.executable, "-I", "-c", CHILD, str(target)])
@@ -232,5 +260,5 @@ if __name__ == "__main__":
         sys.exit(f"usage: busy_helpers.py [{'|'.join(SCENARIOS)}]; not {SCENARIO!r}")
     scenarios = {"pool_imap": pool_imap, "prefetch_thread": prefetch_thread, "child_computes": child_computes}
     scenarios.update(child_writes=child_writes, join_blas=join_blas, polls_child=polls_child)
-    scenarios.update(polls_service=polls_service)
+    scenarios.update(polls_service=polls_service, mp_child_computes=mp_child_computes)
     scenarios.get(SCENARIO, pool_jobs)()
