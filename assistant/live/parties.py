@@ -302,10 +302,17 @@ def blocked_handler(job: JobView, pid: int) -> Optional[int]:
 
 def blocked_server_peer(job: JobView, hop, wait: dict) -> Optional[int]:
     """The process of the job at the other end of a connection that never answers, when it is a server
-    whose handler thread is blocked (blocked_handler): the chain goes on into it, to that thread."""
+    whose handler thread is blocked (blocked_handler): the chain goes on into it, to that thread; for a
+    unix socket (whose state /proc does not give), the job's process at its other end."""
+    obj = wait.get("object") or {}
+    if hop.kind == "socket" and obj.get("proto") == "unix":
+        # a unix socket to a process of the job (a multiprocessing Manager, a local server): go on
+        # into it, whatever holds it up (stopped, its handler blocked)
+        ends = [p["pid"] for p in obj.get("peer") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
+        return ends[0] if ends else None
     if hop.kind != "socket" or hop.facts.get("end") != "no-answer":
         return None
-    peers = (wait.get("object") or {}).get("peer") or []
+    peers = obj.get("peer") or []
     served = next((p["pid"] for p in peers if p.get("pid") in job.procs and blocked_handler(job, p["pid"])), None)
     if served is not None:
         hop.facts.pop("end")  # it answers once its handler can: the end is what blocks the handler

@@ -760,6 +760,35 @@ def _resolve_socket(pid: int, obj: dict, tid: int, wanted: Dict[str, list], sock
     if entry:
         obj.update(entry)
         _socket_peer(obj, tid, table, wanted)
+    if entry and entry.get("proto") == "unix":
+        if -2 not in table:
+            table[-2] = _unix_peers()
+        peer = table[-2].get(obj.get("inode"))
+        if peer:
+            obj["peer_inode"] = peer  # a multiprocessing Manager, a local service: the process holding it
+            wanted.setdefault(f"socket:[{peer}]", []).append((-1, tid))
+
+
+_SS_UNIX = re.compile(r"^u_\w+\s+\S+\s+\d+\s+\d+\s+.*?\s(?P<inode>\d+)\s+.*?\s(?P<peer>\d+)\s*$")
+
+
+def _unix_peers() -> Dict[int, int]:
+    """inode -> the inode at the other end, for the connected unix sockets of this network namespace
+    (/proc/net/unix does not say), from one bounded `ss -xnH` call; {} without ss."""
+    from debug_stuck.bounded import run_command
+
+    try:
+        result = run_command(["ss", "-xnH"], SS_SECONDS)
+    except OSError:
+        return {}
+    if result.timed_out or result.returncode != 0:
+        return {}
+    peers: Dict[int, int] = {}
+    for line in result.stdout.splitlines():
+        found = _SS_UNIX.match(line.strip())
+        if found and found["peer"] != "0":
+            peers[int(found["inode"])] = int(found["peer"])
+    return peers
 
 
 def _watched_connections(wait: Wait) -> List[dict]:
