@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -642,6 +643,23 @@ def test_a_thread_that_swallowed_its_error_is_not_looked_for_in_the_log(knowledg
     assert_first_fix_is_about(report, "thread-gone", 'holds no "Exception in thread" traceback', "caught and not")
     code = "\n".join(report.diagnoses[0].fixes[0].commands)
     assert "Exception in thread" not in code and "def put_or_fail(" in code, code
+
+
+def test_a_stopped_multiprocessing_manager_is_the_culprit_of_a_proxy_call_that_never_returns(knowledge, zoo):  # noqa: F811
+    """The seventh hunt's mgr_stopped: the trainer's Manager dict proxy call reads the unix socket to
+    the manager's server, which is stopped. It was external-service 90% ("timeout on every network
+    call", `aws s3 sync`), the chain ending at "a read of a unix socket": /proc gives a unix socket's
+    peer nowhere, `ss -x` does."""
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) gives a unix socket's peer")
+    job = zoo("manager_stopped")
+    manager = job.info["manager_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.culprit and report.culprit["pid"] == manager, top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, manager], report.chain
+    assert report.verdict.cause == "thread-deadlock", top(report)
+    assert_first_fix_is_about(report, "peer-stopped", f"pid {manager}")
+    assert f"kill -CONT {manager}" in report.diagnoses[0].fixes[0].commands, report.diagnoses[0].fixes[0]
 
 
 def test_a_sidecar_server_that_never_answers_is_followed_to_its_blocked_handler(knowledge, zoo):  # noqa: F811
