@@ -31,6 +31,10 @@ every stack sample, one second apart. None is hung.
   ``http.server``) through urllib3 with ``Retry(status_forcelist=[429], backoff_factor=1.0)``; the
   service refuses two tries of three with ``429`` and closes the connection, so the trainer sleeps in
   Retry's backoff (1 s, then 2 s) before each batch.
+- ``drop_folder``: the trainer's own ``while True`` loop globs a drop folder for new shards, trains on
+  each and logs it, and sleeps 2 s when none is new (an ingest service drops the next one later). One
+  shard is there at the start; the next has not come yet: a sleeping loop that wakes, looks and
+  sleeps again, its log written seconds ago.
 
 READY (``{"pid", "scenario", "child_pid"?, "rank0_pid"?, "rank1_pid"?}``): after three or four steps
 (three records); ``pid`` is the process to diagnose (for ``slow_shard``, the parent of the ranks).
@@ -369,7 +373,39 @@ def retry_backoff() -> None:
             _common.mark_ready(scenario="retry_backoff", child_pid=service.pid)
 
 
+def drop_folder() -> None:
+    import glob
+
+    import torch
+
+    torch.set_num_threads(1)
+    shards = _common.workdir() / "shards"
+    shards.mkdir(exist_ok=True)
+    torch.save(torch.randn(64, 32), shards / "s0.pt")  # the ingest service's first drop
+    model = torch.nn.Linear(32, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    seen, looks = set(), 0
+    while True:
+        new = sorted(set(glob.glob(str(shards / "*.pt"))) - seen)
+        if not new:
+            looks += 1
+            if looks == 1:
+                _common.mark_ready(scenario="drop_folder")
+            time.sleep(2.0)  # poll the drop folder
+            continue
+        for name in new:
+            x = torch.load(name)
+            seen.add(name)
+            for _ in range(20):
+                loss = model(x).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            print(f"trained on {name}: loss {loss.item():.4f}", flush=True)
+
+
 SCENARIOS = {
+    "drop_folder": drop_folder,
     "throttled": throttled,
     "child_stream": child_stream,
     "slow_shard": slow_shard,

@@ -652,14 +652,27 @@ def test_a_stopped_multiprocessing_manager_is_the_culprit_of_a_proxy_call_that_n
     peer nowhere, `ss -x` does."""
     if shutil.which("ss") is None:
         pytest.skip("ss (iproute2) gives a unix socket's peer")
-    job = zoo("manager_stopped")
-    manager = job.info["manager_pid"]
+    job = zoo("peer_stopped", args=["manager"])
+    manager = job.info["stopped_pid"]
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True and report.culprit and report.culprit["pid"] == manager, top(report)
     assert [hop["pid"] for hop in report.chain] == [job.proc.pid, manager], report.chain
     assert report.verdict.cause == "thread-deadlock", top(report)
     assert_first_fix_is_about(report, "peer-stopped", f"pid {manager}")
     assert f"kill -CONT {manager}" in report.diagnoses[0].fixes[0].commands, report.diagnoses[0].fixes[0]
+
+
+def test_a_stopped_child_the_trainer_waits_for_is_the_culprit_and_no_cpu_spin(knowledge, zoo):  # noqa: F811
+    """The seventh hunt's stopped_child: a preprocessing child run per epoch is stopped; the trainer
+    waits in wait4. Culprit and kill -CONT were right, the cause cpu-spin 83% (a BLAS thread's idle
+    frame in the stopped child, at 0% CPU)."""
+    job = zoo("peer_stopped", args=["child"])
+    child = job.info["stopped_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.culprit and report.culprit["pid"] == child, top(report)
+    assert report.verdict.cause == "thread-deadlock", top(report)
+    assert_first_fix_is_about(report, "peer-stopped", f"pid {child}")
+    assert f"kill -CONT {child}" in report.diagnoses[0].fixes[0].commands, report.diagnoses[0].fixes[0]
 
 
 def test_a_sidecar_server_that_never_answers_is_followed_to_its_blocked_handler(knowledge, zoo):  # noqa: F811
