@@ -148,6 +148,18 @@ def barrier_feeders(thread, others) -> list:
     return list(others)
 
 
+# Library threads that only watch their own library's objects and never put into, set or notify
+# anything of the job's: tqdm's TMonitor (tqdm/_monitor.py: it checks the open bars' miniters), the
+# async writer of TensorBoard's event files (tensorboard/summary/writer/event_file_writer.py:
+# _AsyncWriterThread, draining its own queue into the file).
+SERVICE_THREAD_FILE = re.compile(r"(^|/)(tqdm/_monitor|tensorboard/summary/writer/event_file_writer)\.py$")
+
+
+def feeding_threads(others) -> list:
+    """The threads that could release a wait of the job's own: not a library's watcher thread."""
+    return [t for t in others if not any(SERVICE_THREAD_FILE.search(f.file or "") for f in python_frames(t.frames))]
+
+
 def none_left_to_release(thread, others) -> bool:
     """The thread waits on a threading or queue primitive (Condition, Event, Barrier, Queue,
     Semaphore: in CPython's source only another thread of the same process releases them), and it
@@ -157,6 +169,7 @@ def none_left_to_release(thread, others) -> bool:
     `others`: the process's other threads with Python frames."""
     if not in_thread_sync(thread):
         return False
+    others = feeding_threads(others)
     if not others:
         return True
     return at_thread_barrier(thread) and all(in_thread_sync(t) for t in others)
@@ -164,6 +177,7 @@ def none_left_to_release(thread, others) -> bool:
 
 def none_left_words(thread, others) -> str:
     """How a wait that no thread is left to end says so (none_left_to_release held)."""
+    others = feeding_threads(others)
     if not others:
         return (
             ", and no other thread is left in the process to provide it: the thread that would have has ended "

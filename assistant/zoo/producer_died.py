@@ -15,6 +15,9 @@ sends) after three batches. Nothing reaps it (``multiprocessing`` reaps only on 
 ``active_children``), so it stays a zombie while the loop waits in ``get``: a job with a dead child
 and no DataLoader. READY adds ``producer_pid``.
 
+``python producer_died.py tqdm``: the same, with a tqdm progress bar, whose monitor thread (tqdm's
+``TMonitor``) sleeps beside the main thread: a thread of a library that puts nothing in the job's queue.
+
 ``python producer_died.py asyncio``: the same pipeline in asyncio. A producer task puts records in an
 ``asyncio.Queue`` and raises at the corrupt one; the training coroutine awaits ``queue.get()``. The
 task's exception is kept until the task is awaited (the program still holds it: nothing is logged),
@@ -60,11 +63,18 @@ def train() -> None:
         return not producer.is_alive() and in_get and _common.sleeping_steadily(os.getpid(), main.native_id)
 
     _common.ready_when(waiting_alone)
+    progress = None
+    if sys.argv[1:] == ["tqdm"]:
+        from tqdm import tqdm
+
+        progress = tqdm(desc="train", mininterval=0.1)  # starts tqdm's monitor thread (TMonitor)
     step = 0
     while True:
         batch = batches.get()  # no timeout: the bug
         step += 1
         print(f"step {step} loss {sum(batch) / len(batch):.3f}", flush=True)
+        if progress is not None:
+            progress.update()
 
 
 def produce_then_die(batches) -> None:

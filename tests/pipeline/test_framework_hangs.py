@@ -350,8 +350,13 @@ def test_pool_map_after_a_worker_was_killed_is_a_lost_task_not_io(knowledge, zoo
     assert fix.origin == "finding" and "ProcessPoolExecutor" in fix.commands[-1], fix
 
 
-def test_a_queue_whose_producer_thread_died_is_a_wait_on_a_thread_that_is_gone(knowledge, zoo):  # noqa: F811
-    job = zoo("producer_died")
+@pytest.mark.parametrize("variant", [[], ["tqdm"]], ids=["plain", "tqdm"])
+def test_a_queue_whose_producer_thread_died_is_a_wait_on_a_thread_that_is_gone(knowledge, zoo, variant):  # noqa: F811
+    """With a tqdm bar (the seventh hunt's hf_collator: HF Trainer's), tqdm's monitor thread sleeps
+    beside the main thread; it puts nothing in the job's queue, so no thread is left to."""
+    if variant:
+        pytest.importorskip("tqdm")
+    job = zoo("producer_died", args=variant)
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
     assert "an item from a queue" in report.verdict.summary
