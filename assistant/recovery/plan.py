@@ -188,3 +188,31 @@ def mark_finished(report) -> None:
                 "for a thread: its training is done, and a rerun would train again"
             )
             return
+    first = (report.chain or [{}])[0]
+    handler = _exit_handler(report, first.get("pid"))
+    if handler is not None:
+        report.resume["finished"] = (
+            f"{first.get('who') or 'the job'} has run its main code to the end: its main thread runs {handler}, "
+            "called at exit (an atexit handler), with no script frame below it: its training is done, and a "
+            "rerun would train again"
+        )
+
+
+# where a main thread's outermost Python frame is while the program itself runs: the script's module,
+# runpy's for `python -m`, a console script's
+_PROGRAM_FRAMES = ("<module>", "_run_module_as_main", "_run_code", "run_module")
+
+
+def _exit_handler(report, pid) -> Optional[str]:
+    """The function a main thread runs with no frame of the program below it: an atexit handler,
+    which CPython calls once the main module has returned (Py_FinalizeEx -> atexit callbacks)."""
+    process = next((p for p in report.processes or [] if p.get("pid") == pid), None)
+    threads = (process or {}).get("threads") or []
+    main = next((t for t in threads if t.get("tid") == pid), None)
+    from debug_stuck.probes.collectors.stacks import MAX_FRAMES
+
+    every = (main or {}).get("frames") or []
+    frames = [f for f in every if not f.get("native")]
+    if not frames or len(every) >= MAX_FRAMES or frames[-1].get("function") in _PROGRAM_FRAMES:
+        return None  # a stack clipped to its innermost frames does not show its outermost
+    return f"{frames[-1].get('function')} ({frames[-1].get('file')}:{frames[-1].get('line')})"

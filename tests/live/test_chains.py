@@ -1102,6 +1102,18 @@ def test_a_non_daemon_thread_looping_on_a_stop_event_at_exit_is_the_end_of_the_w
     assert f"Not needed: process pid {job.proc.pid} " in text and "to train again anyway:" in text, text
 
 
+def test_an_atexit_handler_waiting_for_a_dead_writer_is_a_finished_job_not_one_to_rerun(knowledge, zoo):  # noqa: F811
+    """The seventh hunt's atexit_join: training is done and saved; an atexit handler waits in
+    Queue.join() for a writer thread that died. The resume plan said "lost: steps after 60" and gave
+    a rerun; a main thread with no frame of the program below its function runs at exit."""
+    job = zoo("exit_flusher", args=["atexit"])
+    report = full_diagnosis(DiagnoseRequest(pids=[job.proc.pid], window=1.0, advice=False), knowledge)
+    assert report.verdict.hung is True and report.chain[-1]["waits_on"].get("end") == "no-thread", top(report)
+    finished = (report.resume or {}).get("finished") or ""
+    assert "flush_metrics (" in finished and "called at exit (an atexit handler)" in finished, report.resume
+    assert "a rerun would train again" in finished, report.resume
+
+
 def test_a_program_that_is_not_python_asking_on_the_terminal_ends_the_chain(knowledge, zoo):  # noqa: F811
     """A child with no Python stack (a shell standing in for git's credential prompt) is read at its
     main thread: the chain ends at its terminal read, not at "its system call could not be read";
