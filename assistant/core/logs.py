@@ -14,18 +14,20 @@ from debug_stuck.core.logtext import LogTail, parse_progress
 from debug_stuck.core.tree import Tree
 
 
-def observe_tail(tree: Tree, tail: LogTail, obs: Observations, another_run: bool = True) -> LogTail:
+def observe_tail(tree: Tree, tail: LogTail, obs: Observations, another_run: bool = True, live: bool = False) -> LogTail:
     """What a log's tail (already read) says, as observations: its lines, the stack dumps in it,
     its rank census and progress, and the triage answers its lines give. `another_run`: False for a
     second log of a run already counted (the live job's stdout and the file it logs to): its last
-    step is not a second run's, so two of them never say "the same step every time"."""
+    step is not a second run's, so two of them never say "the same step every time". `live`: the
+    job is read live, whose stacks say where it is now; a traceback in its log that ended in an
+    error is a call that is over, not a stack of the hang (one a Ctrl-C ended still is)."""
     if tail.error:
         return tail
     path = tail.path
     for text, number in zip(tail.lines, tail.line_numbers):
         obs.add("log", ObservedLine(text, file=path, line=number if tail.whole_file else None))
     run = _current_run(tree, tail.lines)
-    _observe_stacks(path, run, obs)
+    _observe_stacks(path, run, obs, live)
     _observe_rank_census(tree, path, run, obs)
     segments = _rank_segments(run)  # each rank's part of an interleaved line on a line of its own
     _observe_rank_progress(tree, path, segments, obs)
@@ -54,12 +56,14 @@ def observe_tail(tree: Tree, tail: LogTail, obs: Observations, another_run: bool
     return tail
 
 
-def _observe_stacks(path: str, lines: List[str], obs: Observations) -> None:
+def _observe_stacks(path: str, lines: List[str], obs: Observations, live: bool = False) -> None:
     """Stack dumps in the log (a Ctrl-C traceback, faulthandler, py-spy, gdb) become stack evidence,
     matched by the same playbook signals as live stacks."""
     name = Path(path).name
     seen = set()
     for thread in extract_stacks(lines):
+        if live and _raised(thread):
+            continue
         who = f"{thread.kind} {thread.name!r} in {name}" if thread.name != thread.kind else f"{thread.kind} in {name}"
         if who in seen:  # the main thread of a second process dumped into the same file: a thread of its own
             who += f" at line {thread.line + 1}"
@@ -68,6 +72,12 @@ def _observe_stacks(path: str, lines: List[str], obs: Observations) -> None:
             obs.add("stack", ObservedLine(frame.text(), subject=who, file=path))
         if feeder_writing([(f.function, f.file) for f in thread.frames if not f.native]):
             obs.add("stack", ObservedLine(FEEDER_WRITING, subject=who, file=path))
+
+
+def _raised(thread) -> bool:
+    """A traceback that ends in an exception other than an interrupt: that call raised and is over."""
+    exception = (thread.exception or "").split(":", 1)[0]
+    return thread.kind == "traceback" and bool(exception) and not exception.endswith("KeyboardInterrupt")
 
 
 def _observe_rank_census(tree: Tree, path: str, lines: List[str], obs: Observations) -> None:

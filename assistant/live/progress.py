@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence
 
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.loops import own_loop
-from debug_stuck.live.wakes import polls, wait_returned, works_between_sleeps
+from debug_stuck.live.wakes import polls, wait_returned, waits_for_input, works_between_sleeps
 from debug_stuck.probes.collectors.stacks import main_thread
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP, RECEIVING_MS
 
@@ -392,6 +392,10 @@ def judge_progress(
     # a retry loop uses little CPU; the state it was read in (R between two sleeps) says nothing
     retry_waits = any(cpu_used(p) < BUSY_CPU for p in retried)
     if any(s is not None and s.frozen() for s in sampled) or retry_waits or any(p.state in "DZT" for p in trainers):
+        silent = min((lg.silent for lg in logs if lg.silent is not None), default=None)
+        awaiting = [text for p in ranks for text in [waits_for_input(p, silent)] if text]
+        if awaiting and len(awaiting) == len(ranks) and not stuck_logs:
+            return Progress(None, awaiting)
         seen = [text for p in ranks for text in [polls(p)] if text]
         return Progress(True, ["no stack moved, no log grew, nothing was written during the window"] + seen)
     return Progress(None, ["too little was sampled to tell"])

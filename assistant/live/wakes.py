@@ -19,6 +19,7 @@ attached. Two readings come out of it:
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Dict, List, Optional
 
 from debug_stuck.core.libfacts import match_frame
@@ -240,3 +241,25 @@ def watch_sleepers(snap, say: Callable[[str], None]) -> Optional[str]:
         found = wakes.get((info.pid, info.pid))
         info.main_wakes = found.to_dict() if found is not None else None
     return f"watching the main threads' wake-ups: {error}" if error else None
+
+
+RECENT_WORK_SECONDS = 120.0  # a log written this recently: the loop worked a few of its polls ago
+_OPEN_LOOP = re.compile(r"^(while\s+(True|1)|for\b)")
+
+
+def waits_for_input(info, silent: Optional[float]) -> Optional[str]:
+    """Why a rank asleep in its own main loop may be waiting for its next input, not stuck: the loop
+    names no condition it waits for (`while True:`, a `for` loop: the job's work loop, which sleeps
+    when no input is there yet), and the job's log was written `silent` seconds ago, within
+    RECENT_WORK_SECONDS. A `while not os.path.exists(done):` loop waits for one thing: not this."""
+    loop = str(main_wait(info).get("loop") or "")
+    if info.role not in TRAINING_ROLES or not sleeps(info) or not _OPEN_LOOP.match(loop):
+        return None
+    if silent is None or silent > RECENT_WORK_SECONDS:
+        return None
+    return (
+        f"{info.label()} sleeps in its own loop (`{loop}`) that names nothing it waits for, and the job's log "
+        f"was written {silent:.0f} s ago: a work loop waiting for its next input (a file, a shard, a job) and "
+        "one waiting for input that never comes look alike until a few of its looks have passed; the log a few "
+        "minutes from now tells them apart"
+    )

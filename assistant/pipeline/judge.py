@@ -40,7 +40,9 @@ def judge(knowledge: Knowledge, request: DiagnoseRequest, gathered: Gathered) ->
     tails, counted = [], False
     for tail in gathered.tails:
         this_run = started is not None and _written_in_this_run(tail, started)
-        tails.append(observe_tail(knowledge.tree, tail, obs, another_run=not (this_run and counted)))
+        tails.append(
+            observe_tail(knowledge.tree, tail, obs, another_run=not (this_run and counted), live=bool(per_node))
+        )
         counted = counted or this_run
     for item in per_node:
         item.live = analyze(knowledge, item.node.snapshot, item.obs, tails)

@@ -379,3 +379,38 @@ def test_a_dataloader_workers_dump_beside_a_ranks_is_no_straggler(cli_json, tmp_
     report = cli_json("--log", worker, "--log", rank)
     said = [e["detail"] for d in report["diagnoses"] for e in d["evidence"]]
     assert not any("processes waiting in" in d for d in said), said
+
+
+# A live job's log (the seventh hunt's h_poll): an ingest helper's torch.save failed once at start;
+# the trainer itself sleeps in its poll loop. Then a Ctrl-C traceback of a hang, for contrast.
+RAISED = """Traceback (most recent call last):
+  File "<string>", line 1, in <module>
+  File "/venv/lib/python3.11/site-packages/torch/serialization.py", line 1002, in save
+    with _open_zipfile_writer(f) as opened_zipfile:
+         ^^^^^^^^^^^^^^^^^^^^^^^
+  File "/venv/lib/python3.11/site-packages/torch/serialization.py", line 864, in _open_zipfile_writer
+    return container(name_or_buffer)  # type: ignore[arg-type]
+  File "/venv/lib/python3.11/site-packages/torch/serialization.py", line 828, in __init__
+    torch._C.PyTorchFileWriter(
+RuntimeError: Parent directory shards does not exist.
+trained on shards/s1.pt: loss 0.1367
+Traceback (most recent call last):
+  File "train.py", line 9, in <module>
+    time.sleep(15)
+KeyboardInterrupt
+"""
+
+
+def test_a_live_jobs_log_traceback_that_raised_is_history_not_a_stack_of_the_hang():
+    from debug_stuck.core.classify import Observations
+    from debug_stuck.core.logs import _observe_stacks
+
+    def stack_lines(live):
+        obs = Observations()
+        _observe_stacks("/job/job.log", RAISED.splitlines(), obs, live=live)
+        return [line.text for line in obs.lines.get("stack", [])]
+
+    assert "save (torch/serialization.py:1002)" in stack_lines(live=False)  # a pasted report: evidence
+    live = stack_lines(live=True)
+    assert not any("serialization.py" in text for text in live), live  # that call raised and is over
+    assert "<module> (train.py:9)" in live  # a Ctrl-C's traceback is where the job was

@@ -142,6 +142,21 @@ def test_a_writer_that_polls_for_a_file_that_never_comes_with_long_sleeps_is_sti
     assert report.culprit is not None and report.culprit["pid"] == child, report.culprit
 
 
+def test_a_work_loop_polling_its_drop_folder_after_recent_work_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The seventh hunt's h_poll: the trainer's `while True` loop trains on each new shard of a drop
+    folder and sleeps between looks; its log was written seconds ago. It was HUNG on 2 looks of 5
+    ("checks something and sleeps again", checkpoint-save 90%): a work loop waiting for its next input
+    is undecided, never hung, until its log's silence says otherwise."""
+    pytest.importorskip("torch")
+    job = zoo("paced", args=["drop_folder"])
+    for _ in range(2):
+        report = diagnose(knowledge, job.proc.pid)
+        assert report.verdict.hung is None, report.verdict.summary  # no new shard, no new line: not progress
+        said = " ".join(report.verdict.state_reasons)
+        assert "sleeps in its own loop (`while True`) that names nothing it waits for" in said, said
+        assert report.culprit is None, report.culprit
+
+
 def test_a_poll_for_a_file_nobody_writes_is_still_hung_and_says_how_often_it_looks(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["results_poll"])
     report = diagnose(knowledge, job.proc.pid)
