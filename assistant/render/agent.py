@@ -66,8 +66,9 @@ def agent_view(report: Report) -> Dict[str, Any]:
         ),
         "chain_end": _chain_end(report),
         "culprit": _culprit(data.get("culprit")),
-        # a job that moves has nothing to fix: no stop, no resume, no check of a cause it does not have
-        "fix": None if moving else _fix(top),
+        # a job that moves has nothing to fix: no stop, no resume, no check of a cause it does not have;
+        # one watched and not told apart from a slow one is not stopped on the tool's word
+        "fix": None if moving else _fix(top, gentle=verdict.get("hung") is None and bool(report.verdict.state_reasons)),
         "checks": [] if moving else _checks(top),
         "edits": [_edit(e) for e in (data.get("edits") or [])[:2]],
         "resume": _resume(data.get("resume")),
@@ -99,10 +100,19 @@ def _culprit(culprit: Optional[dict]) -> Optional[dict]:
     return out
 
 
-def _fix(top: Optional[dict]) -> Optional[dict]:
+STOPPING = ("stops-job", "disturbs")
+
+
+def _fix(top: Optional[dict], gentle: bool = False) -> Optional[dict]:
+    """The first fix; `gentle` (an undecided job): the first that neither stops nor disturbs it."""
     if not top or not top.get("fixes"):
         return None
-    fix = top["fixes"][0]
+    fixes = top["fixes"]
+    if gentle:
+        fixes = [f for f in fixes if not any(_kind(s) in STOPPING for s in f.get("safety") or [])]
+        if not fixes:
+            return None
+    fix = fixes[0]
     safeties = fix.get("safety") or []
     commands = [
         _command(c, safeties[i] if i < len(safeties) else None) for i, c in enumerate(fix.get("commands") or [])
@@ -116,6 +126,10 @@ def _fix(top: Optional[dict]) -> Optional[dict]:
     if fix.get("condition"):
         out["condition"] = _clip(fix["condition"], 300)
     return out
+
+
+def _kind(safety) -> str:
+    return str(safety.get("label") if isinstance(safety, dict) else safety or "")
 
 
 def _checks(top: Optional[dict]) -> List[dict]:

@@ -84,3 +84,23 @@ def test_default_destination(tmp_path, monkeypatch, cli):
     code, _, _ = cli("skills", "install")
     assert code == 0
     assert (tmp_path / ".claude" / "skills" / "debug-stuck" / "SKILL.md").is_file()
+
+
+def test_an_undecided_jobs_agent_fix_never_stops_it():
+    """A job watched and not told apart from a slow one: the agent is handed the first fix that
+    neither stops nor disturbs it (the seventh hunt's h_poll led with "Stop the stuck job safely");
+    a hung one keeps its first fix, whatever it does."""
+    from debug_stuck.core.report import Diagnosis, FixItem, Report, Verdict, safety_dict
+    from debug_stuck.render.agent import agent_view
+
+    stop = FixItem(title="Stop the stuck job safely", commands=["debug-stuck stop --pid 7"])
+    stop.safety = [safety_dict("stops-job", "stops pid 7")]
+    edit = FixItem(title="Give the wait a timeout", commands=["q.get(timeout=600)"])
+    edit.safety = [safety_dict("edit")]
+    top = Diagnosis("io-stall", "File I/O blocked", 0.3, [], [stop, edit], "skills/io-stall.md")
+    undecided = Report(verdict=Verdict(hung=None, state_reasons=["watched: sleeps in its own loop"]), diagnoses=[top])
+    assert agent_view(undecided)["fix"]["title"] == "Give the wait a timeout"
+    hung = Report(verdict=Verdict(hung=True, state="hung", cause="io-stall"), diagnoses=[top])
+    assert agent_view(hung)["fix"]["title"] == "Stop the stuck job safely"
+    only_stop = Report(verdict=undecided.verdict, diagnoses=[Diagnosis("io-stall", "t", 0.3, [], [stop], "p")])
+    assert "fix" not in agent_view(only_stop)
