@@ -229,8 +229,11 @@ def _check_zip(path: str, size: int, want: Tuple[str, ...]) -> Tuple[Optional[st
                 return f"truncated: zip entries end at byte {end}, the file has {size} bytes", {}
             values: Dict[str, Optional[int]] = {}
             info = zf.getinfo(pkl)
-            if want and info.file_size <= PICKLE_PEEK_MAX_BYTES:
-                values = peek_pickle_values(zf.read(pkl), want)
+            if info.file_size <= PICKLE_PEEK_MAX_BYTES:
+                data = zf.read(pkl)
+                if holds_one_tensor(data):
+                    return "not a training checkpoint: it holds one tensor (data, not a model's state)", {}
+                values = peek_pickle_values(data, want) if want else {}
             return None, values
 
     try:
@@ -248,6 +251,20 @@ def _zip_problem(message: str) -> str:
     if "not a zip file" in message.lower() or "end-of-central-directory" in message.lower():
         return "truncated: zip central directory missing"
     return f"corrupt: {message}"
+
+
+def holds_one_tensor(data: bytes) -> bool:
+    """Whether a torch file's data.pkl is one tensor at its top (torch.save(tensor): a shard of data,
+    an embedding table), not the dict or module of a training state: its first object is built by
+    torch._utils._rebuild_tensor_v2 (by opcodes only, as peek_pickle_values)."""
+    try:
+        for op, arg, _pos in pickletools.genops(io.BytesIO(data)):
+            if op.name in ("PROTO", "FRAME"):
+                continue
+            return op.name == "GLOBAL" and str(arg).startswith("torch._utils _rebuild_tensor")
+    except Exception:
+        return False
+    return False
 
 
 def peek_pickle_values(data: bytes, keys: Tuple[str, ...]) -> Dict[str, Optional[int]]:

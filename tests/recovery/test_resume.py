@@ -338,6 +338,24 @@ def test_generic_script_with_a_resume_flag_and_a_half_written_tmp(tmp_path):
     assert plan.argv == cmd + ["--resume", str(good)]
 
 
+def test_a_data_shard_saved_with_torch_save_is_no_checkpoint_to_resume_from(tmp_path):
+    """The seventh hunt's h_poll: the job reads shards that an ingest service torch.save()s into its
+    drop folder; the newest shard was offered as the checkpoint. One tensor at the top of the pickle
+    is data; a state dict, a dict of states, a whole module are checkpoints."""
+    _write(tmp_path / "train.py", "import torch\nprint('training')\n")
+    good = L.torch_file(tmp_path / "ckpts" / "model.pt", {"step": 300, "model": {"w": torch.ones(2)}})
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    torch.save(torch.randn(64, 32), shards / "s7.pt")
+    L.age([good, shards / "s7.pt"])
+    plan = plan_resume(["python", "train.py"], str(tmp_path), {})
+    assert plan.checkpoint is not None and plan.checkpoint.path == str(good), plan.to_dict()
+    assert ck.check_file(str(shards / "s7.pt")).problem.startswith("not a training checkpoint: it holds one tensor")
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "module.pt")
+    torch.save(torch.nn.Linear(2, 2).state_dict(), tmp_path / "state.pt")
+    assert ck.check_file(str(tmp_path / "module.pt")).ok and ck.check_file(str(tmp_path / "state.pt")).ok
+
+
 def test_generic_script_without_flag_and_without_checkpoint(tmp_path):
     _write(tmp_path / "train.py", "import torch\nprint('training')\n")
     cmd = ["torchrun", "--nproc_per_node=2", "train.py", "--epochs", "3"]
