@@ -18,6 +18,8 @@ from typing import Dict, List, Optional
 
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
 from debug_stuck.advice.fill import filled_value
+from debug_stuck.advice.swallowed import skipped_step
+from debug_stuck.advice.threadlog import thread_traceback
 from debug_stuck.core.libfacts import called_function, match_frame, unwrap_call
 from debug_stuck.core.report import FixItem, safety_dict
 
@@ -108,14 +110,15 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
         return recorded
     if finding.get("kind") == "mismatch" and finding.get("sides"):
         entry = table.get("p2p_mismatch" if finding.get("ops") == "p2p" else "mismatch") or {}
-        return _mismatch(entry, finding, _uneven_inputs(report), _skipped_step(report, knowledge, finding))
+        skipped = skipped_step(finding, _Reader(report, knowledge))
+        return _mismatch(entry, finding, _uneven_inputs(report), skipped)
     chain = report.chain or []
     if not chain:
         return None
     reader = _Reader(report, knowledge)
     signature = ">".join(reader.token(hop) for hop in chain)
     values = _values(reader, chain, facts, table)
-    _thread_traceback(values, report)
+    thread_traceback(values, report)
     for entry in table.get("remedies") or []:
         if not re.search(entry["when"], signature):
             continue
@@ -151,7 +154,7 @@ class _Reader:
 
     def own_frame(self, hop: dict) -> Optional[dict]:
         """The innermost frame of the job's own code on the waiting thread."""
-        return next((frame for frame in self.python_frames(hop) if self._is_own(frame)), None)
+        return next((frame for frame in self.python_frames(hop) if self.is_own(frame)), None)
 
     def library_wait(self, hop: dict) -> Optional[dict]:
         """What the library frame the thread waits in means (frames.yaml), innermost first, up to the
@@ -161,11 +164,11 @@ class _Reader:
             entry = match_frame(self.frames_table, frame.get("function") or "", frame.get("file"))
             if entry is not None and entry.get("wait") != "busy":
                 return entry
-            if entry is None and self._is_own(frame):
+            if entry is None and self.is_own(frame):
                 return None
         return None
 
-    def _is_own(self, frame: dict) -> bool:
+    def is_own(self, frame: dict) -> bool:
         path = frame.get("path") or frame.get("file") or ""
         return path.endswith(".py") and not is_library_frame(frame, self.own_roots) and not path.startswith("<")
 
@@ -651,29 +654,6 @@ def _sync(values: Dict[str, str], end: dict, reader: _Reader) -> None:
         values["at_site_short"] = f" at {found.group(2)}"
 
 
-THREAD_DIED = "Exception in thread"  # CPython's threading.excepthook, for a thread's uncaught exception
-
-
-def _thread_traceback(values: Dict[str, str], report) -> None:
-    """Whether to send the user to the log for a thread's traceback: not when every log was read
-    whole and none holds one (the thread's error was caught, or it never started)."""
-    seen = any(
-        item.source == "log" and THREAD_DIED in (item.text or "")
-        for diagnosis in getattr(report, "diagnoses", None) or []
-        for item in diagnosis.evidence or []
-    )
-    logs = getattr(report, "logs", None) or []
-    whole = bool(logs) and all((log.get("bytes_read") or 0) >= (log.get("size") or 0) for log in logs)
-    if seen or not whole:
-        values["thread_traceback"] = "yes"
-        return
-    values["no_thread_traceback"] = (
-        f"The job's log ({logs[0].get('path')}) holds no \"{THREAD_DIED}\" traceback: that thread's error was "
-        "caught and not passed on (an except in its function that only logs it, perhaps at debug level), "
-        "or the thread never started."
-    )
-
-
 def _waited_thread(values: Dict[str, str], end: dict) -> None:
     """The thread the end of the wait waits for, when the chain names it (a thread idle at exit)."""
     threads = (end.get("waits_on") or {}).get("threads") or []
@@ -797,22 +777,6 @@ def _uneven_inputs(report) -> str:
             if text.startswith(UNEVEN_LINE):
                 return text[len(UNEVEN_LINE) :].rsplit(" (in ", 1)[0]
     return ""
-
-
-def _skipped_step(report, knowledge, finding: dict) -> str:
-    """A side's own frame inside a try whose except goes on (advice.swallowed)."""
-    from debug_stuck.advice.swallowed import skipped_step
-    from debug_stuck.live.selflock import parse_source
-
-    reader = _Reader(report, knowledge)
-    sites = []
-    for side in finding.get("sides") or []:
-        for pid in side.get("pids") or []:
-            for thread in (reader.processes.get(pid) or {}).get("threads") or []:
-                for frame in thread.get("frames") or []:
-                    if not frame.get("native") and reader._is_own(frame) and isinstance(frame.get("line"), int):
-                        sites.append((side.get("who"), frame.get("path") or frame.get("file"), frame["line"], pid))
-    return skipped_step(sites, lambda path, pid: parse_source(_source(path, pid)))
 
 
 def _mismatch(entry: dict, finding: dict, uneven: str = "", skipped: str = "") -> Optional[FixItem]:

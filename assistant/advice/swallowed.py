@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Iterable, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
@@ -42,11 +42,21 @@ def _raises(handler: ast.ExceptHandler) -> bool:
     return any(isinstance(node, ast.Raise) for node in ast.walk(handler))
 
 
-def skipped_step(sites: Iterable[Tuple[str, str, int, int]], parse) -> str:
-    """The sentence for the first (who, file, line, pid) of a side's own code that sits in such a
-    try; `parse(file, pid)` gives the file's tree (or None)."""
+def skipped_step(finding: dict, reader) -> str:
+    """The sentence for the first frame of the job's own code, on a mismatch side's threads, that
+    sits in such a try (`reader`: advice.remedy's, which knows the job's processes and own code)."""
+    from debug_stuck.live.selflock import parse_source, source_of
+
+    sites = [
+        (side.get("who"), frame.get("path") or frame.get("file"), frame["line"], pid)
+        for side in finding.get("sides") or []
+        for pid in side.get("pids") or []
+        for thread in (reader.processes.get(pid) or {}).get("threads") or []
+        for frame in thread.get("frames") or []
+        if not frame.get("native") and reader.is_own(frame) and isinstance(frame.get("line"), int)
+    ]
     for who, path, line, pid in sites:
-        found = swallowing_try(parse(path, pid), line)
+        found = swallowing_try(parse_source(source_of(path, pid)), line)
         if found is None:
             continue
         name = os.path.basename(path)

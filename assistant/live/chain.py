@@ -33,6 +33,8 @@ from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.parties import (
     FUTURE_WAIT,
     MP_SYNC_FILE,
+    POLLED_POOL_WAIT,
+    POOL_WAIT,
     SYNC_FILES,
     THREAD_JOIN,
     JobView,
@@ -84,14 +86,8 @@ DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightn
 # fill), not any multiprocessing wait: torch.multiprocessing.spawn's join waits in connection.py.
 DATALOADER_WAIT = re.compile(r"_try_get_data|_get_data|_next_data|torch/utils/data/|multiprocessing/queues\.py")
 LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
-POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
-# Waits for a pool's results that poll in a loop, caught in whatever the poll is doing (a sleep, a
-# lock, a read of the manager's socket): joblib 1.6.0 joblib/parallel.py (Parallel._retrieve sleeps
-# 0.01 s between looks at the next job's status); datasets 5.2.0 datasets/utils/py_utils.py
-# (iflatmap_unordered loops queue.get(timeout=0.05) on a Manager queue while the pool works)
 PROCESS_POOL_FILE = re.compile(r"concurrent/futures/process\.py$")
 # CPython Lib/asyncio/base_events.py: run_forever -> _run_once -> selector.select, the loop's only wait
-POLLED_POOL_WAIT = re.compile(r"joblib/parallel\.py|datasets/utils/py_utils\.py")
 # CPython 3.11.7 Lib/threading.py: _shutdown joins every non-daemon thread at interpreter exit;
 # Lib/concurrent/futures/thread.py: _python_exit (atexit) and shutdown(wait=True) join the pool's threads.
 EXIT_JOIN = re.compile(r"^(_shutdown|_python_exit)$")

@@ -20,6 +20,12 @@ from debug_stuck.probes.collectors.stacks import main_thread
 
 POOL_WORKER = re.compile(r"concurrent/futures/thread\.py")
 EVENT_LOOP = re.compile(r"asyncio/base_events\.py")
+POOL_WAIT = re.compile(r"multiprocess(ing)?/pool\.py")
+# Waits for a pool's results that poll in a loop, caught in whatever the poll is doing (a sleep, a
+# lock, a read of the manager's socket): joblib 1.6.0 joblib/parallel.py (Parallel._retrieve sleeps
+# 0.01 s between looks at the next job's status); datasets 5.2.0 datasets/utils/py_utils.py
+# (iflatmap_unordered loops queue.get(timeout=0.05) on a Manager queue while the pool works)
+POLLED_POOL_WAIT = re.compile(r"joblib/parallel\.py|datasets/utils/py_utils\.py")
 FUTURE_WAIT = re.compile(r"concurrent/futures/_base\.py|Future\.result|_base\.py")
 THREAD_JOIN = re.compile(r"_wait_for_tstate_lock|^join$")
 # Thread.join is threading.py's; queue.Queue.join (queue.py) waits for task_done() calls, not a thread
@@ -305,7 +311,14 @@ def blocked_server_peer(job: JobView, hop, wait: dict) -> Optional[int]:
     whose handler thread is blocked (blocked_handler): the chain goes on into it, to that thread; for a
     unix socket (whose state /proc does not give), the job's process at its other end."""
     obj = wait.get("object") or {}
-    if hop.kind == "socket" and obj.get("proto") == "unix":
+    thread = job.thread(hop.pid, hop.tid)
+    files = " ".join(f.file or "" for f in python_frames(thread.frames)) if thread is not None else ""
+    if (
+        hop.kind == "socket"
+        and obj.get("proto") == "unix"
+        and not (POOL_WAIT.search(files) or POLLED_POOL_WAIT.search(files))
+    ):
+        # (a pool's results are waited for from its workers, not from the Manager that passes them)
         # a unix socket to a process of the job (a multiprocessing Manager, a local server): go on
         # into it, whatever holds it up (stopped, its handler blocked)
         ends = [p["pid"] for p in obj.get("peer") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]

@@ -1,13 +1,12 @@
 """Whether process families started side by side talk to each other: a launch script that starts a
 trainer and its sidecar (a metrics server, an uploader, a data feeder) starts one job, while a sweep
 script that starts four trainings starts four. What ties them is a channel only they hold: a pipe
-(`a | b`), a FIFO, or a TCP connection from one to a port of the other. A pipe or FIFO the wrapper
-holds too is its own stdout or log, inherited by every child, and ties nothing."""
+(`a | b`) or a TCP connection from one to a port of the other. A pipe the wrapper holds too is its
+own stdout, inherited by every child, and ties nothing."""
 
 from __future__ import annotations
 
 import os
-import stat
 from typing import Dict, Iterable, List, Set, Tuple
 
 from debug_stuck.probes.collectors.waits import _bounded, socket_tables
@@ -28,13 +27,6 @@ def _fd_targets(pid: int) -> List[str]:
     return _bounded(read, f"the open files of {pid}", []) or []
 
 
-def _fifo(target: str) -> bool:
-    if not target.startswith("/"):
-        return False
-    mode = _bounded(lambda: os.stat(target).st_mode, f"stat {target}")
-    return mode is not None and stat.S_ISFIFO(mode)
-
-
 def _host(endpoint: str) -> str:
     return endpoint.rsplit(":", 1)[0]
 
@@ -44,7 +36,8 @@ def _port(endpoint: str) -> str:
 
 
 class _Ends:
-    """The channels one family holds: pipe inodes, FIFO paths, and TCP endpoints."""
+    """The channels one family holds: pipe inodes and TCP endpoints. (A FIFO is a path: telling one
+    from a file takes a stat of every open file, which a dead mount can hang.)"""
 
     def __init__(self) -> None:
         self.channels: Set[str] = set()
@@ -54,7 +47,7 @@ class _Ends:
 
     def add(self, pid: int, table: Dict[int, dict]) -> None:
         for target in _fd_targets(pid):
-            if target.startswith("pipe:[") or _fifo(target):
+            if target.startswith("pipe:["):
                 self.channels.add(target)
             elif target.startswith("socket:["):
                 entry = table.get(int(target[8:-1]))

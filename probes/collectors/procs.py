@@ -404,7 +404,7 @@ def check_target(info: ProcInfo, given: Iterable[int] = ()) -> None:
     roots = [(p, cmd) for p, cmd in _python_roots_below(pid) if p not in mine]
     jobs = len({_job_of(p, cmd) for p, cmd in roots})
     if jobs > 1 and not _holder_reason(info) and families_linked(pid, [_family(p) for p, _ in roots]):
-        jobs = 1  # a launch script's trainer and sidecar, talking over a pipe, FIFO or TCP
+        jobs = 1  # a launch script's trainer and sidecar, talking over a pipe or TCP
     reason = _holder_reason(info) or (f"it runs {jobs} unrelated jobs" if jobs > 1 else "")
     if not reason:
         return  # a wrapper of one job (or of none: then it is "not a Python process")

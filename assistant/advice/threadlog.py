@@ -1,0 +1,29 @@
+"""Whether a thread that died left its traceback in the job's log: CPython's threading.excepthook
+prints an uncaught exception after the line "Exception in thread NAME:". A log read whole without one
+says the thread's error was caught (or it never started), and the fix says so instead of a grep."""
+
+from __future__ import annotations
+
+from typing import Dict
+
+THREAD_DIED = "Exception in thread"  # CPython's threading.excepthook, for a thread's uncaught exception
+
+
+def thread_traceback(values: Dict[str, str], report) -> None:
+    """Whether to send the user to the log for a thread's traceback: not when every log was read
+    whole and none holds one (the thread's error was caught, or it never started)."""
+    seen = any(
+        item.source == "log" and THREAD_DIED in (item.text or "")
+        for diagnosis in getattr(report, "diagnoses", None) or []
+        for item in diagnosis.evidence or []
+    )
+    logs = getattr(report, "logs", None) or []
+    whole = bool(logs) and all((log.get("bytes_read") or 0) >= (log.get("size") or 0) for log in logs)
+    if seen or not whole:
+        values["thread_traceback"] = "yes"
+        return
+    values["no_thread_traceback"] = (
+        f"The job's log ({logs[0].get('path')}) holds no \"{THREAD_DIED}\" traceback: that thread's error was "
+        "caught and not passed on (an except in its function that only logs it, perhaps at debug level), "
+        "or the thread never started."
+    )
