@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
@@ -55,8 +55,11 @@ def skipped_step(finding: dict, reader) -> str:
         for frame in thread.get("frames") or []
         if not frame.get("native") and reader.is_own(frame) and isinstance(frame.get("line"), int)
     ]
+    trees: Dict[str, Optional[ast.AST]] = {}  # each file read and parsed once, whatever its frames
     for who, path, line, pid in sites:
-        found = swallowing_try(parse_source(source_of(path, pid)), line)
+        if path not in trees:
+            trees[path] = parse_source(source_of(path, pid))
+        found = swallowing_try(trees[path], line)
         if found is None:
             continue
         name = os.path.basename(path)

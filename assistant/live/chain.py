@@ -592,7 +592,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         if target is not None and target in job.procs:
             hop.object = str(target)
             return target, None
-    server = blocked_server_peer(job, hop, wait)
+    server = blocked_server_peer(job, hop, wait, files)
     if server is not None:
         return server, None
     peers = wait.get("peers") or []

@@ -306,21 +306,17 @@ def blocked_handler(job: JobView, pid: int) -> Optional[int]:
     return None
 
 
-def blocked_server_peer(job: JobView, hop, wait: dict) -> Optional[int]:
+def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[int]:
     """The process of the job at the other end of a connection that never answers, when it is a server
     whose handler thread is blocked (blocked_handler): the chain goes on into it, to that thread; for a
-    unix socket (whose state /proc does not give), the job's process at its other end."""
+    unix socket (whose state /proc does not give), the job's process at its other end. `files`: the
+    waiting thread's Python files, joined."""
     obj = wait.get("object") or {}
-    thread = job.thread(hop.pid, hop.tid)
-    files = " ".join(f.file or "" for f in python_frames(thread.frames)) if thread is not None else ""
-    if (
-        hop.kind == "socket"
-        and obj.get("proto") == "unix"
-        and not (POOL_WAIT.search(files) or POLLED_POOL_WAIT.search(files))
-    ):
-        # (a pool's results are waited for from its workers, not from the Manager that passes them)
-        # a unix socket to a process of the job (a multiprocessing Manager, a local server): go on
-        # into it, whatever holds it up (stopped, its handler blocked)
+    pooled = POOL_WAIT.search(files) or POLLED_POOL_WAIT.search(files)
+    if hop.kind == "socket" and obj.get("proto") == "unix" and not pooled:
+        # a unix socket to a process of the job (a multiprocessing Manager, a local server): go on into
+        # it, whatever holds it up (stopped, its handler blocked). Not for a pool's results, which its
+        # workers compute: the Manager only passes them on.
         ends = [p["pid"] for p in obj.get("peer") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
         return ends[0] if ends else None
     if hop.kind != "socket" or hop.facts.get("end") != "no-answer":

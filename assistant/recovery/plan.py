@@ -206,11 +206,11 @@ _PROGRAM_FRAMES = ("<module>", "_run_module_as_main", "_run_code", "run_module")
 def _exit_handler(report, pid) -> Optional[str]:
     """The function a main thread runs with no frame of the program below it: an atexit handler,
     which CPython calls once the main module has returned (Py_FinalizeEx -> atexit callbacks)."""
+    from debug_stuck.probes.collectors.stacks import MAX_FRAMES
+
     process = next((p for p in report.processes or [] if p.get("pid") == pid), None)
     threads = (process or {}).get("threads") or []
     main = next((t for t in threads if t.get("tid") == pid), None)
-    from debug_stuck.probes.collectors.stacks import MAX_FRAMES
-
     every = (main or {}).get("frames") or []
     frames = [f for f in every if not f.get("native")]
     if not frames or len(every) >= MAX_FRAMES or frames[-1].get("function") in _PROGRAM_FRAMES:

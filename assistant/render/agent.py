@@ -109,7 +109,7 @@ def _fix(top: Optional[dict], gentle: bool = False) -> Optional[dict]:
         return None
     fixes = top["fixes"]
     if gentle:
-        fixes = [f for f in fixes if not any(_kind(s) in STOPPING for s in f.get("safety") or [])]
+        fixes = [f for f in fixes if not any(s.get("label") in STOPPING for s in f.get("safety") or [])]
         if not fixes:
             return None
     fix = fixes[0]
@@ -126,10 +126,6 @@ def _fix(top: Optional[dict], gentle: bool = False) -> Optional[dict]:
     if fix.get("condition"):
         out["condition"] = _clip(fix["condition"], 300)
     return out
-
-
-def _kind(safety) -> str:
-    return str(safety.get("label") if isinstance(safety, dict) else safety or "")
 
 
 def _checks(top: Optional[dict]) -> List[dict]:

@@ -761,14 +761,15 @@ def _resolve_socket(pid: int, obj: dict, tid: int, wanted: Dict[str, list], sock
         obj.update(entry)
         _socket_peer(obj, tid, table, wanted)
     if entry and entry.get("proto") == "unix":
-        if -2 not in table:
-            table[-2] = _unix_peers()
-        peer = table[-2].get(obj.get("inode"))
+        if UNIX_PEERS not in table:
+            table[UNIX_PEERS] = _unix_peers()  # read once per namespace, as the table itself
+        peer = table[UNIX_PEERS].get(obj.get("inode"))
         if peer:
             obj["peer_inode"] = peer  # a multiprocessing Manager, a local service: the process holding it
             wanted.setdefault(f"socket:[{peer}]", []).append((-1, tid))
 
 
+UNIX_PEERS = -2  # a socket table's key for its unix sockets' peers (-1 holds the unaccepted connections)
 _SS_UNIX = re.compile(r"^u_\w+\s+\S+\s+\d+\s+\d+\s+.*?\s(?P<inode>\d+)\s+.*?\s(?P<peer>\d+)\s*$")
 
 
