@@ -116,6 +116,10 @@ FIX_CONTEXT = {
     # what the job's wait ends at: threads holding each other's locks, or a lock or condition the
     # chain could not follow (lock); anywhere else (other): a queue, a join, a fork- or self-held lock
     "wait": ("lock", "other"),
+    # where a job that waits reading stdin gets it: the stdin its launch command was given (launch,
+    # presumed where no chain says), or a pipe a process of the job made (piped-inside: a
+    # `producer | torchrun ...` line of its launch script, whose own stdin does not reach the job)
+    "stdin": ("launch", "piped-inside"),
 }
 
 # Every report file the tool writes (session save, stop, watch incidents) is named

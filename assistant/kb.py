@@ -13,7 +13,7 @@ import yaml
 
 from debug_stuck.contract import CAUSE_IDS, UNKNOWN
 from debug_stuck.core.answers import Answer, answers_from_bytes
-from debug_stuck.core.contradictions import parse_conditions
+from debug_stuck.core.contradictions import JOB_FACTS, parse_conditions
 from debug_stuck.core.knowledge import Knowledge, Problem, parse_playbooks, pattern_consistency
 from debug_stuck.core.tables import CHECKS, TableProblem
 from debug_stuck.core.tree import TREE_FILE, Question, parse_tree
@@ -127,6 +127,12 @@ def check_knowledge(folder: Optional[Path] = None):
     playbooks, problems = parse_playbooks(texts, names)
     job_conditions, found = parse_conditions(texts)  # requires_any / excluded_when, on the job's facts
     problems.extend(found)
+    problems.extend(
+        Problem(f"data/{PROBES_TABLE}", f"probes.{name}.excluded_when", f"unknown job fact {fact!r}")
+        for name, spec in probes.items()
+        for fact in (spec or {}).get("excluded_when") or ()
+        if fact not in JOB_FACTS
+    )
     for cause in CAUSE_IDS:
         if cause not in playbooks and not any(p.file == f"{cause}.md" for p in problems):
             problems.append(Problem(f"{cause}.md", "file", f"missing: no playbook for cause {cause!r}"))

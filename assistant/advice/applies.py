@@ -21,6 +21,8 @@ FRAMEWORK_NAMES = {
     "elsewhere": "no stack in the debugger",
     "lock": "a wait for a lock another thread holds",
     "other": "a wait that ends elsewhere (see the chain)",
+    "launch": "a job whose stdin is the one its launch command is given",
+    "piped-inside": "a stdin piped inside the launch command",
 }
 
 APPLIES, CONDITIONAL, NOT_HERE = "applies", "conditional", "not-here"
@@ -36,7 +38,7 @@ CONDITION_WORDS = {
 # Fixes about what the job is seen to do: first among the fixes that apply.
 SPECIFIC_KEYS = frozenset({"uses", "stopped_in"})
 # What a context key is taken to be when nothing says: the tool's jobs train with torch.
-PRESUMED = {"stack": "torch"}
+PRESUMED = {"stack": "torch", "stdin": "launch"}
 
 
 def _either(names: List[str]) -> str:

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set
 
+from debug_stuck.advice.stdin import stdin_source
 from debug_stuck.core.libfacts import sets_nccl
 from debug_stuck.core.owncode import entry_script_roots, is_library_code
 from debug_stuck.recovery.commandline import option_value, parse_launch
@@ -130,6 +131,9 @@ def gather_facts(report) -> JobFacts:
     wait = _wait_kind(report.chain)
     if wait:
         facts.context["wait"] = wait
+    stdin = stdin_source(report.chain, by_pid, _raw_wait)
+    if stdin:
+        facts.context["stdin"] = stdin
     partial = _partial_checkpoint(_blocked_save(report.chain), resume)
     if partial:
         values["partial_checkpoint"] = partial

@@ -16,10 +16,14 @@ import re
 import shlex
 from typing import Dict, List, Optional
 
+from debug_stuck.advice.deathlog import logged_death
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
 from debug_stuck.advice.fill import filled_value
+from debug_stuck.advice.otherthreads import other_threads
+from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.swallowed import skipped_step
 from debug_stuck.advice.threadlog import thread_traceback
+from debug_stuck.advice.uneven import uneven_inputs, uneven_words
 from debug_stuck.core.libfacts import called_function, match_frame, unwrap_call
 from debug_stuck.core.report import FixItem, safety_dict
 
@@ -92,6 +96,7 @@ OPTIONAL = (
     "death_short", "dead_advice", "in_wchan", "on_mount", "prompt_text", "prompt_short", "prompt_release",
     "inside_text", "in_functions", "order_edit", "holder_doing", "peer_name", "peer_state", "peer_doing",
     "stream", "pipe_op", "first_waiter", "stopped_others", "pair_a_at", "pair_b_at", "no_thread_traceback",
+    "stdin_redirect", "stdin_inside", "other_threads",
 )  # fmt: skip
 
 
@@ -111,7 +116,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     if finding.get("kind") == "mismatch" and finding.get("sides"):
         entry = table.get("p2p_mismatch" if finding.get("ops") == "p2p" else "mismatch") or {}
         skipped = skipped_step(finding, _Reader(report, knowledge))
-        return _mismatch(entry, finding, _uneven_inputs(report), skipped)
+        return _mismatch(entry, finding, uneven_inputs(report), skipped)
     chain = report.chain or []
     if not chain:
         return None
@@ -119,6 +124,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     signature = ">".join(reader.token(hop) for hop in chain)
     values = _values(reader, chain, facts, table)
     thread_traceback(values, report)
+    logged_death(values, report, chain[-1])
     for entry in table.get("remedies") or []:
         if not re.search(entry["when"], signature):
             continue
@@ -269,6 +275,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _lock_cycle(values, end)
     _self_lock(values, reader, end)
     _waited_thread(values, end)
+    other_threads(values, reader, end)
     first_detail = (first.get("waits_on") or {}).get("detail") or ""
     found = re.search(r"waits in (\S+) for", first_detail)
     values["collective"] = found.group(1) if found else "collective"
@@ -574,7 +581,7 @@ def _kernel(values: Dict[str, str], reader: _Reader, end: dict) -> None:
 def _prompt(values: Dict[str, str], reader: _Reader, end: dict) -> None:
     entry = reader.library_wait(end)
     waits = end.get("waits_on") or {}
-    if not (waits.get("kind") == "tty" or (entry and entry.get("wait") == "input")):
+    if not (waits.get("kind") == "tty" or waits.get("stdin") or (entry and entry.get("wait") == "input")):
         return
     own = reader.own_frame(end)
     if entry is not None and "debugger" in (entry.get("facts") or ()):
@@ -588,6 +595,7 @@ def _prompt(values: Dict[str, str], reader: _Reader, end: dict) -> None:
         values["prompt_release"] = f"It asks for {entry.get('object')}; {entry['released_by']}."
     else:
         values["prompt_release"] = ""
+    stdin_redirect(values, reader.wait(end).get("peers") or [], end, set(reader.processes))
 
 
 def _question_at(frame: dict, pid) -> Optional[str]:
@@ -766,19 +774,6 @@ def _code(text: str) -> str:
 # -- a collective mismatch ---------------------------------------------------------------------------
 
 
-UNEVEN_LINE = "rank progress: uneven loop lengths: "  # debug_stuck.core.logs, from the ranks' own lines
-
-
-def _uneven_inputs(report) -> str:
-    """ "rank 0 counts to 5, rank 1 counts to 3" when the log shows the ranks' loops of unequal length."""
-    for diagnosis in report.diagnoses or []:
-        for item in diagnosis.evidence or []:
-            text = getattr(item, "text", None) or ""
-            if text.startswith(UNEVEN_LINE):
-                return text[len(UNEVEN_LINE) :].rsplit(" (in ", 1)[0]
-    return ""
-
-
 def _mismatch(entry: dict, finding: dict, uneven: str = "", skipped: str = "") -> Optional[FixItem]:
     if not entry:
         return None
@@ -789,13 +784,7 @@ def _mismatch(entry: dict, finding: dict, uneven: str = "", skipped: str = "") -
             text += f", called at {side['site']}"
         sides.append(text)
     values = {"sides": "; ".join(sides), "odd": finding.get("odd") or ""}
-    values["uneven"] = (
-        f"The log shows loops of unequal length ({uneven}): the ranks that ran out of batches left the loop "
-        "first. Wrap the loop in DDP's model.join(), or give every rank the same number of batches "
-        "(DistributedSampler(drop_last=True))."
-        if uneven
-        else ""
-    )
+    values["uneven"] = uneven_words(finding, uneven)
     values["skipped"] = skipped  # empty: no step is skipped on one rank, and the snippet needs it
     fix = _fill(dict(entry, steps=entry.get("steps") or []), values)
     fix.basis = f"{entry.get('id')}: mismatch"

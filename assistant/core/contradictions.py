@@ -97,7 +97,14 @@ def drop_contradicted(knowledge, result, facts: Optional[Sequence[str]]) -> List
     if facts is None or not conditions:
         return []
     kept, notes = [], []
+    probes = getattr(knowledge, "probes", None) or {}
     for diagnosis in result.diagnoses:
+        # a probe the job's facts rule out (a GPU probe on a machine with no GPU) is not offered
+        diagnosis.probe_items = [
+            item
+            for item in diagnosis.probe_items
+            if not any(f in facts for f in (probes.get(item.get("name")) or {}).get("excluded_when") or ())
+        ]
         why = contradicted(conditions, diagnosis.cause, facts)
         if why is None:
             kept.append(diagnosis)

@@ -143,6 +143,22 @@ def extract_stacks(lines: List[str]) -> List[LogThread]:
     return out
 
 
+def process_errors(lines: List[str]) -> List[dict]:
+    """The tracebacks multiprocessing printed for children that ended with an exception: CPython's
+    BaseProcess._bootstrap writes "Process NAME:" and the traceback to stderr, and the child exits with
+    code 1 (Lib/multiprocessing/process.py). Each: the process's name, the exception line, where."""
+    out = []
+    for thread in extract_stacks(lines):
+        if thread.kind != "traceback" or not thread.name.startswith("process ") or not thread.exception:
+            continue
+        if thread.exception.startswith(("KeyboardInterrupt", "SystemExit")):
+            continue
+        out.append(
+            {"process": thread.name[len("process ") :], "exception": thread.exception, "at": thread.frames[0].text()}
+        )
+    return out
+
+
 # The first line of a dump a debugging tool prints, not the job: py-spy's "Process 123: cmd", pystack's
 # "Traceback for thread", gdb's "Thread 1 (Thread 0x7f... (LWP 12))" or its first frame.
 _TOOL_DUMP_HEAD = re.compile(r"^(Process \d+: |Traceback for thread \d+|Thread \d+ \(Thread 0x[0-9a-f]+|#0\s)")

@@ -78,7 +78,7 @@ def _core(verdict, top, audience: str) -> List[str]:
     if kind in ("chain", "flight-recorder") and verdict.cause and top is not None:
         return [f"{text}.", _most_likely(verdict, top)]
     if kind in ("chain", "flight-recorder"):
-        return [f"{text}."] + _classified(verdict, top, audience)
+        return [f"{text}."] + _classified(verdict, top, audience, attached=True)
     if kind == "culprit" and top is not None:
         return [
             f"{text} holds the job up: {top.title} ({top.confidence:.0%}); the other ranks wait for it in a collective."
@@ -86,8 +86,9 @@ def _core(verdict, top, audience: str) -> List[str]:
     return _classified(verdict, top, audience)
 
 
-def _classified(verdict, top, audience: str) -> List[str]:
-    """What the classification alone says: the cause (or what would name one), the log's silence, a tie."""
+def _classified(verdict, top, audience: str, attached: bool = False) -> List[str]:
+    """What the classification alone says: the cause (or what would name one), the log's silence, a tie.
+    `attached`: the job's own processes were read (a chain was followed), so attaching is no advice."""
     if verdict.cause and top is not None and top.confidence >= SURE:
         out = [_most_likely(verdict, top), top.summary]
     elif verdict.cause and top is not None:
@@ -98,7 +99,11 @@ def _classified(verdict, top, audience: str) -> List[str]:
             out.append(f"To tell: {settle}.")
     else:
         asked = ", ".join(verdict.open_questions) or "phase, gpu, step"
-        out = [f"Too little is known to name a cause; answer {asked} or attach to the job."]
+        out = [
+            f"What the job waits on is above, but not why; no cause is named. Answering {asked} may narrow it."
+            if attached
+            else f"Too little is known to name a cause; answer {asked} or attach to the job."
+        ]
     if verdict.stale_log:
         out.append(f"The log {verdict.stale_log}.")
     tie = verdict.tie

@@ -53,6 +53,7 @@ from debug_stuck.live.parties import (
     python_frames,
     queue_feeder,
     replacement_worker,
+    rpc_callee,
     runs_own_task,
     spawn_children,
     sync_party,
@@ -595,6 +596,10 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     server = blocked_server_peer(job, hop, wait, files)
     if server is not None:
         return server, None
+    callee = rpc_callee(job, hop.pid, thread)
+    if callee is not None:
+        hop.kind, hop.object, hop.detail = "process", str(callee[0]), f"waits in rpc_sync for pid {callee[0]} to reply"
+        return callee
     peers = wait.get("peers") or []
     if hop.kind in ("fifo", "pipe", "socket") and peers:
         other = next((p for p in peers if p["pid"] != hop.pid and p["pid"] in job.procs), None)
@@ -702,9 +707,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
                 )
                 hop.facts.update(end="fork-held", forked_by=str(parent))
             else:
+                runs = f" (it runs {count} threads)" if count >= 2 else ""
                 hop.detail = (
-                    f"waits for {entry['object'].split(':')[0]}{at}, whose threads pid {parent} (it runs "
-                    f"{count} threads) "
+                    f"waits for {entry['object'].split(':')[0]}{at}, whose threads pid {parent}{runs} "
                     "had started when it forked this process: fork copies only the thread that forked, so "
                     "the pool's threads do not exist here and the wait never ends"
                 )

@@ -399,7 +399,12 @@ def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int,
     there to finish its work (CPython 3.12+ warns of it: "This process (pid=N) is multi-threaded, use
     of fork() may lead to deadlocks in the child")."""
     frames = thread.frames
-    if not any(FORKED_BY_MULTIPROCESSING.search(f.file or "") for f in frames if not f.native):
+    by_multiprocessing = any(FORKED_BY_MULTIPROCESSING.search(f.file or "") for f in frames if not f.native)
+    info = job.procs.get(pid)
+    # a pool wait in a process of one thread: the pool's threads are not there, whoever forked it (os.fork
+    # too); a process that runs more threads may be running them
+    alone = info is not None and info.threads == 1
+    if not by_multiprocessing and not alone:
         return None
     # what the thread waits on, from the frame table, up to the first Python frame the table does not
     # know (the code that made the call): a `with lock:` line has no frame of its own, CPython's C
@@ -417,11 +422,15 @@ def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int,
     chosen = chosen_wait(matched)
     if pool is None and (chosen is None or matched[chosen].get("wait") != "lock"):
         return None
+    if not by_multiprocessing and pool is None:
+        return None  # a lock in a process of one thread that was not forked: its own frames hold it
     if any(t.tid != thread.tid and python_frames(t.frames) for t in job.threads(pid)):
         return None
-    info = job.procs.get(pid)
     parent = info.ppid if info is not None else None
     count = len(job.threads(parent)) if parent in job.procs else 0
+    if pool is not None and alone:
+        # a native pool's threads run no Python: the parent's own thread count says they were there
+        return parent, max(count, job.procs[parent].threads if parent in job.procs else 0), pool
     return (parent, count, pool or matched[chosen]) if count >= 2 else None
 
 
@@ -446,3 +455,26 @@ def silent_among(conns: List[dict], silent_ms: int, delivering_ms: int) -> Optio
         mine,
         f", silent for {quiet:.0f} s, beside {len(alive)} to {addresses} that {verb} (data {latest:.1f} s ago)",
     )
+
+
+# torch 2.13.0 torch/distributed/rpc/api.py: rpc_sync returns fut.wait() on the call's future; the
+# callee runs the function in an RPC thread of its own process, under internal.py's _run_function
+# ("exclusively called from C++", python_rpc_handler.cpp), and replies when it returns
+RPC_CALLER = re.compile(r"(^|/)torch/distributed/rpc/api\.py$")
+RPC_CALLEE = re.compile(r"(^|/)torch/distributed/rpc/internal\.py$")
+
+
+def rpc_callee(job: JobView, pid: int, thread) -> Optional[Tuple[int, int]]:
+    """(pid, tid) of the thread of another process of the job that runs an RPC function, when this
+    thread waits in rpc_sync for a reply: the callee the caller waits for (the first, with several)."""
+    py = python_frames(thread.frames) if thread is not None else []
+    if not any(f.bare_name == "rpc_sync" and RPC_CALLER.search(f.file or "") for f in py):
+        return None
+    for other in sorted(job.procs):
+        if other == pid:
+            continue
+        for candidate in job.threads(other):
+            frames = python_frames(candidate.frames)
+            if any(f.bare_name == "_run_function" and RPC_CALLEE.search(f.file or "") for f in frames):
+                return other, candidate.tid
+    return None

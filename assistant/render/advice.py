@@ -54,3 +54,19 @@ def probe_line(probe: dict) -> str:
 
 def edit_heading(edit: dict) -> str:
     return f"{edit['file']}:{edit['line']} ({edit['found']}): {edit['why']}"
+
+
+def finding_fixes(report) -> list:
+    """With no cause named, the fixes written for what the job was seen waiting on (a dead child, a
+    peer): they hold whatever the cause, so every front end shows them."""
+    if report.verdict.cause or not report.diagnoses:
+        return []
+    return [fix for fix in report.diagnoses[0].fixes if fix.origin == "finding"]
+
+
+def prior_note(diagnosis) -> str:
+    """Said beside a candidate whose only support is the triage answers' prior: nothing seen in the
+    job points at it."""
+    if diagnosis.evidence and all(e.source == "answer" for e in diagnosis.evidence):
+        return " [the triage answers' prior only: nothing in the job points at it]"
+    return ""

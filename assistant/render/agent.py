@@ -53,6 +53,7 @@ def agent_view(report: Report) -> Dict[str, Any]:
     verdict = data["verdict"]
     top = (data.get("diagnoses") or [None])[0]
     moving = verdict.get("state") == "progressing"
+    undecided = verdict.get("hung") is None and bool(report.verdict.state_reasons)
     view: Dict[str, Any] = {
         "format": AGENT_FORMAT,
         "version": AGENT_VERSION,
@@ -68,9 +69,10 @@ def agent_view(report: Report) -> Dict[str, Any]:
         "culprit": _culprit(data.get("culprit")),
         # a job that moves has nothing to fix: no stop, no resume, no check of a cause it does not have;
         # one watched and not told apart from a slow one is not stopped on the tool's word
-        "fix": None if moving else _fix(top, gentle=verdict.get("hung") is None and bool(report.verdict.state_reasons)),
+        "fix": None if moving else _fix(top, gentle=undecided),
         "checks": [] if moving else _checks(top),
-        "edits": [_edit(e) for e in (data.get("edits") or [])[:2]],
+        # an edit for a job that may only be slow (a timeout on its long call) could break correct work
+        "edits": [] if undecided else [_edit(e) for e in (data.get("edits") or [])[:2]],
         "resume": _resume(data.get("resume")),
         "missing": [{k: _clip(m.get(k), 300) for k in ("what", "why", "get_it")} for m in data.get("missing") or []][
             :MAX_ITEMS
@@ -100,16 +102,14 @@ def _culprit(culprit: Optional[dict]) -> Optional[dict]:
     return out
 
 
-STOPPING = ("stops-job", "disturbs")
-
-
 def _fix(top: Optional[dict], gentle: bool = False) -> Optional[dict]:
-    """The first fix; `gentle` (an undecided job): the first that neither stops nor disturbs it."""
+    """The first fix; `gentle` (an undecided job): the first that only reads (a fix that changes
+    something is for a job shown to be stuck, and this one may only be slow)."""
     if not top or not top.get("fixes"):
         return None
     fixes = top["fixes"]
     if gentle:
-        fixes = [f for f in fixes if not any(s.get("label") in STOPPING for s in f.get("safety") or [])]
+        fixes = [f for f in fixes if all((s or {}).get("label") == "reads" for s in f.get("safety") or [None])]
         if not fixes:
             return None
     fix = fixes[0]

@@ -8,7 +8,14 @@ from typing import List
 
 from debug_stuck import __version__
 from debug_stuck.core.report import Report
-from debug_stuck.render.advice import check_heading, first_runnable_check, fix_heading, needs_line, safety_phrase
+from debug_stuck.render.advice import (
+    check_heading,
+    finding_fixes,
+    first_runnable_check,
+    fix_heading,
+    needs_line,
+    safety_phrase,
+)
 from debug_stuck.render.text import candidates_heading, chain_heading, culprit_line
 
 
@@ -26,6 +33,22 @@ def _indented(lines: List[str], indent: str) -> List[str]:
 def _evidence_line(e) -> str:
     where = f" (`{e.file}`" + (f" line {e.line}" if e.line else "") + ")" if e.file else ""
     return f"**{e.source}**: {e.detail}{where}"
+
+
+def _fix_items(fixes) -> List[str]:
+    out: List[str] = []
+    for i, fix in enumerate(fixes, 1):
+        marker = f"{i}. "
+        indent = " " * len(marker)
+        out += [f"{marker}**{fix_heading(fix)}**", ""]
+        if fix.why:
+            out += [f"{indent}{fix.why}", ""]
+        for cmd, lang in zip(fix.commands, fix.languages or [""] * len(fix.commands)):
+            out += _indented(_fence(cmd, lang), indent)
+            out.append("")
+        if needs_line(fix.unfilled):
+            out += [f"{indent}_{needs_line(fix.unfilled)}_", ""]
+    return out
 
 
 def render_markdown(report: Report) -> str:
@@ -63,6 +86,10 @@ def render_markdown(report: Report) -> str:
             out.append(f"- {g['label']}: `{g['top']}`")
         out.append("")
     top = report.diagnoses[0] if report.diagnoses and v.cause else None
+    found = finding_fixes(report)
+    if found:
+        out += ["## Fix for what the job waits on (no cause is named)", ""]
+        out += _fix_items(found)
     if top:
         out += [f"## Diagnosis: {top.title}", "", top.summary, "", "### Evidence", ""]
         for e in top.evidence:
@@ -70,17 +97,7 @@ def render_markdown(report: Report) -> str:
             if e.text and e.source in ("log", "kernel"):
                 out.append(f"  > `{e.text.strip()[:200]}`")
         out += ["", "### Fix", ""]
-        for i, fix in enumerate(top.fixes, 1):
-            marker = f"{i}. "
-            indent = " " * len(marker)
-            out += [f"{marker}**{fix_heading(fix)}**", ""]
-            if fix.why:
-                out += [f"{indent}{fix.why}", ""]
-            for cmd, lang in zip(fix.commands, fix.languages or [""] * len(fix.commands)):
-                out += _indented(_fence(cmd, lang), indent)
-                out.append("")
-            if needs_line(fix.unfilled):
-                out += [f"{indent}_{needs_line(fix.unfilled)}_", ""]
+        out += _fix_items(top.fixes)
         if top.fixes_left_out:
             out.append(
                 "Left out, not for this job: " + "; ".join(f"{f['title']} ({f['why']})" for f in top.fixes_left_out)

@@ -9,9 +9,11 @@ from debug_stuck.core.report import Report
 from debug_stuck.render.advice import (
     check_heading,
     edit_heading,
+    finding_fixes,
     first_runnable_check,
     fix_heading,
     needs_line,
+    prior_note,
     probe_line,
 )
 
@@ -128,6 +130,19 @@ def session_headline(report: Report) -> str:
     return "; ".join(parts)
 
 
+def _fix_lines(fixes) -> List[str]:
+    out: List[str] = []
+    for i, fix in enumerate(fixes, 1):
+        out.append(f"  {i}. {fix_heading(fix)}")
+        if fix.why:
+            out.append(textwrap.fill(fix.why, 100, initial_indent="     ", subsequent_indent="     "))
+        for cmd in fix.commands:
+            out.append(_indent(cmd, "       "))
+        if needs_line(fix.unfilled):
+            out.append(f"       ({needs_line(fix.unfilled)})")
+    return out
+
+
 def render_text(
     report: Report,
     *,
@@ -166,6 +181,11 @@ def render_text(
         if len(report.processes) > 16:
             out.append(f"  ... {len(report.processes) - 16} more processes in the JSON report")
     top = report.diagnoses[0] if report.diagnoses and v.cause else None
+    found = finding_fixes(report)
+    if found:
+        out.append("")
+        out.append("Fix (for what the job waits on; no cause is named):")
+        out.extend(_fix_lines(found))
     if top:
         out.append("")
         out.append(f"Cause: {top.cause} - {top.title} ({top.confidence:.0%})")
@@ -175,14 +195,7 @@ def render_text(
         if len(top.evidence) > MAX_EVIDENCE:
             out.append(f"  ... {len(top.evidence) - MAX_EVIDENCE} more in the JSON report")
         out.append("Fix:")
-        for i, fix in enumerate(top.fixes[:MAX_FIXES], 1):
-            out.append(f"  {i}. {fix_heading(fix)}")
-            if fix.why:
-                out.append(textwrap.fill(fix.why, 100, initial_indent="     ", subsequent_indent="     "))
-            for cmd in fix.commands:
-                out.append(_indent(cmd, "       "))
-            if needs_line(fix.unfilled):
-                out.append(f"       ({needs_line(fix.unfilled)})")
+        out.extend(_fix_lines(top.fixes[:MAX_FIXES]))
         if len(top.fixes) > MAX_FIXES:
             out.append(f"  ... {len(top.fixes) - MAX_FIXES} more fixes in {top.playbook}")
         if top.fixes_left_out:
@@ -211,7 +224,7 @@ def render_text(
         out.append("")
         out.append(candidates_heading(v, "Other candidates") + ":")
         for d in others[:5]:
-            out.append(f"  - {d.cause} ({d.confidence:.0%}): {d.title}")
+            out.append(f"  - {d.cause} ({d.confidence:.0%}): {d.title}{prior_note(d)}")
     if report.answers:
         out.append("")
         parts = [f"{k}={a['value']} ({a['source']})" for k, a in report.answers.items()]

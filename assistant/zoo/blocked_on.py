@@ -85,6 +85,10 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   (3) after each pass; the parent ``join()``s them. No torch.
 - ``stdin_feed``: standard input is a pipe fed by a producer child (as ``zcat data | python prep.py``
   makes it) that stalls without writing; the main thread reads fd 0. A data feed, not a prompt.
+- ``notify_missed``: a ``prefetch`` thread notifies a Condition before the main thread waits on it with
+  no predicate, then sleeps (its source paused); the main thread waits for ever.
+- ``prompt_piped``: the job asks a y/N question with ``input()``; its stdin is a pipe that its own child
+  holds and never writes (a launch script's ``sleep infinity | torchrun ...`` line).
 - ``prompt``: stdin is a terminal (a pseudo-terminal whose other side nobody types into, as in a
   tmux session left alone) and the job asks "wandb: Enter your choice:" with ``input()``.
 - ``child_prompt``: the job runs a program that is not Python (``sh``, standing in for git asking
@@ -659,6 +663,15 @@ def stdin_feed() -> None:
     _common.sleep_forever()
 
 
+def prompt_piped() -> None:
+    """A y/N prompt whose stdin is a pipe this process's own child holds and never writes: what a
+    launch script's `sleep infinity | torchrun ...` line gives its job (the script stands here)."""
+    holder = _stdin_from_a_silent_child()
+    ready_in("recv", peer_pid=holder.pid)
+    input("run_out is not empty, overwrite? [y/N] ")
+    _common.sleep_forever()
+
+
 def breakpoint_left() -> None:
     """A breakpoint() left in the training loop; stdin is a pipe from a producer that holds it open
     and never writes (a shell's `sleep infinity | python train.py`, a wrapper): pdb waits there."""
@@ -683,6 +696,27 @@ def lost_wakeup() -> None:
     thread = threading.Thread(target=prefetch, name="prefetch")
     thread.start()
     thread.join()  # the model's setup takes longer than the first batch
+    _common.ready_when(_common._main_sleeps_in("wait"), lambda: dict(scenario=sys.argv[1]))
+    with cond:
+        cond.wait()
+    _common.sleep_forever()
+
+
+def notify_missed() -> None:
+    """A prefetch thread notifies a Condition before the main thread waits on it (no predicate), then
+    its source pauses: it sleeps, alive, and sends nothing more. The wait lasts for ever."""
+    cond = threading.Condition()
+    sent = threading.Event()
+
+    def prefetch() -> None:
+        with cond:
+            cond.notify()  # nobody waits yet: the wakeup is lost
+        sent.set()
+        while True:
+            time.sleep(3600)  # the stream paused
+
+    threading.Thread(target=prefetch, name="prefetch", daemon=True).start()
+    sent.wait()
     _common.ready_when(_common._main_sleeps_in("wait"), lambda: dict(scenario=sys.argv[1]))
     with cond:
         cond.wait()
@@ -870,6 +904,8 @@ SCENARIOS = {
     "spawn_barrier": spawn_barrier,
     "process_barrier": process_barrier,
     "stdin_feed": stdin_feed,
+    "notify_missed": notify_missed,
+    "prompt_piped": prompt_piped,
     "breakpoint_left": breakpoint_left,
     "child_prompt": child_prompt,
     "stale_lock": stale_lock,

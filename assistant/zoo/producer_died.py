@@ -15,6 +15,10 @@ sends) after three batches. Nothing reaps it (``multiprocessing`` reaps only on 
 ``active_children``), so it stays a zombie while the loop waits in ``get``: a job with a dead child
 and no DataLoader. READY adds ``producer_pid``.
 
+``python producer_died.py process_raises``: the producer process raises at the corrupt record instead;
+``multiprocessing`` prints "Process shard-reader:" and its traceback to the job's log, and it exits with
+code 1.
+
 ``python producer_died.py tqdm``: the same, with a tqdm progress bar, whose monitor thread (tqdm's
 ``TMonitor``) sleeps beside the main thread: a thread of a library that puts nothing in the job's queue.
 
@@ -84,9 +88,18 @@ def produce_then_die(batches) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def train_from_process() -> None:
+def produce_then_raise(batches) -> None:
+    index = 0
+    while True:
+        batches.put(read_sample(index))  # raises at the corrupt record: multiprocessing prints it, exit code 1
+        index += 1
+        if index == CORRUPT_AT:
+            time.sleep(0.5)  # the queue's feeder thread flushes the three batches
+
+
+def train_from_process(producer_target=produce_then_die) -> None:
     batches = multiprocessing.Queue(maxsize=4)
-    producer = multiprocessing.Process(target=produce_then_die, args=(batches,), name="shard-reader")
+    producer = multiprocessing.Process(target=producer_target, args=(batches,), name="shard-reader")
     producer.start()
     main = threading.main_thread()
 
@@ -135,4 +148,5 @@ if __name__ == "__main__":
 
         asyncio.run(train_on_records())
     else:
-        train_from_process() if sys.argv[1:] == ["process"] else train()
+        scenarios = {"process": train_from_process, "process_raises": lambda: train_from_process(produce_then_raise)}
+        scenarios.get(sys.argv[1] if sys.argv[1:] else "", train)()

@@ -802,7 +802,9 @@ def _one_per_stack(series: dict, pids: list) -> set:
             chosen.add(pid)
             continue
         main = next((t for t in latest.threads if t.tid == pid), latest.threads[0])
-        key = main.signature(lines=False)
+        # lines count: a forked child runs the parent's own code at another line (os.fork), and
+        # only its native frames say what it waits on
+        key = main.signature(lines=True)
         if key not in seen:
             seen.add(key)
             chosen.add(pid)

@@ -85,7 +85,7 @@ class Wait:
     args: List[int] = field(default_factory=list)
     fd: Optional[int] = None
     object: Optional[dict] = None  # {"kind": file|fifo|pipe|socket|dir|device|tty|anon|other, ...}
-    peers: List[dict] = field(default_factory=list)  # the other holders: {"pid", "fd", "mode", "state", "name"}
+    peers: List[dict] = field(default_factory=list)  # the other holders: {"pid", "fd", "mode", "state", "name", "ppid"}
     watched: List[dict] = field(default_factory=list)  # poll/epoll: {"fd", "object"}
     child: Optional[int] = None  # wait-child: the pid waited for (-1: any child)
     lock_holders: List[int] = field(default_factory=list)
@@ -157,6 +157,13 @@ def _thread_stat(pid: int, tid: int) -> Tuple[str, str]:
 
 def _thread_state(pid: int, tid: int) -> str:
     return _thread_stat(pid, tid)[0]
+
+
+def _parent(pid: int) -> Optional[int]:
+    """The parent's pid, from the stat file's fourth field (after the name's last ")")."""
+    text = _read_text(f"/proc/{pid}/stat", 4096)
+    fields = text[text.rfind(")") + 2 :].split()
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
 
 
 # -- step 1: the system calls, before the stacks ----------------------------------------------------
@@ -372,7 +379,7 @@ def target_object(pid: int, fd: int, target: Optional[str]) -> Optional[dict]:
 
 def scan_holders(wanted: Dict[str, List[Tuple[int, int]]], budget: float = SCAN_SECONDS) -> Dict[str, List[dict]]:
     """For each wanted fd target ("pipe:[123]", "socket:[456]", a FIFO path), the processes holding it
-    (every process's fds, bounded in time and count): {"pid", "fd", "mode", "state", "name"}."""
+    (every process's fds, bounded in time and count): {"pid", "fd", "mode", "state", "name", "ppid"}."""
     found: Dict[str, List[dict]] = {key: [] for key in wanted}
     if not wanted:
         return found
@@ -407,6 +414,7 @@ def scan_holders(wanted: Dict[str, List[Tuple[int, int]]], budget: float = SCAN_
             holder["mode"] = fd_mode(holder["pid"], holder["fd"])
             holder["state"] = _bounded(lambda h=holder: _thread_state(h["pid"], h["pid"]), "state", "?")
             holder["name"] = _bounded(lambda h=holder: _read_text(f"/proc/{h['pid']}/comm", 256).strip(), "comm")
+            holder["ppid"] = _bounded(lambda h=holder: _parent(h["pid"]), "ppid", None)
     if not complete:
         found["__incomplete__"] = []
     return found

@@ -120,3 +120,31 @@ def test_a_try_that_lets_one_rank_go_on_is_one_in_a_loop_whose_except_never_rais
     assert swallowing_try(tree, 11) is None  # once, before the loop: every rank stops or none
     assert swallowing_try(tree, 16) is None  # its only handler raises
     assert swallowing_try(None, 4) is None
+
+
+def test_one_rank_still_in_ddps_backward_below_the_others_wait_reads_as_uneven_inputs():
+    """The seventh hunt's ddp_uneven printed no progress lines: rank 0 in DDP's backward at line 18,
+    rank 1 in the barrier after the loop, line 22 of the same function. The fix names uneven inputs and
+    DDP's join(). A rank ahead in the loop (accelerate's gather on the main process, another function)
+    is no sign of them."""
+    from debug_stuck.advice.uneven import uneven_words
+
+    backward = {"who": "rank 0", "collective": "DDP's gradient all-reduce (in backward)"}
+    uneven = {
+        "sides": [
+            dict(backward, site="main (/jobs/ddp/train.py:18) via backward"),
+            {"who": "rank 1", "collective": "barrier", "site": "main (/jobs/ddp/train.py:22)"},
+        ]
+    }
+    words = uneven_words(uneven, "")
+    assert words.startswith("rank 0 is still in a backward pass") and "model.join()" in words, words
+    gather = {
+        "sides": [
+            {"who": "rank 0", "collective": "all_gather", "site": "on_step_end (/jobs/acc/train.py:12)"},
+            {"who": "rank 1", "collective": backward["collective"], "site": "main (/jobs/acc/train.py:30)"},
+        ]
+    }
+    assert uneven_words(gather, "") == ""
+    earlier = {"sides": [uneven["sides"][0], dict(uneven["sides"][1], site="main (/jobs/ddp/train.py:9)")]}
+    assert uneven_words(earlier, "") == ""
+    assert "rank 0 counts to 5" in uneven_words(uneven, "rank 0 counts to 5, rank 1 counts to 3")

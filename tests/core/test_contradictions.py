@@ -41,6 +41,23 @@ def test_facts_rule_candidates_out_and_the_verdict_moves_to_the_best_left(knowle
     assert drop_contradicted(knowledge, again, None) == [] and [d.cause for d in again.diagnoses] == before
 
 
+def test_a_gpu_probe_is_not_offered_on_a_machine_with_no_gpu(knowledge):
+    """cpu-spin's playbook names the MIOpen probe (ROCm kernel search spins a core); on a machine
+    with no GPU driver (the seventh hunt's h_spawn_eval, platform cpu) it is not offered, the env
+    audit still is. With GPUs, or nothing known, both are."""
+    obs = Observations()
+    obs.add("process", ObservedLine("role=rank state=R cpu=99 stack=frozen"))
+
+    def offered(facts):
+        result = classify(knowledge, {}, obs)
+        drop_contradicted(knowledge, result, facts)
+        spin = next(d for d in result.diagnoses if d.cause == "cpu-spin")
+        return {p["name"] for p in spin.probe_items}
+
+    assert {"miopen", "env"} <= offered(None) and {"miopen", "env"} <= offered({"single-process"})
+    assert "miopen" not in offered({"no-gpu"}) and "env" in offered({"no-gpu"})
+
+
 def test_skills_check_names_a_condition_on_an_unknown_fact(tmp_path):
     folder = tmp_path / "skills"
     shutil.copytree(skills_dir(), folder)

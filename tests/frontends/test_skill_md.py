@@ -86,10 +86,11 @@ def test_default_destination(tmp_path, monkeypatch, cli):
     assert (tmp_path / ".claude" / "skills" / "debug-stuck" / "SKILL.md").is_file()
 
 
-def test_an_undecided_jobs_agent_fix_never_stops_it():
-    """A job watched and not told apart from a slow one: the agent is handed the first fix that
-    neither stops nor disturbs it (the seventh hunt's h_poll led with "Stop the stuck job safely");
-    a hung one keeps its first fix, whatever it does."""
+def test_an_undecided_jobs_agent_fix_only_reads():
+    """A job watched and not told apart from a slow one: the agent is handed the first fix that only
+    reads (the seventh hunt's h_poll led with "Stop the stuck job safely", h_threadtok with a thread
+    setting and an edit putting a 600 s timeout on a long, correct call), and no edit; a hung one
+    keeps its first fix, whatever it does, and its edits."""
     from debug_stuck.core.report import Diagnosis, FixItem, Report, Verdict, safety_dict
     from debug_stuck.render.agent import agent_view
 
@@ -97,10 +98,17 @@ def test_an_undecided_jobs_agent_fix_never_stops_it():
     stop.safety = [safety_dict("stops-job", "stops pid 7")]
     edit = FixItem(title="Give the wait a timeout", commands=["q.get(timeout=600)"])
     edit.safety = [safety_dict("edit")]
-    top = Diagnosis("io-stall", "File I/O blocked", 0.3, [], [stop, edit], "skills/io-stall.md")
+    look = FixItem(title="See where it waits", commands=["py-spy dump --pid 7"])
+    look.safety = [safety_dict("reads")]
+    top = Diagnosis("io-stall", "File I/O blocked", 0.3, [], [stop, edit, look], "skills/io-stall.md")
+    diff = {"file": "train.py", "line": 9, "call": "q.get", "why": "w", "diff": "-q.get()\n+q.get(timeout=600)"}
     undecided = Report(verdict=Verdict(hung=None, state_reasons=["watched: sleeps in its own loop"]), diagnoses=[top])
-    assert agent_view(undecided)["fix"]["title"] == "Give the wait a timeout"
+    undecided.edits = [diff]
+    assert agent_view(undecided)["fix"]["title"] == "See where it waits"
+    assert "edits" not in agent_view(undecided)
     hung = Report(verdict=Verdict(hung=True, state="hung", cause="io-stall"), diagnoses=[top])
+    hung.edits = [diff]
     assert agent_view(hung)["fix"]["title"] == "Stop the stuck job safely"
-    only_stop = Report(verdict=undecided.verdict, diagnoses=[Diagnosis("io-stall", "t", 0.3, [], [stop], "p")])
+    assert agent_view(hung)["edits"][0]["file"] == "train.py"
+    only_stop = Report(verdict=undecided.verdict, diagnoses=[Diagnosis("io-stall", "t", 0.3, [], [stop, edit], "p")])
     assert "fix" not in agent_view(only_stop)

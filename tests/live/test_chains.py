@@ -355,6 +355,23 @@ def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  
     assert "< /dev/null" in alone.diagnoses[0].fixes[0].commands[-1]
 
 
+def test_a_prompt_on_a_stdin_piped_inside_the_launch_is_not_told_to_redirect_the_launchs_stdin(knowledge, zoo):  # noqa: F811
+    """The seventh hunt's rank0_prompt: `sleep | torchrun` inside run.sh. The pipe the prompt reads is
+    written by a process the job started, so `LAUNCH < /dev/null` would change nothing: the fix says
+    where the pipe is made, and the playbook's nohup-with-/dev/null rerun is left out."""
+    job = zoo("blocked_on", args=["prompt_piped"])
+    holder = job.info["peer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.chain[-1]["pid"] == job.proc.pid and report.chain[-1]["waits_on"]["fd"] == "0", report.chain
+    assert_first_fix_is_about(report, "stdin-prompt", "Answer the prompt 'run_out is not empty, overwrite? [y/N]'")
+    fix = report.diagnoses[0].fixes[0]
+    assert "The pipe it reads as stdin is made inside `" in fix.why and f"pid {holder} (python" in fix.why, fix.why
+    commands = [c for f in report.diagnoses[0].fixes for c in f.commands]
+    assert not any("< /dev/null" in c for c in commands), commands
+    left = {f["title"]: f["why"] for f in report.diagnoses[0].fixes_left_out}
+    assert "stdin piped inside the launch command" in left.get("Give batch jobs no terminal to read", ""), left
+
+
 def test_a_parent_joining_a_child_before_reading_its_queue_is_a_cycle_with_the_drain_fix(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["queue_join"])
     child = job.info["peer_pid"]
@@ -525,6 +542,20 @@ def test_a_condition_waited_on_after_its_only_notify_names_the_lost_wakeup(knowl
         "No thread is left to notify the condition: it died, or it signalled before this wait began",
     )
     assert "cond.wait_for(lambda: ready, timeout=600)" in "\n".join(report.diagnoses[0].fixes[0].commands)
+
+
+def test_a_condition_notified_before_the_wait_names_the_thread_that_could_notify_it(knowledge, zoo):  # noqa: F811
+    """The seventh hunt's cond_missed: the notifier is alive (asleep, its source paused), so no thread is
+    gone; the fix names it, at its own line, and gives Condition.wait_for with a timeout."""
+    job = zoo("blocked_on", args=["notify_missed"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[-1]["waits_on"].get("end") != "no-thread", report.chain
+    assert_first_fix_is_about(report, "signal-not-sent", "waits for a signal another thread has not sent")
+    fix = report.diagnoses[0].fixes[0]
+    notifier = r"could notify the condition: 'prefetch', at \S*prefetch \(\S*blocked_on\.py:\d+\)"
+    assert re.search(notifier, fix.why), fix.why
+    assert "cond.wait_for(lambda: ready, timeout=600)" in "\n".join(fix.commands)
 
 
 def test_threads_and_futures_lead_to_the_thread_that_blocks(knowledge, zoo):  # noqa: F811
@@ -1064,6 +1095,28 @@ def test_a_dataloader_worker_using_a_pool_its_trainer_made_waits_for_threads_the
     assert roles[worker] == "dataloader-worker", roles
     assert all(roles[pid] == "worker-process" for pid in job.info["pool_pids"]), roles
     assert_first_fix_is_about(report, "fork-lost-pool", f"DataLoader worker pid {worker} waits for a thread pool")
+
+
+def test_a_child_os_forked_after_openmp_ran_waits_for_the_team_fork_did_not_copy(knowledge, zoo):  # noqa: F811
+    """os.fork() (no multiprocessing frame) after the trainer's matmuls started libgomp's team: the
+    child's first matmul waits in libgomp, the only thread of its process. Its native frames (read
+    although its Python stack is the parent's `<module>` at another line) end the chain there, with
+    the spawn fix and GNU OpenMP's own workaround; not a compile fix for a job with no compile."""
+    pytest.importorskip("torch")
+    job = zoo("fork_openmp")
+    if not job.info["libgomp"]:
+        pytest.skip("this torch build's OpenMP is not GNU libgomp")
+    child = job.info["child"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]
+    assert end["pid"] == child and end["waits_on"]["end"] == "fork-pool", report.chain
+    assert end["waits_on"]["detail"].startswith("waits for the GNU OpenMP (libgomp) thread team"), end
+    assert "extract_features" in end["where"], end
+    assert report.culprit["pid"] == child, report.culprit
+    assert_first_fix_is_about(report, "fork-lost-pool", f"pid {child} waits for a thread pool")
+    assert "torch.set_num_threads(1)" in report.diagnoses[0].fixes[0].why
+    assert not any("TORCHINDUCTOR" in c for fix in report.diagnoses[0].fixes for c in fix.commands)
 
 
 def test_a_write_blocked_on_a_fifo_of_the_jobs_own_is_drained_at_that_descriptor_not_stdout(knowledge, zoo):  # noqa: F811

@@ -133,6 +133,27 @@ def test_accelerate_gather_on_the_main_process_alone_names_both_sides_and_the_jo
     assert rank1 in {p["pid"] for p in report.processes}
 
 
+def test_an_rpc_caller_waits_for_the_callee_thread_that_runs_its_function(knowledge, zoo):  # noqa: F811
+    """The seventh hunt's rpc_ps: worker 0 waits in rpc_sync; the function runs in an RPC thread of
+    worker 1 (torch's _run_function) and waits on a Condition for a second trainer. The chain goes
+    from the caller to that thread, and the culprit is worker 1 at the job's own line; not a lock order."""
+    pytest.importorskip("torch")
+    job = zoo("rpc_param_server", ready_timeout=150)
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    pids = [hop["pid"] for hop in report.chain]
+    assert pids[-2:] == [rank0, rank1], report.chain
+    assert report.chain[-2]["waits_on"]["detail"] == f"waits in rpc_sync for pid {rank1} to reply", report.chain
+    end = report.chain[-1]
+    assert re.search(r"push_and_pull \(\S*rpc_param_server\.py:\d+\)", end["waits_on"]["detail"]), end
+    assert report.culprit is not None and report.culprit["pid"] == rank1, report.culprit
+    from debug_stuck.advice import advise
+
+    first = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    assert "one fixed order" not in first.title, first.title
+
+
 def test_mp_spawn_ranks_are_ranks_and_the_one_blocked_on_its_shard_is_the_culprit(knowledge, zoo):  # noqa: F811
     """torch.multiprocessing.spawn's children look like multiprocessing workers by their command
     line; under torch's _wrap they are the job's ranks, their parent the launcher. The rank waiting
@@ -397,6 +418,30 @@ def test_a_queue_whose_producer_process_was_killed_blames_the_dead_child_not_a_d
     assert {d.cause for d in report.diagnoses if d.confidence >= 0.5} == set(), top(report)
     fix = first_fix(report)
     assert fix.origin == "finding" and f"pid {child} has died (signal 9)" in fix.title, fix
+
+
+def test_a_producer_process_that_raised_is_named_with_its_logged_error_and_the_fix_shows_without_a_cause(
+    knowledge,
+    zoo,  # noqa: F811
+):
+    """The producer process raises: multiprocessing prints "Process shard-reader:" and the traceback,
+    exit code 1. The dead child's fix quotes that error and where it was raised; no cause is claimed,
+    and the text report still shows the fix (for what the job waits on) and does not say "attach"."""
+    from debug_stuck.render.text import render_text
+
+    job = zoo("producer_died", args=["process_raises"])
+    child = job.info["producer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert report.chain[-1]["pid"] == child and "zombie" in report.chain[-1]["waits_on"]["detail"], report.chain
+    assert {d.cause for d in report.diagnoses if d.confidence >= 0.5} == set(), top(report)
+    fix = first_fix(report)
+    assert fix.origin == "finding" and f"pid {child} has died (exit code 1)" in fix.title, fix
+    assert "'shard-reader'" in fix.why and "ValueError: record 3: unexpected end of data" in fix.why, fix.why
+    assert "producer_died.py:" in fix.why and "says why it died" not in fix.why, fix.why
+    text = render_text(report)
+    assert "Fix (for what the job waits on; no cause is named):" in text and fix.title in text, text
+    assert "attach to the job" not in text, text
 
 
 # -- waits that end at another thread, a child's pipe, a lock another process holds -------------------
