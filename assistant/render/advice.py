@@ -58,8 +58,8 @@ def edit_heading(edit: dict) -> str:
 
 def finding_fixes(report) -> list:
     """With no cause named, the fixes written for what the job was seen waiting on (a dead child, a
-    peer): they hold whatever the cause, so every front end shows them."""
-    if report.verdict.cause or not report.diagnoses:
+    peer): they hold whatever the cause, so every front end shows them. A job that moves has none."""
+    if report.verdict.cause or report.verdict.state == "progressing" or not report.diagnoses:
         return []
     return [fix for fix in report.diagnoses[0].fixes if fix.origin == "finding"]
 
