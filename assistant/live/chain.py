@@ -36,7 +36,6 @@ from debug_stuck.live.parties import (
     POLLED_POOL_WAIT,
     POOL_WAIT,
     SYNC_FILES,
-    THREAD_JOIN,
     JobView,
     awaits_stop,
     blocked_handler,
@@ -47,7 +46,7 @@ from debug_stuck.live.parties import (
     idle_in_queue,
     in_thread_sync,
     joined_thread,
-    lock_waiters,
+    lock_cycle,
     pool_worker_thread,
     primitive_of,
     python_frames,
@@ -86,7 +85,6 @@ DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightn
 # A trainer's wait for a batch (the DataLoader's own functions, or a multiprocessing queue its workers
 # fill), not any multiprocessing wait: torch.multiprocessing.spawn's join waits in connection.py.
 DATALOADER_WAIT = re.compile(r"_try_get_data|_get_data|_next_data|torch/utils/data/|multiprocessing/queues\.py")
-LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
 PROCESS_POOL_FILE = re.compile(r"concurrent/futures/process\.py$")
 # CPython Lib/asyncio/base_events.py: run_forever -> _run_once -> selector.select, the loop's only wait
 # CPython 3.11.7 Lib/threading.py: _shutdown joins every non-daemon thread at interpreter exit;
@@ -657,14 +655,13 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.detail = "waits, at exit, for its multiprocessing queue's feeder thread to flush what it put"
             hop.facts["end"] = "queue-flush"
             return hop.pid, feeder
-        if hop.inside and (LOCK_WAIT.match(hop.inside[0]) or THREAD_JOIN.search(inside)):
-            others = lock_waiters(job, hop.pid, hop.tid)
-            if not permits_leaked(job, hop) and (len(others) >= 2 or (others and hop.inside[0] == "acquire")):
-                hop.kind = "lock-cycle"
-                hop.parties = [_party(t) for t in others[:3]]
-                names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])
-                hop.detail = f"waits while threads {names} each wait for a lock the other holds: a lock-order deadlock"
-                hop.facts["end"] = "deadlock"
+        others = lock_cycle(job, hop.pid, hop.tid, hop.inside, thread)
+        if others and not permits_leaked(job, hop):
+            hop.kind = "lock-cycle"
+            hop.parties = [_party(t) for t in others[:3]]
+            names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])
+            hop.detail = f"waits while threads {names} each wait for a lock the other holds: a lock-order deadlock"
+            hop.facts["end"] = "deadlock"
         if "end" not in hop.facts:
             task_done_missing(job, hop, thread)
         joined = joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None

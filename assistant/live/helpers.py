@@ -22,7 +22,7 @@ from typing import List, Optional
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import chosen_wait, innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.loops import library_at_work, own_frame_index
+from debug_stuck.live.loops import library_at_work, loop_header, own_frame_index
 from debug_stuck.live.progress import BUSY_CPU, cpu_used, running, thread_motion
 from debug_stuck.probes.collectors.procs import is_library_helper
 from debug_stuck.probes.collectors.stacks import main_thread
@@ -229,9 +229,12 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
     the same of a moving thread). So is a line of the job's own code that called a library's native
     routine directly (torch.linalg.svd, a BLAS product: the native frames under it are the library's,
     live.loops.library_native_frame). A frozen line of the job's own code, or of the standard library
-    it calls (a loop on a flag, a regex, a builtin), is not this: it is read as a spin. Any sample of the
-    window will do: a line that runs a library routine again and again (`w = torch.tanh(w @ w.T)` in a
-    loop) is caught now and then between two of its calls, in the interpreter; a spin never shows one."""
+    it calls (a loop on a flag, a regex, a builtin), is not this: it is read as a spin, unless the line
+    is in the body of a `for` loop of the job's own code: a pass over data (counting pairs over a
+    corpus) sits on its busiest line in every sample, and ends with its iterable; a spin is a `while`.
+    Any sample of the window will do: a line that runs a library routine again and again
+    (`w = torch.tanh(w @ w.T)` in a loop) is caught now and then between two of its calls, in the
+    interpreter; a spin never shows one."""
     latest = snap.latest_main_thread(pid)
     process = snap.process(pid)
     if latest is None or process is None or not running(process) or process.state in "DZT":
@@ -243,13 +246,32 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
         found = library_at_work(thread.frames, own if own is not None else len(thread.frames))
         if found is not None:
             break
-    if found is None:
-        return None  # the job's own line, or the standard library under it (a poll of os.path.exists)
     wait = innermost_wait(knowledge.frames, [(f.function, f.file) for f in latest.frames])
+    if found is None:
+        # the job's own line, or the standard library under it (a poll of os.path.exists): a spin,
+        # unless a `for` loop of the job's own code holds the line
+        return None if wait is not None else own_for_loop(latest, pid)
     if wait is not None and wait[1].get("wait") != "gc":  # a collection its allocations set off is its work
         return None
     innermost = next(f for f in thread.frames if not f.native)
     return f"{found.shown_text()}, called from {innermost.text()}" if found.native else innermost.text()
+
+
+def own_for_loop(thread, pid: int) -> Optional[str]:
+    """ "F (file:line), in its own loop `for x in y`" when the thread's innermost frame of the job's own
+    code is at a line in the body of a `for` loop (the innermost loop holding it), read from the job's
+    source; None for a `while`, or a source not read."""
+    from debug_stuck.live.selflock import source_of
+
+    own = own_frame_index(thread.frames)
+    if own is None or any(not f.native for f in thread.frames[:own]):
+        return None  # a Python frame of a library under it: that library's loop, not the job's
+    frame = thread.frames[own]
+    source = source_of(getattr(frame, "path", None) or frame.file, pid)
+    header = loop_header(source, frame.line) if source and isinstance(frame.line, int) else None
+    if header is None or not header.startswith(("for ", "async for ")):
+        return None
+    return f"{frame.text()}, in its own loop `{header}`"
 
 
 def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str, one: str = "") -> Optional[Helpers]:

@@ -368,6 +368,48 @@ def in_queue_code(thread, function: re.Pattern) -> bool:
     return any(function.match(f.bare_name) and IDLE_QUEUE.search(f.file or "") for f in python_frames(thread.frames))
 
 
+LOCK_WAIT = re.compile(r"^(acquire|_acquire_restore|wait)$")
+
+
+def lock_cycle(job: JobView, pid: int, tid: Optional[int], inside: List[str], thread) -> list:
+    """The threads of a lock-order deadlock the hop's thread is part of or waits on: the other threads
+    of pid that wait for a lock, when the hop waits for a lock or joins (two or more, or one when it
+    acquires); else, when the hop's own line takes a lock, the thread whose own line takes a lock
+    this one holds while it holds the one this one wants (read from the job's source, each `with`
+    and .acquire() enclosing its line), with the hop's thread first. [] when neither."""
+    if inside and (LOCK_WAIT.match(inside[0]) or THREAD_JOIN.search(" ".join(inside))):
+        others = lock_waiters(job, pid, tid)
+        if len(others) >= 2 or (others and inside[0] == "acquire"):
+            return others
+    if thread is None:
+        return []
+    mine = _locks_of(job, pid, thread)
+    if mine is None:
+        return []
+    for other in lock_waiters(job, pid, tid):
+        theirs = _locks_of(job, pid, other)
+        if theirs is not None and mine[1] in theirs[0] and theirs[1] in mine[0]:
+            return [thread, other]
+    return []
+
+
+def _locks_of(job: JobView, pid: int, thread) -> Optional[Tuple[List[str], str]]:
+    """(locks held, the lock wanted) at the thread's own line, when that line takes a lock and the
+    thread sleeps in a futex there."""
+    from debug_stuck.live.selflock import locks_at, source_of
+
+    if (job.wait(pid, thread.tid) or {}).get("op") != "futex":
+        return None
+    index = own_frame_index(thread.frames)
+    # only the lock's own acquire (a C one has no frame; a Semaphore's is threading.py) between the
+    # job's line and the wait: a library call there is not the `with` itself that waits
+    if index is None or any(not (f.native or THREADING_FILE.search(f.file or "")) for f in thread.frames[:index]):
+        return None
+    frame = thread.frames[index]
+    held, wanted = locks_at(source_of(getattr(frame, "path", None) or frame.file, pid), frame.line)
+    return (held, wanted) if wanted else None
+
+
 def lock_waiters(job: JobView, pid: int, tid: Optional[int]):
     """The other threads of pid that wait to acquire a lock (their top frames show acquire, or the
     user's own code sits in a futex wait: a C lock taken in a `with` line has no frame of its own)."""

@@ -26,6 +26,9 @@ py-spy (default kind; every thread in a futex wait: wchan ``futex_do_wait`` on L
         update_stats (lock_deadlock.py)
         Thread.run (threading.py) ...
 
+``python lock_deadlock.py main_thread``: the main thread is worker-A itself (a training loop taking
+the locks), a ``stats-reporter`` thread worker-B; nothing joins.
+
 READY (``{"pid", "kind", "lines"}``): written by the main thread, right before ``join``, once both
 workers' stacks stand on their second acquire (and, for semaphores, sleep inside ``acquire``).
 """
@@ -68,6 +71,8 @@ def update_stats() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["main_thread"]:
+        return main_thread_takes_part()
     workers = [
         threading.Thread(target=update_params, name="worker-A"),
         threading.Thread(target=update_stats, name="worker-B"),
@@ -93,6 +98,23 @@ def main() -> None:
         _common.mark_ready(kind=KIND, lines=dict(SECOND_ACQUIRE))
     for w in workers:
         w.join()
+
+
+def main_thread_takes_part() -> None:
+    """The training loop's own thread is one party: it runs update_params itself, a reporter thread
+    runs update_stats; nobody joins anything."""
+    reporter = threading.Thread(target=update_stats, name="stats-reporter", daemon=True)
+    reporter.start()
+    main = threading.main_thread()
+
+    def both_wait() -> bool:
+        seconds = {name: SECOND_ACQUIRE.get(name) for name in ("update_params", "update_stats")}
+        return all(seconds.values()) and all(
+            _common.sleeping_steadily(os.getpid(), t.native_id) for t in (main, reporter)
+        )
+
+    _common.ready_when(both_wait, lambda: {"kind": KIND, "lines": dict(SECOND_ACQUIRE)})
+    update_params()
 
 
 if __name__ == "__main__":

@@ -558,6 +558,26 @@ def test_a_condition_notified_before_the_wait_names_the_thread_that_could_notify
     assert "cond.wait_for(lambda: ready, timeout=600)" in "\n".join(fix.commands)
 
 
+@pytest.mark.parametrize("kind", ["semaphore", "lock"])
+def test_a_lock_order_deadlock_the_main_thread_is_part_of_names_both_threads(knowledge, zoo, kind):  # noqa: F811
+    """The seventh hunt's rank1_lockinv: the training loop's own thread holds one lock and waits for
+    the other, which a reporter thread holds while it waits for the first; nobody joins. Each thread's
+    `with` lines, read from the source, make the cycle: both threads and both locks are named."""
+    job = zoo("lock_deadlock", args=["main_thread"], env={"ZOO_LOCK_KIND": kind})
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]
+    assert end["waits_on"]["kind"] == "lock-cycle", report.chain
+    assert "'MainThread' at update_params (" in end["waits_on"]["detail"], end
+    assert "'stats-reporter' at update_stats (" in end["waits_on"]["detail"], end
+    assert_first_fix_is_about(
+        report,
+        "lock-order",
+        "holds `params_lock` and waits for `stats_lock`",
+        "holds `stats_lock` and waits for `params_lock`",
+    )
+
+
 def test_threads_and_futures_lead_to_the_thread_that_blocks(knowledge, zoo):  # noqa: F811
     job = zoo("future_result")
     report = diagnose(knowledge, job.proc.pid)

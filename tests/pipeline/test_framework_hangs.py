@@ -788,6 +788,19 @@ def test_a_large_json_parse_on_the_jobs_own_line_is_not_called_hung(knowledge, z
     assert summary.startswith(expected), summary
 
 
+def test_a_pure_python_pass_in_the_jobs_own_for_loop_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The eighth hunt's healthy_pyprep (counting character pairs for 305 s) was hung, cpu-spin 93%,
+    on half its calls: the samples that all caught `pairs[a + b] += 1` read as a spin. A frozen line in
+    the body of the job's own `for` loop is a pass over data: undecided (a spin is a `while`, as
+    own_package_spin's stays hung), whether the samples moved within the loop or not, every time."""
+    job = zoo("own_for_pass")
+    for _ in range(3):
+        report = diagnose(knowledge, job.proc.pid)
+        summary = undecided_summary(report)
+        assert f"pid {job.proc.pid} (rank)" in summary, summary
+        assert "in its own loop `for " in summary or "loops in one place" in summary, summary
+
+
 def test_a_long_encode_on_the_tokenizers_pool_is_not_called_hung(knowledge, zoo):  # noqa: F811
     """The main thread waits on rayon's latch while the pool's native threads (not listed by py-spy)
     compute: the process's CPU says they work. Undecided, nobody blamed; the fork case, where the
