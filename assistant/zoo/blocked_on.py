@@ -48,6 +48,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   ``wait()`` without closing the pipe: gzip waits for the end of its input, the parent for gzip.
 - ``breakpoint_left``: a ``breakpoint()`` left in the loop, with stdin a pipe that a child holds
   open and never writes: pdb waits for a command on it.
+- ``stale_build_lock``: ``torch.utils.cpp_extension.load`` of an extension whose build folder holds the
+  ``lock`` a killed build left; the loader waits in ``FileBaton.wait``.
 - ``stale_lock``: ``filelock.SoftFileLock(<workdir>/model.lock).acquire()`` on an empty lock file that
   a killed earlier run left behind (an empty marker: filelock never breaks it, as torch's FileBaton
   never does): the thread polls for ever, in time.sleep between tries, and no process has the file open.
@@ -757,6 +759,21 @@ def stale_lock() -> None:
     _common.sleep_forever()
 
 
+def stale_build_lock() -> None:
+    """torch.utils.cpp_extension.load of an extension whose build folder holds the `lock` an earlier
+    build, killed mid-way, left: the loader waits for it (FileBaton.wait) and would never build."""
+    from torch.utils.cpp_extension import load
+
+    build = _common.workdir() / "ext" / "fused_ops"
+    build.mkdir(parents=True)
+    source = build.parent / "fused_ops.cpp"
+    source.write_text("int fused_ops_version() { return 1; }\n")
+    (build / "lock").write_text("")  # what the killed build left behind
+    ready_in("sleep", path=str(build / "lock"))
+    load(name="fused_ops", sources=[str(source)], build_directory=str(build))
+    _common.sleep_forever()
+
+
 def own_lock_poll() -> None:
     script = "import os; print(os.getpid())"
     earlier = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True)
@@ -909,6 +926,7 @@ SCENARIOS = {
     "breakpoint_left": breakpoint_left,
     "child_prompt": child_prompt,
     "stale_lock": stale_lock,
+    "stale_build_lock": stale_build_lock,
     "own_lock_poll": own_lock_poll,
     "event_loop_idle": event_loop_idle,
     "metrics_fifo": metrics_fifo,

@@ -453,6 +453,25 @@ def test_a_stale_lock_file_left_by_a_killed_run_is_named_and_removable(knowledge
     assert removal == f"rm -- {path}" and "only when no other process" in fix.safety[-1]["note"]
 
 
+def test_a_stale_extension_build_lock_is_removed_only_after_the_job_stops(knowledge, zoo):  # noqa: F811
+    """The eighth hunt's cppext_stale_lock: removing torch's extension build lock under the waiting job
+    made it fail at once (it imports what the killed build left, and never builds). The fix stops the
+    job first, then removes the lock: the next run builds."""
+    pytest.importorskip("torch")
+    job = zoo("blocked_on", args=["stale_build_lock"])
+    path = job.info["path"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert report.chain[-1]["waits_on"]["object"] == path, report.chain
+    assert_first_fix_is_about(
+        report, "stale-build-lock", f"Stop the job, then remove the stale extension build lock {path}"
+    )
+    fix = report.diagnoses[0].fixes[0]
+    labels = [s["label"] for s in fix.safety]
+    assert labels.index("stops-job") < labels.index("changes"), (labels, fix.commands)
+    assert fix.commands[labels.index("changes")] == f"rm -- {path}"
+
+
 def test_a_loop_of_the_jobs_own_polling_a_stale_lock_file_is_named_and_removable(knowledge, zoo):  # noqa: F811
     job = zoo("blocked_on", args=["own_lock_poll"])
     path, dead = job.info["path"], job.info["dead_pid"]
