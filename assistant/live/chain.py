@@ -37,6 +37,7 @@ from debug_stuck.live.parties import (
     POOL_WAIT,
     SYNC_FILES,
     JobView,
+    awaited_elsewhere,
     awaits_stop,
     blocked_handler,
     blocked_server_peer,
@@ -52,7 +53,6 @@ from debug_stuck.live.parties import (
     python_frames,
     queue_feeder,
     replacement_worker,
-    rpc_callee,
     runs_own_task,
     spawn_children,
     sync_party,
@@ -594,13 +594,16 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     server = blocked_server_peer(job, hop, wait, files)
     if server is not None:
         return server, None
-    callee = rpc_callee(job, hop.pid, thread)
-    if callee is not None:
-        hop.kind, hop.object, hop.detail = "process", str(callee[0]), f"waits in rpc_sync for pid {callee[0]} to reply"
-        return callee
+    elsewhere = awaited_elsewhere(job, hop, thread)
+    if elsewhere is not None:
+        return elsewhere
     peers = wait.get("peers") or []
     if hop.kind in ("fifo", "pipe", "socket") and peers:
-        other = next((p for p in peers if p["pid"] != hop.pid and p["pid"] in job.procs), None)
+        # a pipe's other end: its writer for a read, its reader for a write (a holder of the same end is no peer)
+        ends = {"read": ("w", "rw", None), "write": ("r", "rw", None)}.get(hop.op or "", ("r", "w", "rw", None))
+        other = next(
+            (p for p in peers if p["pid"] != hop.pid and p["pid"] in job.procs and p.get("mode") in ends), None
+        )
         if other is not None:
             return other["pid"], None
     if hop.kind == "lock" and wait.get("lock_holders"):

@@ -506,6 +506,29 @@ RPC_CALLER = re.compile(r"(^|/)torch/distributed/rpc/api\.py$")
 RPC_CALLEE = re.compile(r"(^|/)torch/distributed/rpc/internal\.py$")
 
 
+# CPython 3.11.7 Lib/subprocess.py: Popen.communicate -> _communicate polls the child's stdout and
+# stderr pipes (selectors) until the child closes them: it waits for the child's output and exit
+SUBPROCESS_FILE = re.compile(r"(^|/)subprocess\.py$")
+
+
+def awaited_elsewhere(job: JobView, hop, thread) -> Optional[Tuple[int, Optional[int]]]:
+    """(pid, tid) of what a thread waits for in another process, read from its frames, with the
+    hop's words set: the callee of an RPC (rpc_sync), or the one child whose output
+    subprocess's communicate() polls (subprocess.run(capture_output=True)). None otherwise."""
+    callee = rpc_callee(job, hop.pid, thread)
+    if callee is not None:
+        hop.kind, hop.object, hop.detail = "process", str(callee[0]), f"waits in rpc_sync for pid {callee[0]} to reply"
+        return callee
+    py = python_frames(thread.frames) if thread is not None else []
+    kids = [k for k in job.children(hop.pid) if k in job.procs and job.procs[k].state not in "Z"]
+    if hop.op in ("poll", "select") and len(kids) == 1:
+        if any(f.bare_name == "_communicate" and SUBPROCESS_FILE.search(f.file or "") for f in py):
+            hop.kind, hop.object = "child", str(kids[0])
+            hop.detail = f"waits in subprocess's communicate() for the output and exit of its child {kids[0]}"
+            return kids[0], None
+    return None
+
+
 def rpc_callee(job: JobView, pid: int, thread) -> Optional[Tuple[int, int]]:
     """(pid, tid) of the thread of another process of the job that runs an RPC function, when this
     thread waits in rpc_sync for a reply: the callee the caller waits for (the first, with several)."""

@@ -89,6 +89,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   makes it) that stalls without writing; the main thread reads fd 0. A data feed, not a prompt.
 - ``notify_missed``: a ``prefetch`` thread notifies a Condition before the main thread waits on it with
   no predicate, then sleeps (its source paused); the main thread waits for ever.
+- ``child_prompt_pipe``: ``communicate()`` with a child script that asks y/N on the stdin it inherits,
+  a pipe whose only writer (a ``sleep`` outside the job) never writes.
 - ``prompt_piped``: the job asks a y/N question with ``input()``; its stdin is a pipe that its own child
   holds and never writes (a launch script's ``sleep infinity | torchrun ...`` line).
 - ``prompt``: stdin is a terminal (a pseudo-terminal whose other side nobody types into, as in a
@@ -665,6 +667,28 @@ def stdin_feed() -> None:
     _common.sleep_forever()
 
 
+def child_prompt_pipe() -> None:
+    """subprocess.run(capture_output=True) of a script that asks y/N on the stdin it inherits: the
+    job's stdin is a pipe whose only writer is a process outside the job (a `sleep` left from its
+    launch line), which never writes. The child waits in its read, the job in communicate()."""
+    read_end, write_end = os.pipe()
+    subprocess.run(["sh", "-c", "sleep 100000 &"], stdout=write_end)  # the writer: no child of the job
+    os.close(write_end)
+    os.dup2(read_end, 0)
+    os.close(read_end)
+    asks = "printf 'Remote checkpoint exists. Overwrite? [y/N] ' >&2; read ans; [ \"$ans\" = y ]"
+    child = subprocess.Popen(["sh", "-c", asks], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def waiting() -> bool:
+        return _common.blocked_in(child.pid, None, ("anon_pipe_read", "pipe_read"), ("read",)) and (
+            _common.sleeping_steadily(child.pid)
+        )
+
+    _common.ready_when(waiting, lambda: {"scenario": sys.argv[1], "peer_pid": child.pid})
+    child.communicate()  # what subprocess.run(..., capture_output=True) does
+    _common.sleep_forever()
+
+
 def prompt_piped() -> None:
     """A y/N prompt whose stdin is a pipe this process's own child holds and never writes: what a
     launch script's `sleep infinity | torchrun ...` line gives its job (the script stands here)."""
@@ -923,6 +947,7 @@ SCENARIOS = {
     "stdin_feed": stdin_feed,
     "notify_missed": notify_missed,
     "prompt_piped": prompt_piped,
+    "child_prompt_pipe": child_prompt_pipe,
     "breakpoint_left": breakpoint_left,
     "child_prompt": child_prompt,
     "stale_lock": stale_lock,

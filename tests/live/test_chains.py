@@ -355,6 +355,21 @@ def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  
     assert "< /dev/null" in alone.diagnoses[0].fixes[0].commands[-1]
 
 
+def test_a_child_asking_on_its_inherited_stdin_while_the_job_collects_its_output_is_the_prompt(knowledge, zoo):  # noqa: F811
+    """The eighth hunt's subproc_child_prompt: subprocess.run(capture_output=True) polls the child's
+    output pipes; the child (a shell script) asks y/N on the stdin it inherited, a pipe nobody writes.
+    The chain goes from communicate() to the child's read (not back to the job, which only holds the
+    same read end): input-wait, the child to blame; not an I/O stall."""
+    job = zoo("blocked_on", args=["child_prompt_pipe"])
+    child = job.info["peer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "input-wait", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child], report.chain
+    assert report.chain[0]["waits_on"]["detail"].startswith("waits in subprocess's communicate()"), report.chain
+    assert report.chain[-1]["waits_on"]["fd"] == "0", report.chain
+    assert report.culprit is not None and report.culprit["pid"] == child, report.culprit
+
+
 def test_a_prompt_on_a_stdin_piped_inside_the_launch_is_not_told_to_redirect_the_launchs_stdin(knowledge, zoo):  # noqa: F811
     """The seventh hunt's rank0_prompt: `sleep | torchrun` inside run.sh. The pipe the prompt reads is
     written by a process the job started, so `LAUNCH < /dev/null` would change nothing: the fix says
