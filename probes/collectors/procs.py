@@ -350,6 +350,16 @@ def trainer_of(pid: int, given: Iterable[int] = ()) -> Tuple[int, Optional[str]]
     that cannot be read ends the climb."""
     info = read_process(pid)
     check_target(info, given)
+    child_of = None
+    if not info.python and info.ppid > 1 and not _python_roots_below(pid):
+        # a program the job runs (find, a shell script, a compiler): its Python parent is the job
+        try:
+            parent = read_process(info.ppid)
+            check_target(parent, given)  # not this tool's own parent (the shell or the Python that runs it)
+        except InspectError:
+            parent = None
+        if parent is not None and parent.python:
+            child_of, info = info, parent
     for _ in range(MAX_CLIMB):
         if info.ppid <= 1:
             break
@@ -362,6 +372,11 @@ def trainer_of(pid: int, given: Iterable[int] = ()) -> Tuple[int, Optional[str]]
         info = parent
     if info.pid == pid:
         return pid, None
+    if child_of is not None:
+        return info.pid, (
+            f"pid {pid} ({child_of.name}) runs no Python: a program the job started; reading the whole job from "
+            f"pid {info.pid}"
+        )
     return info.pid, f"pid {pid} is a worker process of pid {info.pid}: reading the whole job from pid {info.pid}"
 
 

@@ -368,6 +368,10 @@ def test_a_child_asking_on_its_inherited_stdin_while_the_job_collects_its_output
     assert report.chain[0]["waits_on"]["detail"].startswith("waits in subprocess's communicate()"), report.chain
     assert report.chain[-1]["waits_on"]["fd"] == "0", report.chain
     assert report.culprit is not None and report.culprit["pid"] == child, report.culprit
+    # given only the child (a shell, no Python): the job is read from its Python parent, as for any process
+    alone = diagnose(knowledge, child)
+    assert [hop["pid"] for hop in alone.chain] == [job.proc.pid, child], alone.chain
+    assert any(f"pid {child} (sh) runs no Python" in note for note in alone.notes), alone.notes
 
 
 def test_a_prompt_on_a_stdin_piped_inside_the_launch_is_not_told_to_redirect_the_launchs_stdin(knowledge, zoo):  # noqa: F811
