@@ -20,6 +20,7 @@ from debug_stuck.advice.deathlog import logged_death
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
 from debug_stuck.advice.fill import filled_value
 from debug_stuck.advice.otherthreads import other_threads
+from debug_stuck.advice.samecall import same_call
 from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.swallowed import skipped_step
 from debug_stuck.advice.threadlog import thread_traceback
@@ -96,7 +97,7 @@ OPTIONAL = (
     "death_short", "dead_advice", "in_wchan", "on_mount", "prompt_text", "prompt_short", "prompt_release",
     "inside_text", "in_functions", "order_edit", "holder_doing", "peer_name", "peer_state", "peer_doing",
     "stream", "pipe_op", "first_waiter", "stopped_others", "pair_a_at", "pair_b_at", "no_thread_traceback",
-    "stdin_redirect", "stdin_inside", "other_threads",
+    "stdin_redirect", "stdin_inside", "other_threads", "same_call", "same_call_ranks",
 )  # fmt: skip
 
 
@@ -125,6 +126,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     values = _values(reader, chain, facts, table)
     thread_traceback(values, report)
     logged_death(values, report, chain[-1])
+    same_call(values, report, reader, chain[-1])
     for entry in table.get("remedies") or []:
         if not re.search(entry["when"], signature):
             continue

@@ -21,6 +21,8 @@ common launcher, as ``srun`` or ``pdsh`` start them).
   rank 1 before (and skips step 0): at its third step rank 0 waits in ``recv(tag=METRICS)`` for a
   send rank 1 makes a step later, while rank 1 has gone on into ``recv(tag=ACT)`` for the next
   activation. Both ranks wait to receive, from different lines, and neither sends.
+- ``broadcast_src``: at step 3 every rank calls ``broadcast_object_list(names, src=rank)`` to share the
+  run's name: both ranks are in the same broadcast, each the root of its own, and wait for ever.
 - ``skip_bad``: each step's work and its ``all_reduce`` sit in a ``try`` whose ``except`` logs the
   error and goes on to the next batch (``continue``); at step 3 rank 1 meets a bad label and skips
   that step's ``all_reduce``. At the end of the epoch rank 1 is in ``barrier`` while rank 0 waits in
@@ -119,7 +121,7 @@ def pipeline(rank: int) -> None:
 
 
 EPOCH_STEPS = 5
-SCENARIOS = ("busy", "mismatch", "straggle", "store_key", "p2p_tag", "new_group", "skip_bad")
+SCENARIOS = ("busy", "mismatch", "straggle", "store_key", "p2p_tag", "new_group", "skip_bad", "broadcast_src")
 
 
 def skip_bad(rank: int) -> None:
@@ -141,6 +143,12 @@ def skip_bad(rank: int) -> None:
             continue
         print(f"rank {rank} step {step} grad {grad.sum().item():.1f}", flush=True)
     dist.barrier()  # the end of the epoch
+
+
+def share_run_name(rank: int) -> None:
+    """Rank 0 names the run and shares it: with src=rank, each rank is the root of its own broadcast."""
+    names = [f"run-{os.getpid()}"] if rank == 0 else [None]
+    dist.broadcast_object_list(names, src=rank)  # the slip: src must be 0 on every rank
 
 
 def train() -> None:
@@ -167,11 +175,16 @@ def train() -> None:
                     )  # rank 1's key, as rank 0 names it
                 if scenario == "new_group":
                     dist.new_group(backend="gloo")  # the eval metrics' own group, made where only rank 0 evaluates
+                if scenario == "broadcast_src":
+                    share_run_name(rank)
             elif scenario == "store_key":
                 rank0_waits_then_ready(step)
                 dist.distributed_c10d._get_default_store().set(f"eval/{step}/rank{rank}", "0.5")
             elif scenario == "new_group":
                 rank0_waits_then_ready(step)
+            elif scenario == "broadcast_src":
+                rank0_waits_then_ready(step)
+                share_run_name(rank)
             elif scenario == "busy":
                 rank0_waits_then_ready(step)
                 refine_until_converged(float(step))

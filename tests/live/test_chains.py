@@ -939,6 +939,24 @@ def test_ranks_all_in_point_to_point_calls_are_unpaired_only_when_every_rank_is_
     assert find_p2p_deadlock(knowledge, other, {g.pids[0]: g for g in other}.get, world_size=2) is None
 
 
+def test_every_rank_in_the_same_broadcast_with_its_own_src_is_told_to_compare_the_arguments(knowledge, zoo):  # noqa: F811
+    """The eighth hunt's bcast_obj_src: broadcast_object_list(src=local_rank) puts every rank in the same
+    broadcast, each its own root. No rank is missing: the fix says the arguments differ (the src) and
+    compares them on each rank; not "a rank that never joins", not "rank src"."""
+    from debug_stuck.advice import advise
+
+    job = zoo("gloo_ranks", args=["broadcast_src"])
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    assert "rank src" not in report.verdict.summary, report.verdict.summary
+    first = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    assert first.basis.startswith("same-collective-arguments"), (first.title, first.basis)
+    assert first.title.startswith("Every rank is in the same broadcast"), first.title
+    assert "Ranks 0, 1, every rank of the job" in first.why and "the same src" in first.why, first.why
+    assert f"for p in {rank0} {rank1}; do" in first.commands[0] or f"for p in {rank1} {rank0}; do" in first.commands[0]
+
+
 def test_a_process_group_made_on_one_rank_alone_is_a_collective_mismatch_not_the_rendezvous(knowledge, zoo):  # noqa: F811
     """The sixth hunt's ddp_newgroup: rank 0 alone calls new_group for its evaluation metrics, which
     every rank must call (torch docs); rank 1 waits in the next all_reduce. It was called the
