@@ -120,6 +120,9 @@ FIX_CONTEXT = {
     # presumed where no chain says), or a pipe a process of the job made (piped-inside: a
     # `producer | torchrun ...` line of its launch script, whose own stdin does not reach the job)
     "stdin": ("launch", "piped-inside"),
+    # the scheduler that placed the job's processes, from their environment (SLURM_JOB_ID; Ray's
+    # RAY_ADDRESS or RAY_RAYLET_PID); none: the environment was read and names neither
+    "scheduler": ("slurm", "ray", "none"),
 }
 
 # Every report file the tool writes (session save, stop, watch incidents) is named

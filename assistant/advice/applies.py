@@ -23,6 +23,9 @@ FRAMEWORK_NAMES = {
     "other": "a wait that ends elsewhere (see the chain)",
     "launch": "a job whose stdin is the one its launch command is given",
     "piped-inside": "a stdin piped inside the launch command",
+    "slurm": "Slurm",
+    "ray": "Ray",
+    "none": "no scheduler in its environment (no SLURM_JOB_ID, no RAY_ADDRESS)",
 }
 
 APPLIES, CONDITIONAL, NOT_HERE = "applies", "conditional", "not-here"
@@ -34,6 +37,7 @@ CONDITION_WORDS = {
     "stream": "for {names}",
     "stopped_in": "for {names}",
     "wait": "for {names}",
+    "scheduler": "if you use {names}",
 }
 # Fixes about what the job is seen to do: first among the fixes that apply.
 SPECIFIC_KEYS = frozenset({"uses", "stopped_in"})

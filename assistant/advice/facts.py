@@ -131,6 +131,9 @@ def gather_facts(report) -> JobFacts:
     wait = _wait_kind(report.chain)
     if wait:
         facts.context["wait"] = wait
+    scheduler = _scheduler(processes)
+    if scheduler:
+        facts.context["scheduler"] = scheduler
     stdin = stdin_source(report.chain, by_pid, _raw_wait)
     if stdin:
         facts.context["stdin"] = stdin
@@ -369,6 +372,19 @@ def _root(processes) -> Optional[dict]:
     tops = [p for p in processes if p.get("ppid") not in pids]
     launchers = [p for p in tops if p.get("role") == "launcher"]
     return (launchers or tops or [None])[0]
+
+
+def _scheduler(processes) -> Optional[str]:
+    """slurm or ray from the job's environment (SLURM_JOB_ID; RAY_ADDRESS or RAY_RAYLET_PID, which Ray sets
+    in its workers); none when the environment was read and has neither; None when it was not read."""
+    if not any(p.get("env") is not None for p in processes):
+        return None
+    env = _env(processes)
+    if env.get("SLURM_JOB_ID"):
+        return "slurm"
+    if env.get("RAY_ADDRESS") or env.get("RAY_RAYLET_PID"):
+        return "ray"
+    return "none"
 
 
 def _env(processes) -> Dict[str, str]:

@@ -169,6 +169,14 @@ def test_init_process_group_waits_for_a_missing_rank(knowledge, zoo):  # noqa: F
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.cause == "rendezvous", causes(report)
     assert report.verdict.hung is True
+    # no scheduler placed it (no SLURM_JOB_ID, no Ray variable): squeue and ray status are not for it
+    # (the eighth hunt's rdzv_nnodes2 and spawn_worldsize led with them)
+    from debug_stuck.advice import advise
+
+    diagnosis = advise(report, knowledge).diagnoses[0]
+    left = {f["title"]: f["why"] for f in diagnosis.fixes_left_out}
+    assert "no scheduler in its environment" in left.get("See whether the scheduler started every rank", ""), left
+    assert not any("squeue" in c for f in diagnosis.fixes for c in f.commands)
 
 
 @pytest.mark.timeout(180)
