@@ -600,7 +600,7 @@ def _own_loops(snap: Snapshot) -> None:
     thread of a process outside any process group also gets the service it calls between sleeps
     (`service`, _answering_service), when one answered moments ago."""
     from debug_stuck.live.jobfacts import in_process_group
-    from debug_stuck.live.loops import loop_header, waits_in_own_code
+    from debug_stuck.live.loops import growing_sleep, loop_header, waits_in_own_code
     from debug_stuck.probes.collectors.waits import process_connections
 
     sources: dict = {}
@@ -617,6 +617,9 @@ def _own_loops(snap: Snapshot) -> None:
             header = loop_header(source, frame.line) if source and frame.line else None
             if header:
                 wait["loop"] = header
+                delay = growing_sleep(source, frame.line)
+                if delay:
+                    wait["backoff"] = delay
             if thread.tid == info.pid and services < OWN_LOOPS_READ and not in_process_group(info):
                 services += 1  # a rank's process group talks to its peers: no service of the loop's
                 service = _answering_service(process_connections(info.pid))

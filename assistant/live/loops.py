@@ -164,3 +164,35 @@ def loop_header(source: str, line: int) -> Optional[str]:
             f"{'async for' if isinstance(found, ast.AsyncFor) else 'for'} {text(found.target)} in {text(found.iter)}"
         )
     return header if len(header) <= LOOP_HEADER_CHARS else header[: LOOP_HEADER_CHARS - 3] + "..."
+
+
+def growing_sleep(source: str, line: int) -> Optional[str]:
+    """The name of the delay a loop of `source` holding `line` sleeps, when the loop itself changes it
+    (`time.sleep(delay)` and `delay = min(delay * 2, 60)` in its body): a wait with backoff, whose
+    looks grow apart. None for a fixed sleep, or a source that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    loops = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.While, ast.For, ast.AsyncFor))
+        and node.body
+        and node.body[0].lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda node: node.lineno)
+    slept = set()
+    changed = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Call) and node.args:
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name == "sleep":
+                slept |= {n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            changed |= {t.id for t in targets if isinstance(t, ast.Name)}
+    grown = sorted(slept & changed)
+    return grown[0] if grown else None

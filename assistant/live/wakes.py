@@ -251,8 +251,17 @@ def waits_for_input(info, silent: Optional[float]) -> Optional[str]:
     """Why a rank asleep in its own main loop may be waiting for its next input, not stuck: the loop
     names no condition it waits for (`while True:`, a `for` loop: the job's work loop, which sleeps
     when no input is there yet), and the job's log was written `silent` seconds ago, within
-    RECENT_WORK_SECONDS. A `while not os.path.exists(done):` loop waits for one thing: not this."""
+    RECENT_WORK_SECONDS. A `while not os.path.exists(done):` loop waits for one thing: not this,
+    unless the loop grows its own sleep (`wait["backoff"]`, live.loops.growing_sleep): a wait with
+    backoff expects what it waits for to take a while."""
     loop = str(main_wait(info).get("loop") or "")
+    delay = main_wait(info).get("backoff")
+    if info.role in TRAINING_ROLES and sleeps(info) and loop and delay:
+        return (
+            f"{info.label()} sleeps in its own loop (`{loop}`), and the loop grows its sleep (`{delay}`) each time: "
+            "a wait with backoff for something outside its code (a scheduler's flag, another job's output), which "
+            "may come later; whether it will cannot be read from the job: whoever should provide it tells"
+        )
     if info.role not in TRAINING_ROLES or not sleeps(info) or not _OPEN_LOOP.match(loop):
         return None
     if silent is None or silent > RECENT_WORK_SECONDS:

@@ -87,6 +87,8 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   (3) after each pass; the parent ``join()``s them. No torch.
 - ``stdin_feed``: standard input is a pipe fed by a producer child (as ``zcat data | python prep.py``
   makes it) that stalls without writing; the main thread reads fd 0. A data feed, not a prompt.
+- ``slot_backoff``: ``while not os.path.exists(flag): time.sleep(delay); delay = min(delay * 1.5, 20)``:
+  a wait with backoff for a scheduler's flag that has not come yet.
 - ``notify_missed``: a ``prefetch`` thread notifies a Condition before the main thread waits on it with
   no predicate, then sleeps (its source paused); the main thread waits for ever.
 - ``child_prompt_pipe``: ``communicate()`` with a child script that asks y/N on the stdin it inherits,
@@ -868,6 +870,19 @@ def results_poll() -> None:
     _common.sleep_forever()
 
 
+def slot_backoff() -> None:
+    """Waits for a scheduler's "slot free" flag with a growing sleep (0.5 s, then 1.5 times longer each
+    look, up to 20 s), as a job queued for an accelerator does; the flag has not come yet."""
+    flag = str(_common.workdir() / "slot_free")
+    print("waiting for a free slot...", flush=True)
+    ready_in("sleep", path=flag)
+    delay = 0.5
+    while not os.path.exists(flag):
+        time.sleep(delay)
+        delay = min(delay * 1.5, 20.0)
+    _common.sleep_forever()
+
+
 def _log_metric(db: str) -> None:
     import sqlite3
 
@@ -945,6 +960,7 @@ SCENARIOS = {
     "spawn_barrier": spawn_barrier,
     "process_barrier": process_barrier,
     "stdin_feed": stdin_feed,
+    "slot_backoff": slot_backoff,
     "notify_missed": notify_missed,
     "prompt_piped": prompt_piped,
     "child_prompt_pipe": child_prompt_pipe,

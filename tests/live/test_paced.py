@@ -166,6 +166,21 @@ def test_a_poll_for_a_file_nobody_writes_is_still_hung_and_says_how_often_it_loo
     assert any("it checks something and sleeps again" in r for r in report.verdict.state_reasons), report.verdict
 
 
+def test_a_wait_with_backoff_for_a_flag_is_undecided_and_a_fixed_poll_stays_hung(knowledge, zoo):  # noqa: F811
+    """The eighth hunt's healthy_backoff (HUNG on 8 of 9 calls): its loop grows its own sleep (`delay`),
+    read from the source: a wait with backoff for something outside the job, undecided; the fixed
+    0.5 s poll of results_poll above stays hung."""
+    job = zoo("blocked_on", args=["slot_backoff"])
+    for _ in range(2):
+        report = diagnose(knowledge, job.proc.pid)
+        assert report.verdict.hung is None, report.verdict.summary
+        said = " ".join(report.verdict.state_reasons)
+        assert "the loop grows its sleep (`delay`) each time: a wait with backoff" in said, said
+        assert report.culprit is None, report.culprit
+    waits = next(p["waits"] for p in report.processes if p["pid"] == job.proc.pid)
+    assert any(w.get("backoff") == "delay" for w in waits.values()), waits
+
+
 def _child(code: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-I", "-c", code], stdout=subprocess.PIPE, stdin=subprocess.PIPE)
 
