@@ -120,6 +120,11 @@ class Mismatch:
             return "each side waits for the other for ever"
         if all(name in P2P_RECV for name, _ in self.sides):
             return "every rank waits to receive and none sends, so no recv can complete"
+        if {name for name, _ in self.sides} == {"send", "recv"}:
+            return (
+                "a send and a recv wait for each other yet do not meet: the send's dst, the recv's src or their "
+                "tags differ (a recv takes only a send from its src with the same tag)"
+            )
         return "no send meets its recv (a send returns only once its peer posts the matching recv)"
 
     def to_dict(self) -> dict:
@@ -147,6 +152,8 @@ def find_mismatch(knowledge: Knowledge, groups: List[StackGroup], phase_at=None)
     sides = [(collective_name(knowledge, g) or "a collective", g) for g in waiting]
     if len({name for name, _ in sides}) < 2:
         return None
+    if all(name in P2P_RECV + P2P_SEND for name, _ in sides):
+        return None  # sends and recvs that do not pair: find_p2p_deadlock's, not calls of different collectives
     mismatch = Mismatch(sides)
     mismatch.odd = _odd_side(sides, phase_at)
     return mismatch

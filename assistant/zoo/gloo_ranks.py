@@ -21,6 +21,8 @@ common launcher, as ``srun`` or ``pdsh`` start them).
   rank 1 before (and skips step 0): at its third step rank 0 waits in ``recv(tag=METRICS)`` for a
   send rank 1 makes a step later, while rank 1 has gone on into ``recv(tag=ACT)`` for the next
   activation. Both ranks wait to receive, from different lines, and neither sends.
+- ``send_tag``: at step 3 rank 0 sends to rank 1 with ``tag=step + 1`` and rank 1 receives with
+  ``tag=step``: a send and a recv between the right ranks whose tags differ; each waits for ever.
 - ``broadcast_src``: at step 3 every rank calls ``broadcast_object_list(names, src=rank)`` to share the
   run's name: both ranks are in the same broadcast, each the root of its own, and wait for ever.
 - ``skip_bad``: each step's work and its ``all_reduce`` sit in a ``try`` whose ``except`` logs the
@@ -121,7 +123,17 @@ def pipeline(rank: int) -> None:
 
 
 EPOCH_STEPS = 5
-SCENARIOS = ("busy", "mismatch", "straggle", "store_key", "p2p_tag", "new_group", "skip_bad", "broadcast_src")
+SCENARIOS = (
+    "busy",
+    "mismatch",
+    "straggle",
+    "store_key",
+    "p2p_tag",
+    "new_group",
+    "skip_bad",
+    "broadcast_src",
+    "send_tag",
+)
 
 
 def skip_bad(rank: int) -> None:
@@ -177,6 +189,8 @@ def train() -> None:
                     dist.new_group(backend="gloo")  # the eval metrics' own group, made where only rank 0 evaluates
                 if scenario == "broadcast_src":
                     share_run_name(rank)
+                if scenario == "send_tag":
+                    dist.send(grad, dst=1, tag=step + 1)  # the activation's tag, counted after the step
             elif scenario == "store_key":
                 rank0_waits_then_ready(step)
                 dist.distributed_c10d._get_default_store().set(f"eval/{step}/rank{rank}", "0.5")
@@ -185,6 +199,9 @@ def train() -> None:
             elif scenario == "broadcast_src":
                 rank0_waits_then_ready(step)
                 share_run_name(rank)
+            elif scenario == "send_tag":
+                rank0_waits_then_ready(step)
+                dist.recv(grad, src=0, tag=step)  # counted before: the tags never match
             elif scenario == "busy":
                 rank0_waits_then_ready(step)
                 refine_until_converged(float(step))

@@ -939,6 +939,21 @@ def test_ranks_all_in_point_to_point_calls_are_unpaired_only_when_every_rank_is_
     assert find_p2p_deadlock(knowledge, other, {g.pids[0]: g for g in other}.get, world_size=2) is None
 
 
+def test_a_send_and_a_recv_whose_tags_differ_are_an_unpaired_p2p_not_a_collective_mismatch(knowledge, zoo):  # noqa: F811
+    """The eighth hunt's pp_tag_mismatch: rank 0 sends with tag=step+1, rank 1 receives with tag=step.
+    Not "the same collectives in the same order": the pair that does not meet, and the tags."""
+    from debug_stuck.advice import advise
+
+    job = zoo("gloo_ranks", args=["send_tag"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    finding = report.verdict.finding
+    assert finding["kind"] == "mismatch" and finding.get("ops") == "p2p", finding
+    assert "their tags differ" in finding["why"], finding
+    first = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    assert first.basis.startswith("p2p-unpaired"), (first.title, first.basis)
+
+
 def test_every_rank_in_the_same_broadcast_with_its_own_src_is_told_to_compare_the_arguments(knowledge, zoo):  # noqa: F811
     """The eighth hunt's bcast_obj_src: broadcast_object_list(src=local_rank) puts every rank in the same
     broadcast, each its own root. No rank is missing: the fix says the arguments differ (the src) and
