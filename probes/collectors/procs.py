@@ -358,7 +358,8 @@ def trainer_of(pid: int, given: Iterable[int] = ()) -> Tuple[int, Optional[str]]
             check_target(parent, given)  # not this tool's own parent (the shell or the Python that runs it)
         except InspectError:
             parent = None
-        if parent is not None and parent.python:
+        # never the Python that runs this tool (a test runner, a notebook that started both)
+        if parent is not None and parent.python and parent.pid not in _my_ancestors():
             child_of, info = info, parent
     for _ in range(MAX_CLIMB):
         if info.ppid <= 1:
