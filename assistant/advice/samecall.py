@@ -12,8 +12,8 @@ from typing import Dict, List
 def same_call(values: Dict[str, str], report, reader, end: dict) -> None:
     """Set `same_call` (the call and the ranks in it) when the job's every rank waits in one stack
     group whose wait is a collective, with the world size seen whole."""
-    groups: List[dict] = report.stack_groups or []
-    ranks = [p for p in report.processes or [] if p.get("role") == "rank"]
+    groups: List[dict] = getattr(report, "stack_groups", None) or []
+    ranks = [p for p in getattr(report, "processes", None) or [] if p.get("role") == "rank"]
     if len(groups) != 1 or len(ranks) < 2 or groups[0].get("count") != len(ranks):
         return
     sizes = {p.get("world_size") for p in ranks}

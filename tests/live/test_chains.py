@@ -360,7 +360,7 @@ def test_a_child_asking_on_its_inherited_stdin_while_the_job_collects_its_output
     output pipes; the child (a shell script) asks y/N on the stdin it inherited, a pipe nobody writes.
     The chain goes from communicate() to the child's read (not back to the job, which only holds the
     same read end): input-wait, the child to blame; not an I/O stall."""
-    job = zoo("blocked_on", args=["child_prompt_pipe"])
+    job = zoo("blocked_more", args=["child_prompt_pipe"])
     child = job.info["peer_pid"]
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True and report.verdict.cause == "input-wait", top(report)
@@ -378,7 +378,7 @@ def test_a_prompt_on_a_stdin_piped_inside_the_launch_is_not_told_to_redirect_the
     """The seventh hunt's rank0_prompt: `sleep | torchrun` inside run.sh. The pipe the prompt reads is
     written by a process the job started, so `LAUNCH < /dev/null` would change nothing: the fix says
     where the pipe is made, and the playbook's nohup-with-/dev/null rerun is left out."""
-    job = zoo("blocked_on", args=["prompt_piped"])
+    job = zoo("blocked_more", args=["prompt_piped"])
     holder = job.info["peer_pid"]
     report = diagnose(knowledge, job.proc.pid)
     assert report.chain[-1]["pid"] == job.proc.pid and report.chain[-1]["waits_on"]["fd"] == "0", report.chain
@@ -477,7 +477,7 @@ def test_a_stale_extension_build_lock_is_removed_only_after_the_job_stops(knowle
     made it fail at once (it imports what the killed build left, and never builds). The fix stops the
     job first, then removes the lock: the next run builds."""
     pytest.importorskip("torch")
-    job = zoo("blocked_on", args=["stale_build_lock"])
+    job = zoo("blocked_more", args=["stale_build_lock"])
     path = job.info["path"]
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True, top(report)
@@ -585,13 +585,13 @@ def test_a_condition_waited_on_after_its_only_notify_names_the_lost_wakeup(knowl
 def test_a_condition_notified_before_the_wait_names_the_thread_that_could_notify_it(knowledge, zoo):  # noqa: F811
     """The seventh hunt's cond_missed: the notifier is alive (asleep, its source paused), so no thread is
     gone; the fix names it, at its own line, and gives Condition.wait_for with a timeout."""
-    job = zoo("blocked_on", args=["notify_missed"])
+    job = zoo("blocked_more", args=["notify_missed"])
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
     assert report.chain[-1]["waits_on"].get("end") != "no-thread", report.chain
     assert_first_fix_is_about(report, "signal-not-sent", "waits for a signal another thread has not sent")
     fix = report.diagnoses[0].fixes[0]
-    notifier = r"could notify the condition: 'prefetch', at \S*prefetch \(\S*blocked_on\.py:\d+\)"
+    notifier = r"could notify the condition: 'prefetch', at \S*prefetch \(\S*blocked_more\.py:\d+\)"
     assert re.search(notifier, fix.why), fix.why
     assert "cond.wait_for(lambda: ready, timeout=600)" in "\n".join(fix.commands)
 
@@ -934,7 +934,7 @@ def test_ranks_all_in_point_to_point_calls_are_unpaired_only_when_every_rank_is_
 
     pair = [rank(10, 0, "send", 30), rank(11, 1, "recv", 36)]
     found = find_p2p_deadlock(knowledge, pair, {g.pids[0]: g for g in pair}.get, world_size=2)
-    assert found is not None and found.why().startswith("no send meets its recv"), found
+    assert found is not None and found.why().startswith("a send and a recv wait for each other yet do not meet"), found
     other = [rank(10, 0, "recv", 32), rank(11, 1, "all_reduce", 40)]
     assert find_p2p_deadlock(knowledge, other, {g.pids[0]: g for g in other}.get, world_size=2) is None
 

@@ -170,7 +170,7 @@ def test_a_wait_with_backoff_for_a_flag_is_undecided_and_a_fixed_poll_stays_hung
     """The eighth hunt's healthy_backoff (HUNG on 8 of 9 calls): its loop grows its own sleep (`delay`),
     read from the source: a wait with backoff for something outside the job, undecided; the fixed
     0.5 s poll of results_poll above stays hung."""
-    job = zoo("blocked_on", args=["slot_backoff"])
+    job = zoo("blocked_more", args=["slot_backoff"])
     for _ in range(2):
         report = diagnose(knowledge, job.proc.pid)
         assert report.verdict.hung is None, report.verdict.summary
