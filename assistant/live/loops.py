@@ -136,11 +136,9 @@ def own_loop(series, tid: int):
 LOOP_HEADER_CHARS = 160
 
 
-def loop_header(source: str, line: int) -> Optional[str]:
-    """The header of the innermost `while` or `for` loop of `source` whose body holds `line` (a sleep
-    the job's own code makes between looks), as written (`while not os.path.exists(done):`), on one
-    line and cut to LOOP_HEADER_CHARS; None when the file does not parse or no loop holds the line.
-    It names what the loop waits for: a loop polls until its condition changes."""
+def innermost_loop(source: str, line: int):
+    """The innermost `while` or `for` loop of `source` whose body holds `line` (an ast node), or None
+    when the source does not parse or no loop holds the line."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -151,6 +149,15 @@ def loop_header(source: str, line: int) -> Optional[str]:
             if node.body[0].lineno <= line <= (node.end_lineno or node.lineno):
                 if found is None or node.lineno > found.lineno:
                     found = node
+    return found
+
+
+def loop_header(source: str, line: int) -> Optional[str]:
+    """The header of the innermost `while` or `for` loop of `source` whose body holds `line` (a sleep
+    the job's own code makes between looks), as written (`while not os.path.exists(done):`), on one
+    line and cut to LOOP_HEADER_CHARS; None when the file does not parse or no loop holds the line.
+    It names what the loop waits for: a loop polls until its condition changes."""
+    found = innermost_loop(source, line)
     if found is None:
         return None
 
@@ -170,20 +177,9 @@ def growing_sleep(source: str, line: int) -> Optional[str]:
     """The name of the delay a loop of `source` holding `line` sleeps, when the loop itself changes it
     (`time.sleep(delay)` and `delay = min(delay * 2, 60)` in its body): a wait with backoff, whose
     looks grow apart. None for a fixed sleep, or a source that does not parse."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    loop = innermost_loop(source, line)
+    if loop is None:
         return None
-    loops = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.While, ast.For, ast.AsyncFor))
-        and node.body
-        and node.body[0].lineno <= line <= (node.end_lineno or node.lineno)
-    ]
-    if not loops:
-        return None
-    loop = max(loops, key=lambda node: node.lineno)
     slept = set()
     changed = set()
     for node in ast.walk(loop):
