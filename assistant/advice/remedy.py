@@ -25,6 +25,7 @@ from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.swallowed import skipped_step
 from debug_stuck.advice.threadlog import thread_traceback
 from debug_stuck.advice.uneven import uneven_inputs, uneven_words
+from debug_stuck.advice.worldcount import missing_members
 from debug_stuck.core.libfacts import called_function, match_frame, unwrap_call
 from debug_stuck.core.report import FixItem, safety_dict
 
@@ -89,6 +90,14 @@ VALUES = {
     "no_thread_traceback": "the sentence saying the logs, read whole, show no thread's uncaught exception",
     "skipped": "a side of a mismatch inside a try whose except goes on: one rank skipped the step",
     "peer_python": "set when the process at the other end of the connection is Python, outside the job",
+    "agent_nodes": "the nodes torchrun's agent waits for in its rendezvous (the least of --nnodes)",
+    "agent_nnodes": "its --nnodes as given (2, or a range 1:4)",
+    "agent_rdzv": "' exp42 at node0:29400': the rendezvous id and endpoint, when the command names them",
+    "agent_one_node": "the agent's command with --nnodes=1",
+    "world_size": "the world size the ranks wait for in process-group setup",
+    "ranks_here": "how many ranks of the job this machine runs",
+    "ranks_here_list": "' (rank 0, 1)': their ranks",
+    "ranks_short": "how many the world size wants beyond them",
 }
 
 # phrases a remedy's prose may leave out when the report does not know them
@@ -97,7 +106,7 @@ OPTIONAL = (
     "death_short", "dead_advice", "in_wchan", "on_mount", "prompt_text", "prompt_short", "prompt_release",
     "inside_text", "in_functions", "order_edit", "holder_doing", "peer_name", "peer_state", "peer_doing",
     "stream", "pipe_op", "first_waiter", "stopped_others", "pair_a_at", "pair_b_at", "no_thread_traceback",
-    "stdin_redirect", "stdin_inside", "other_threads", "same_call", "same_call_ranks",
+    "stdin_redirect", "stdin_inside", "other_threads", "same_call", "same_call_ranks", "agent_rdzv", "ranks_here_list",
 )  # fmt: skip
 
 
@@ -127,6 +136,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     thread_traceback(values, report)
     logged_death(values, report, chain[-1])
     same_call(values, report, reader, chain[-1])
+    missing_members(values, report, reader, chain[-1])
     for entry in table.get("remedies") or []:
         if not re.search(entry["when"], signature):
             continue

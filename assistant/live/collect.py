@@ -315,6 +315,7 @@ def _refine_roles(snap: Snapshot) -> None:
     _ranks_of_a_launcher_script(snap, workers)
     _ranks_of_a_script_relauncher(snap)
     _dead_ranks_of_a_launcher(snap)
+    _world_size_at_the_store(snap)
 
 
 def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
@@ -372,6 +373,11 @@ def _ranks_of_a_launcher_script(snap: Snapshot, workers=frozenset()) -> None:
             continue
         if takes_no_part(parent.pid):
             parent.role = "launcher"
+    # torchrun's agent before it starts any worker (its node waits in the elastic rendezvous): its own
+    # frames say launcher, and it has no rank of its own
+    for info in snap.processes:
+        if info.role == "rank" and (info.rank, info.local_rank) == (None, None) and "launcher" in facts_of(info.pid):
+            info.role = "launcher"
     # a script that starts its ranks with RANK in their environment (subprocess, as launch scripts
     # do) and takes no part itself: no rank of its own, no distributed library's frame
     for info in [p for p in snap.processes if p.role == "rank" and p.rank is not None]:
@@ -478,6 +484,57 @@ def _ranks_of_spawned_children(snap: Snapshot, promoted) -> None:
         )
     if read < len(todo):
         snap.notes.append(f"{len(todo) - read} spawned ranks' index could not be read (py-spy --locals)")
+
+
+# torch 2.13.0 torch/distributed/distributed_c10d.py: init_process_group(backend, init_method, timeout, world_size=-1,
+# rank=-1, ...); torch/distributed/rendezvous.py: _create_c10d_store(hostname, port, rank, world_size, ...) builds
+# the TCPStore that rank 0 hosts and waits on for world_size clients
+WORLD_SIZE_ARGS = (
+    ("init_process_group", "torch/distributed/distributed_c10d.py"),
+    ("_create_c10d_store", "torch/distributed/rendezvous.py"),
+)
+
+
+def _world_size_at_the_store(snap: Snapshot) -> None:
+    """The world size a rank waits for in process-group setup, when its environment does not say it
+    (a tcp:// init_method, mp.spawn passing world_size as an argument): the `world_size` argument of
+    its init_process_group frame (or, left at -1, of _create_c10d_store), read with py-spy --locals,
+    that one argument kept."""
+
+    def frames_in(info) -> list:
+        frames = _latest_frames(snap, info.pid)
+        return [
+            (function, end)
+            for function, end in WORLD_SIZE_ARGS
+            if any(f.function == function and (f.path or f.file or "").endswith(end) for f in frames)
+        ]
+
+    todo = [(p, found) for p in snap.processes if p.role == "rank" and not p.world_size and p.state != "Z"
+            for found in [frames_in(p)] if found]  # fmt: skip
+    if not todo:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from debug_stuck.probes.collectors.stacks import frame_arguments
+
+    def world_size(item) -> Optional[int]:
+        info, found = item
+        for function, end in found:
+            size = frame_arguments(info.pid, function, end).get("world_size") or ""
+            if size.isdigit() and int(size) > 0:
+                return int(size)
+        return None
+
+    with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
+        sizes = list(pool.map(world_size, todo))
+    read = [(info, size) for (info, _), size in zip(todo, sizes) if size]
+    for info, size in read:
+        info.world_size = size
+    if read:
+        snap.notes.append(
+            f"world size of {len(read)} rank(s) in process-group setup: the world_size argument of "
+            "init_process_group (or _create_c10d_store), read with py-spy --locals (only that argument kept)"
+        )
 
 
 def _resolve_waits(snap: Snapshot) -> None:

@@ -200,6 +200,22 @@ def frames_in_gc(frames) -> bool:
     return False
 
 
+def past_its_script(series, pid: int) -> bool:
+    """In every sample the main thread holds the GIL with no Python frame: the script (or `-m`
+    module) has returned and CPython's Py_FinalizeEx does the work (Python/pylifecycle.c: module
+    teardown, a final collection): the process is exiting. A join of non-daemon threads at exit is a
+    Python frame (threading._shutdown), and a main thread that waits for the GIL another thread
+    keeps is not doing the teardown: neither is this."""
+    dumps = series.dumps if series is not None else []
+    if not dumps:
+        return False
+    for dump in dumps:
+        thread = main_thread(dump, pid)
+        if thread is None or not thread.holds_gil or any(not frame.native for frame in thread.frames):
+            return False
+    return True
+
+
 def _in_gc(series) -> bool:
     dumps = series.dumps if series is not None else []
     return any(frames_in_gc(thread.frames) for dump in dumps for thread in dump.threads)
@@ -273,7 +289,10 @@ def judge_progress(
     grew = [lg.path for lg in snap.logs if lg.grew]
     grown = next((lg for lg in snap.logs if lg.grew), None)
     ranks = [p for p in snap.processes if p.role == "rank"]
-    trainers = [p for p in snap.processes if p.role in ("rank", "dataloader-worker")]
+    if not ranks and retrying is not None:
+        # no rank started yet: torchrun's agent retrying in the elastic rendezvous is what the job does
+        ranks = [p for p in snap.processes if p.role == "launcher" and retrying(p.pid)]
+    trainers = ranks + [p for p in snap.processes if p.role == "dataloader-worker"]
     motion = {}
     retried = []  # ranks whose moving frames are a retrying wait's loop
     for info in ranks:
@@ -388,6 +407,15 @@ def judge_progress(
         return Progress(None, [f"{'; '.join(paced)}: a throttled step and a heavy poll look alike from outside; "
                                "its loop counter in `py-spy dump --locals` taken twice a minute apart tells them "
                                "apart"], undecided_computing=True)  # fmt: skip
+    finishing = [p for p in frozen if running(p) and past_its_script(snap.stacks.get(p.pid), p.pid)]
+    if finishing and len(finishing) == len(frozen):
+        who = finishing[0]
+        text = "; ".join(f"{p.label()} has no Python frame left at {p.cpu_percent or 0:.0f}% CPU" for p in finishing)
+        return Progress(None, [f"{text}: its script has returned and the interpreter tears down (atexit, modules, "
+                               "a last garbage collection over everything still alive); a teardown that never ends "
+                               f"looks the same in one window: `ps -o etime,time -p {who.pid}` a minute apart, and "
+                               f"`py-spy dump --native --pid {who.pid}`, tell them apart"],
+                        undecided_computing=True)  # fmt: skip
     sampled = [snap.stacks.get(p.pid) for p in trainers]
     # a retry loop uses little CPU; the state it was read in (R between two sleeps) says nothing
     retry_waits = any(cpu_used(p) < BUSY_CPU for p in retried)

@@ -91,6 +91,9 @@ def doing_phrase(process: dict) -> str:
             if motion == "frozen" and (process.get("cpu_percent") or 0) >= BUSY_PERCENT:
                 motion = "same Python frames, busy in native code"  # a long native call is not a frozen process
             return f"{text} [{motion}]" if motion and motion != "unknown" else text
+        native = [f for f in main.get("frames", []) if f.get("native")]
+        if native:  # a main thread with no Python frame left: the interpreter's own teardown
+            return f"no Python frame; native {native[0]['function']}"
     if process.get("state") == "Z":
         return "exited, not reaped (zombie)"
     if process.get("wchan"):

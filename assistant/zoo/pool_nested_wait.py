@@ -30,7 +30,13 @@ def decode(item: int) -> int:
     return item * 2
 
 
+# Both loads hold a worker before either submits its decode: without it a slow start lets the second
+# worker take the first decode, and the job finishes (the deadlock depends on timing, not on the code)
+both_loading = threading.Barrier(2)
+
+
 def load(item: int) -> int:
+    both_loading.wait()
     return pool.submit(decode, item).result()
 
 

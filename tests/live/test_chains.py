@@ -352,7 +352,8 @@ def test_a_child_waiting_on_the_stdin_its_parent_never_writes(knowledge, zoo):  
     alone = diagnose(knowledge, child)
     assert alone.chain[-1]["waits_on"]["fd"] == "0", alone.chain
     assert_first_fix_is_about(alone, "stdin-prompt", "Answer the prompt")
-    assert "< /dev/null" in alone.diagnoses[0].fixes[0].commands[-1]
+    rerun = alone.diagnoses[0].fixes[0].commands[-1]
+    assert rerun.endswith(" < /dev/null") and not rerun.startswith("'"), rerun  # a command to run, not one quoted word
 
 
 def test_a_child_asking_on_its_inherited_stdin_while_the_job_collects_its_output_is_the_prompt(knowledge, zoo):  # noqa: F811

@@ -180,6 +180,61 @@ def test_init_process_group_waits_for_a_missing_rank(knowledge, zoo):  # noqa: F
 
 
 @pytest.mark.timeout(180)
+def test_spawned_ranks_short_of_their_world_size_are_counted(knowledge, zoo):  # noqa: F811
+    """The eighth hunt's spawn_worldsize: mp.spawn starts 2 ranks, init_process_group is told 3 (an
+    argument, in no environment). The fix counts them: world_size 3, 2 ranks here, 1 more awaited."""
+    needs_torch()
+    from debug_stuck.advice import advise
+
+    job = zoo("spawn_world_short")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "rendezvous", causes(report)
+    ranks = {p["pid"]: p for p in report.processes if p["role"] == "rank"}
+    assert sorted(ranks) == sorted([job.info["rank0_pid"], job.info["rank1_pid"]]), report.processes
+    assert {p["world_size"] for p in ranks.values()} == {3}, report.processes
+    fix = advise(report, knowledge).diagnoses[0].fixes[0]
+    assert fix.title == "The process group waits for 3 ranks; this machine runs 2", fix.title
+    assert "the group waits for 1 more" in fix.why and "(rank 0, 1)" in fix.why, fix.why
+
+
+@pytest.mark.timeout(180)
+def test_torchrun_waiting_for_a_node_that_never_joins(knowledge, zoo, tmp_path):  # noqa: F811
+    """The eighth hunt's rdzv_nnodes2: `torchrun --nnodes=2` on one machine; its agent starts no worker
+    and waits in the elastic rendezvous. It is the launcher (not a rank), the job is hung at the
+    rendezvous, and the first fix counts the nodes and gives the one-node command."""
+    needs_torch()
+    from debug_stuck.advice import advise
+    from debug_stuck.zoo import spawn
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
+    endpoint = f"127.0.0.1:{spawn.free_port()}"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+            "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}", "--rdzv_id=zoo42", str(script)]  # fmt: skip
+    job = zoo("torchrun_nodes", argv=argv, wait_ready=False)
+    py_spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+
+    def in_the_rendezvous() -> bool:
+        out = subprocess.run([py_spy, "dump", "--pid", str(job.proc.pid)], capture_output=True, text=True, timeout=20)
+        return "next_rendezvous" in out.stdout and "_delay" in out.stdout
+
+    deadline = time.monotonic() + 90
+    while not in_the_rendezvous():
+        assert job.proc.poll() is None and time.monotonic() < deadline, job.log_text()[-2000:]
+        time.sleep(0.5)
+    report = diagnose(knowledge, job.proc.pid)
+    roles = {p["pid"]: p["role"] for p in report.processes}
+    assert roles == {job.proc.pid: "launcher"}, roles
+    assert report.verdict.hung is True and report.verdict.cause == "rendezvous", causes(report)
+    fix = advise(report, knowledge).diagnoses[0].fixes[0]
+    assert fix.title.startswith("This machine's torchrun waits for 2 nodes"), fix.title
+    assert f"rendezvous zoo42 at {endpoint}" in fix.why, fix.why
+    (one_node,) = fix.commands
+    assert one_node.startswith(sys.executable) and " --nnodes=1 " in one_node and "--rdzv_id=zoo42" in one_node
+    assert not any("SLURM_JOB_ID" in c for f in advise(report, knowledge).diagnoses[0].fixes for c in f.commands)
+
+
+@pytest.mark.timeout(180)
 def test_a_rank_that_died_before_the_rendezvous_is_a_dead_rank_not_a_worker(knowledge, zoo):  # noqa: F811
     """The launcher script's dead child (a zombie: no command line, no environment) is a rank, and the
     rendezvous that waits for it says a rank is gone."""

@@ -1,0 +1,121 @@
+"""Who a rendezvous waits for, counted. Process-group setup completes only when every member has
+arrived: torchrun's agents when --nnodes of them joined the elastic rendezvous (torch 2.13.0
+torch/distributed/run.py: "--nnodes: Number of nodes, or the range of nodes in form
+<minimum_nodes>:<maximum_nodes>"), the ranks when world_size of them reached the store
+(torch/distributed/distributed_c10d.py init_process_group: "world_size (int, optional): Number of
+processes participating in the job"). Counting what this machine runs against that number says
+who is missing, which the stacks alone cannot."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Dict, List, Optional
+
+# torch 2.13.0 torch/distributed/run.py: each option is accepted with '-' or '_' between its words
+_NNODES = ("--nnodes",)
+_ENDPOINT = ("--rdzv_endpoint", "--rdzv-endpoint")
+_RDZV_ID = ("--rdzv_id", "--rdzv-id")
+_MASTER = ("--master_addr", "--master-addr")
+_MASTER_PORT = ("--master_port", "--master-port")
+_SCRIPT_NAMES = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
+
+
+def missing_members(values: Dict[str, str], report, reader, end: dict) -> None:
+    """Set `agent_nodes` (and its endpoint and a one-node command) for torchrun's agent waiting in
+    its rendezvous, or `world_size` and `ranks_here` for ranks short of their world, when the chain
+    ends in a rendezvous wait."""
+    entry = reader.library_wait(end)
+    if not entry or entry.get("wait") != "rendezvous":
+        return
+    proc = reader.processes.get(end.get("pid")) or {}
+    if proc.get("role") == "launcher":
+        _agent(values, _argv(proc.get("cmdline")))
+        return
+    ranks = [p for p in report.processes or [] if p.get("role") == "rank" and p.get("state") != "Z"]
+    sizes = {p.get("world_size") for p in ranks}
+    if len(sizes) != 1 or not isinstance(next(iter(sizes)), int):
+        return
+    world = next(iter(sizes))
+    if world <= len(ranks):
+        return
+    here = sorted(p.get("rank") for p in ranks if p.get("rank") is not None)
+    values["world_size"] = str(world)
+    values["ranks_here"] = str(len(ranks))
+    values["ranks_here_list"] = f" (rank {', '.join(map(str, here))})" if len(here) == len(ranks) else ""
+    values["ranks_short"] = str(world - len(ranks))
+
+
+def _argv(cmdline) -> List[str]:
+    """The report keeps a command line as one string (shlex-joined); a snapshot as a list."""
+    if isinstance(cmdline, str):
+        try:
+            return shlex.split(cmdline)
+        except ValueError:
+            return cmdline.split()
+    return list(cmdline or [])
+
+
+def _agent(values: Dict[str, str], argv: List[str]) -> None:
+    start = _launcher_start(argv)
+    if start is None:
+        return
+    args = argv[start:]
+    nnodes = _option(args, _NNODES)
+    least = (nnodes or "").split(":", 1)[0]
+    if not least.isdigit() or int(least) < 2:
+        return
+    values["agent_nodes"] = least
+    values["agent_nnodes"] = nnodes or least
+    endpoint = _option(args, _ENDPOINT)
+    if endpoint is None and _option(args, _MASTER):
+        endpoint = f"{_option(args, _MASTER)}:{_option(args, _MASTER_PORT) or '29500'}"
+    rdzv_id = _option(args, _RDZV_ID)
+    where = f" at {endpoint}" if endpoint else ""
+    values["agent_rdzv"] = (f" {rdzv_id}" if rdzv_id else "") + where
+    values["agent_one_node"] = shlex.join(_with_option(args, _NNODES, "1"))
+
+
+def _launcher_start(argv: List[str]) -> Optional[int]:
+    """Where the launcher's own command starts: `torchrun`, or `-m torch.distributed.run` with its
+    interpreter (a python wrapper script's path before it is dropped)."""
+    for i, arg in enumerate(argv):
+        if os.path.basename(arg) == "torchrun":
+            return i
+        if arg == "-m" and i + 1 < len(argv) and argv[i + 1] in _SCRIPT_NAMES[1:] and i > 0:
+            return i - 1
+    return None
+
+
+def _option(args: List[str], names) -> Optional[str]:
+    for i, arg in enumerate(args):
+        if _script_reached(args, i):
+            return None
+        for name in names:
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+            if arg == name and i + 1 < len(args):
+                return args[i + 1]
+    return None
+
+
+def _with_option(args: List[str], names, value: str) -> List[str]:
+    out, skip = [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if not _script_reached(args, i):
+            name = next((n for n in names if arg == n or arg.startswith(n + "=")), None)
+            if name is not None:
+                out.append(f"{name}={value}")
+                skip = arg == name
+                continue
+        out.append(arg)
+    return out
+
+
+def _script_reached(args: List[str], i: int) -> bool:
+    """Past the training script: the launcher's own options end at the first `.py` argument (or `-m`
+    module of the job after the launcher's name)."""
+    return any(a.endswith(".py") for a in args[1:i])
