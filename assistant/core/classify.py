@@ -106,6 +106,7 @@ class SignalMatch:
             file=self.where.file,
             line=self.where.line,
             text=(self.where.quote or self.where.text)[:300],
+            place=self.signal.place or None,
         )
 
 
@@ -308,8 +309,9 @@ def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observa
 
 def evidence_of_the_job(matches: List[SignalMatch]) -> bool:
     """Something the job left (a log line, a stack, a process, a probe) points here, not only the
-    triage answers."""
-    return any(m.signal.source != "answer" and m.signal.weight > 0 for m in matches)
+    triage answers, and not only where the job waits (a signal marked `place`: the main thread
+    waiting for its next batch says the data does not come, not why the workers do not send it)."""
+    return any(m.signal.source != "answer" and m.signal.weight > 0 and not m.signal.place for m in matches)
 
 
 def once_per_line(matches: List[SignalMatch]) -> List[SignalMatch]:

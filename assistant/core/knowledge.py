@@ -32,6 +32,9 @@ class Signal:
     weight: float
     detail: str
     implies: Dict[str, str]
+    # says where the job waits (the consumer's side: the main thread waiting for its next batch), not
+    # why: the party it waits for is not seen. Alone, it names a stage, not a cause (classify: thin)
+    place: bool = False
 
     def describe(self, match: re.Match[str]) -> str:
         groups = {k: v.strip() if v else self._absent(k) for k, v in match.groupdict().items()}
@@ -256,9 +259,14 @@ def _parse_signals(name: str, cause: str, raw, problems: List[Problem]) -> List[
         if not isinstance(implies, dict):
             problems.append(Problem(name, f"{where}.implies", "must be a mapping of answer key: value"))
             continue
-        out.append(
-            Signal(cause, i, source, pattern, float(weight), detail, {str(k): str(v) for k, v in implies.items()})
-        )
+        place = item.get("place", False)
+        if not isinstance(place, bool):
+            problems.append(
+                Problem(name, f"{where}.place", "true or false: the signal says where the job waits, not why")
+            )
+            continue
+        implies = {str(k): str(v) for k, v in implies.items()}
+        out.append(Signal(cause, i, source, pattern, float(weight), detail, implies, place=place))
     return out
 
 

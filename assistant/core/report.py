@@ -19,10 +19,11 @@ class Evidence:
     file: Optional[str] = None
     line: Optional[int] = None
     text: Optional[str] = None
+    place: Optional[bool] = None  # true: says where the job waits, not why (the awaited party is not seen)
 
     def to_dict(self) -> dict:
         out: Dict[str, Any] = {"source": self.source, "detail": self.detail}
-        for key in ("weight", "file", "line", "text"):
+        for key in ("weight", "file", "line", "text", "place"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

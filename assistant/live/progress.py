@@ -411,7 +411,7 @@ def judge_progress(
     if finishing and len(finishing) == len(frozen):
         who = finishing[0]
         text = "; ".join(f"{p.label()} has no Python frame left at {p.cpu_percent or 0:.0f}% CPU" for p in finishing)
-        return Progress(None, [f"{text}: its script has returned and the interpreter tears down (atexit, modules, "
+        return Progress(None, [f"{text}: its script has returned and the interpreter tears down (its modules, "
                                "a last garbage collection over everything still alive); a teardown that never ends "
                                f"looks the same in one window: `ps -o etime,time -p {who.pid}` a minute apart, and "
                                f"`py-spy dump --native --pid {who.pid}`, tell them apart"],

@@ -129,7 +129,13 @@ def _diagnose(main, tmp_path: Path, case: dict) -> list:
     assert code == 0, case["id"]
     report = json.loads(stdout.getvalue())
     return [
-        (d["cause"], d["confidence"], d["score"], not any(e["source"] != "answer" for e in d["evidence"]))
+        # thin: only the triage answers, or only where the job waits (evidence marked `place`), point here
+        (
+            d["cause"],
+            d["confidence"],
+            d["score"],
+            not any(e["source"] != "answer" and not e.get("place") for e in d["evidence"]),
+        )
         for d in report["diagnoses"]
     ]
 
