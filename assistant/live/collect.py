@@ -251,6 +251,7 @@ def collect(
     _lock_files(snap)
     _own_loops(snap)
     _stdin_prompts(snap)
+    _gc_calls(snap)
     from debug_stuck.live.wakes import watch_sleepers
 
     watched_error = watch_sleepers(snap, say)  # after the stack samplers: they stop the threads
@@ -682,6 +683,32 @@ def _own_loops(snap: Snapshot) -> None:
                 service = _answering_service(process_connections(info.pid))
                 if service is not None:
                     wait["service"] = service
+
+
+# a line whose one call is gc.collect(): `gc.collect()`, `n = gc.collect(2)`
+GC_CALL_LINE = re.compile(r"^\s*(\w+\s*=\s*)?gc\.collect\([^()]*\)\s*(#.*)?$")
+
+
+def _gc_calls(snap: Snapshot) -> None:
+    """A thread caught at a line of the job's own code whose one call is gc.collect() runs the
+    collector: py-spy shows no frame for a builtin, and the native unwind that would show
+    gc_collect_main fails now and then. The collector's frame (`collect`, file `gc`) is put on
+    top of that sample's frames, from the source line (bounded, never run)."""
+    from debug_stuck.live.progress import frames_in_gc
+    from debug_stuck.probes.collectors.stacks import Frame
+
+    sources: dict = {}
+    for info in snap.processes:
+        series = snap.stacks.get(info.pid)
+        for dump in series.dumps if series is not None else []:
+            for thread in dump.threads:
+                python = [f for f in thread.frames if not f.native]
+                if not python or python[0].line is None or frames_in_gc(thread.frames):
+                    continue
+                source = _frame_source(info, python[0], sources, OWN_LOOPS_READ)
+                lines = source.splitlines() if source else []
+                if python[0].line <= len(lines) and GC_CALL_LINE.match(lines[python[0].line - 1]):
+                    thread.frames.insert(0, Frame("collect", "gc", None))
 
 
 PROMPT_CALL = re.compile(r"(?<![\w.])(input|raw_input|getpass(\.getpass)?)\s*\(")

@@ -50,6 +50,18 @@ def test_pure_python_hangs(knowledge, zoo, program, cause):  # noqa: F811
 
 
 @pytest.mark.timeout(180)
+def test_gc_collect_on_the_jobs_own_line_is_read_without_a_native_unwind(knowledge, zoo):  # noqa: F811
+    """py-spy shows no frame for the builtin gc.collect(), and a native unwind (gc_collect_main) fails
+    now and then: the line of the job's own code that calls it says the collector runs. Without native
+    frames at all, the cause is still gc-pause (it was cpu-spin 93% when an unwind failed)."""
+    job = zoo("gc_heavy")
+    report = diagnose(knowledge, job.proc.pid, native=False)
+    assert report.diagnoses[0].cause == "gc-pause", causes(report)
+    frames = report.processes[0]["threads"][0]["frames"]
+    assert frames[0]["function"] == "collect" and frames[0]["file"] == "gc", frames[:2]
+
+
+@pytest.mark.timeout(180)
 def test_process_spending_its_time_in_gc(knowledge, zoo):  # noqa: F811
     # Between collections its loop allocates a little, so two samples may land on different
     # lines (slow progress, not a frozen stack): the cause must be named either way.
