@@ -77,13 +77,13 @@ def _agent(values: Dict[str, str], argv: List[str]) -> None:
 
 
 def _launcher_start(argv: List[str]) -> Optional[int]:
-    """Where the launcher's own command starts: `torchrun`, or `-m torch.distributed.run` with its
-    interpreter (a python wrapper script's path before it is dropped)."""
+    """Where the launcher's own command starts: `torchrun` (the interpreter running its script is
+    dropped), or the interpreter of `python [-u ...] -m torch.distributed.run`."""
     for i, arg in enumerate(argv):
         if os.path.basename(arg) == "torchrun":
             return i
-        if arg == "-m" and i + 1 < len(argv) and argv[i + 1] in _SCRIPT_NAMES[1:] and i > 0:
-            return i - 1
+        if arg == "-m" and i + 1 < len(argv) and argv[i + 1] in _SCRIPT_NAMES[1:]:
+            return 0
     return None
 
 
