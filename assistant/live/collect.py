@@ -694,7 +694,7 @@ def _gc_calls(snap: Snapshot) -> None:
     collector: py-spy shows no frame for a builtin, and the native unwind that would show
     gc_collect_main fails now and then. The collector's frame (`collect`, file `gc`) is put on
     top of that sample's frames, from the source line (bounded, never run)."""
-    from debug_stuck.live.progress import frames_in_gc
+    from debug_stuck.live.gcframes import frames_in_gc
     from debug_stuck.probes.collectors.stacks import Frame
 
     sources: dict = {}

@@ -12,9 +12,9 @@ from typing import List, Optional, Tuple
 
 from debug_stuck.core.libfacts import chosen_wait, match_frame
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.gcframes import frames_in_gc
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_table, runs_dataloader
 from debug_stuck.live.loops import own_frame_index
-from debug_stuck.live.progress import frames_in_gc
 from debug_stuck.probes.collectors.procs import SPAWNED_CHILD
 from debug_stuck.probes.collectors.stacks import main_thread
 

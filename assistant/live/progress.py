@@ -17,12 +17,12 @@ CPU oversubscription, one slow rank...) and `progressing`; `None` when too littl
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.gcframes import frames_in_gc
 from debug_stuck.live.loops import own_loop
 from debug_stuck.live.wakes import polls, wait_returned, waits_for_input, works_between_sleeps
 from debug_stuck.probes.collectors.stacks import main_thread
@@ -58,12 +58,6 @@ GPU_COMPUTING_POWER = 0.3
 # loop of tiny kernels on one line. GPU_FED_MIN_UTIL keeps a margin above that idle floor.
 GPU_FED_READINGS = 2
 GPU_FED_MIN_UTIL = 10.0
-
-GC_FRAME = re.compile(
-    r"^(gc_collect\w*|collect(_with_callback|_generations)?|_PyGC_\w+|gc\.collect"
-    r"|subtract_refs|move_unreachable|visit_reachable)$"
-)
-GC_FILE = re.compile(r"gcmodule\.c|gc_free_threading\.c|(^|/)gc\.c$")
 
 
 @dataclass
@@ -188,16 +182,6 @@ def cpu_used(info) -> float:
 def running(info) -> bool:
     """On a CPU, or wanting one, most of the window: computing, even if every sample shows one line."""
     return info.state == "R" or cpu_used(info) >= BUSY_CPU
-
-
-def frames_in_gc(frames) -> bool:
-    """True when these frames show the garbage collector at work."""
-    for frame in frames:
-        if GC_FRAME.match(frame.bare_name) or (frame.native and GC_FILE.search(frame.file or "")):
-            return True
-        if not frame.native and frame.bare_name == "collect" and "gc" in (frame.file or ""):
-            return True
-    return False
 
 
 def past_its_script(series, pid: int) -> bool:
