@@ -503,9 +503,12 @@ def job_processes(pids: List[int]) -> List[ProcInfo]:
                 wanted.append(parent.pid)
     seen: Dict[int, ProcInfo] = {}
     queue = list(dict.fromkeys(wanted))
+    # this debug-stuck, and the processes between it and the job (a harness that started both): never
+    # part of the job, though they descend from its launcher
+    mine = ({os.getpid()} | _my_ancestors()) - set(wanted)
     while queue:
         pid = queue.pop(0)
-        if pid in seen:
+        if pid in seen or pid in mine:
             continue
         try:
             info = read_process(pid)
