@@ -444,6 +444,20 @@ def _window_frames(snap: Snapshot, pid: int) -> list:
     return [f for dump in dumps if dump is not None for t in dump.threads for f in t.frames]
 
 
+def _has_frame(snap: Snapshot, pid: int, function: str, file_end: str) -> bool:
+    """A thread of pid's latest stack dump has a frame of `function` in a file ending with `file_end`."""
+    frames = _latest_frames(snap, pid)
+    return any(f.function == function and (f.path or f.file or "").endswith(file_end) for f in frames)
+
+
+def _for_each(items: list, read: Callable) -> list:
+    """read(item) for each item, side by side (each a bounded py-spy call of its own)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
+        return list(pool.map(read, items))
+
+
 SPAWN_WRAP = ("_wrap", "torch/multiprocessing/spawn.py")
 OTHER_NODE_ENV = ("NODE_RANK", "GROUP_RANK", "SLURM_NODEID")
 
@@ -456,20 +470,16 @@ def _ranks_of_spawned_children(snap: Snapshot, promoted) -> None:
     one argument kept. It is the global rank on the first node; a job that says it runs on another
     node (NODE_RANK, GROUP_RANK, SLURM_NODEID above 0) gets it as its local rank only."""
     function, file_end = SPAWN_WRAP
-
-    def spawned(info) -> bool:
-        frames = _latest_frames(snap, info.pid)
-        return any(f.function == function and (f.path or f.file or "").endswith(file_end) for f in frames)
-
-    todo = [info for info in promoted if info.rank is None and info.local_rank is None and spawned(info)]
+    todo = [
+        info
+        for info in promoted
+        if info.rank is None and info.local_rank is None and _has_frame(snap, info.pid, function, file_end)
+    ]
     if not todo:
         return
-    from concurrent.futures import ThreadPoolExecutor
-
     from debug_stuck.probes.collectors.stacks import frame_arguments
 
-    with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
-        indices = list(pool.map(lambda info: frame_arguments(info.pid, function, file_end).get("i"), todo))
+    indices = _for_each(todo, lambda info: frame_arguments(info.pid, function, file_end).get("i"))
     read = 0
     for info, index in zip(todo, indices):
         if index is None or not index.isdigit():
@@ -503,19 +513,12 @@ def _world_size_at_the_store(snap: Snapshot) -> None:
     that one argument kept."""
 
     def frames_in(info) -> list:
-        frames = _latest_frames(snap, info.pid)
-        return [
-            (function, end)
-            for function, end in WORLD_SIZE_ARGS
-            if any(f.function == function and (f.path or f.file or "").endswith(end) for f in frames)
-        ]
+        return [(function, end) for function, end in WORLD_SIZE_ARGS if _has_frame(snap, info.pid, function, end)]
 
     todo = [(p, found) for p in snap.processes if p.role == "rank" and not p.world_size and p.state != "Z"
             for found in [frames_in(p)] if found]  # fmt: skip
     if not todo:
         return
-    from concurrent.futures import ThreadPoolExecutor
-
     from debug_stuck.probes.collectors.stacks import frame_arguments
 
     def world_size(item) -> Optional[int]:
@@ -526,8 +529,7 @@ def _world_size_at_the_store(snap: Snapshot) -> None:
                 return int(size)
         return None
 
-    with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
-        sizes = list(pool.map(world_size, todo))
+    sizes = _for_each(todo, world_size)
     read = [(info, size) for (info, _), size in zip(todo, sizes) if size]
     for info, size in read:
         info.world_size = size
@@ -690,14 +692,15 @@ GC_CALL_LINE = re.compile(r"^\s*(\w+\s*=\s*)?gc\.collect\([^()]*\)\s*(#.*)?$")
 
 
 def _gc_calls(snap: Snapshot) -> None:
-    """A thread caught at a line of the job's own code whose one call is gc.collect() runs the
-    collector: py-spy shows no frame for a builtin, and the native unwind that would show
+    """A thread caught at a line whose one call is gc.collect() (the job's code or a library's) runs
+    the collector: py-spy shows no frame for a builtin, and the native unwind that would show
     gc_collect_main fails now and then. The collector's frame (`collect`, file `gc`) is put on
     top of that sample's frames, from the source line (bounded, never run)."""
     from debug_stuck.live.gcframes import frames_in_gc
     from debug_stuck.probes.collectors.stacks import Frame
 
     sources: dict = {}
+    lines_of: dict = {}  # a file's lines, split once for every thread and sample caught in it
     for info in snap.processes:
         series = snap.stacks.get(info.pid)
         for dump in series.dumps if series is not None else []:
@@ -706,7 +709,9 @@ def _gc_calls(snap: Snapshot) -> None:
                 if not python or python[0].line is None or frames_in_gc(thread.frames):
                     continue
                 source = _frame_source(info, python[0], sources, OWN_LOOPS_READ)
-                lines = source.splitlines() if source else []
+                if source not in lines_of:
+                    lines_of[source] = source.splitlines() if source else []
+                lines = lines_of[source]
                 if python[0].line <= len(lines) and GC_CALL_LINE.match(lines[python[0].line - 1]):
                     thread.frames.insert(0, Frame("collect", "gc", None))
 

@@ -416,7 +416,7 @@ def check_target(info: ProcInfo, given: Iterable[int] = ()) -> None:
         return
     if LAUNCHER.search(" ".join(info.cmdline)):
         return
-    mine = {os.getpid()} | _my_ancestors()
+    mine = _this_tool()
     roots = [(p, cmd) for p, cmd in _python_roots_below(pid) if p not in mine]
     jobs = len({_job_of(p, cmd) for p, cmd in roots})
     if jobs > 1 and not _holder_reason(info) and families_linked(pid, [_family(p) for p, _ in roots]):
@@ -455,6 +455,11 @@ def _runs_script(args: List[str]) -> bool:
 def _my_ancestors() -> set:
     parents = _bounded(lambda: psutil.Process().parents(), "listing the parents of debug-stuck", []) or []
     return {p.pid for p in parents}
+
+
+def _this_tool() -> set:
+    """This debug-stuck and every process above it: never part of a job it inspects."""
+    return {os.getpid()} | _my_ancestors()
 
 
 def _python_roots_below(pid: int) -> List[Tuple[int, List[str]]]:
@@ -505,7 +510,7 @@ def job_processes(pids: List[int]) -> List[ProcInfo]:
     queue = list(dict.fromkeys(wanted))
     # this debug-stuck, and the processes between it and the job (a harness that started both): never
     # part of the job, though they descend from its launcher
-    mine = ({os.getpid()} | _my_ancestors()) - set(wanted)
+    mine = _this_tool() - set(wanted)
     while queue:
         pid = queue.pop(0)
         if pid in seen or pid in mine:
