@@ -249,8 +249,11 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
     wait = innermost_wait(knowledge.frames, [(f.function, f.file) for f in latest.frames])
     if found is None:
         # the job's own line, or the standard library under it (a poll of os.path.exists): a spin,
-        # unless a `for` loop of the job's own code holds the line
-        return None if wait is not None else own_for_loop(latest, pid)
+        # unless a `for` loop of the job's own code holds the line, or a builtin's pass over data
+        # calls the job back there (a collection that pass's allocations set off is its work too)
+        if wait is None:
+            return own_for_loop(latest, pid) or callback_pass(latest, pid)
+        return callback_pass(latest, pid) if wait[1].get("wait") == "gc" else None
     if wait is not None and wait[1].get("wait") != "gc":  # a collection its allocations set off is its work
         return None
     innermost = next(f for f in thread.frames if not f.native)
@@ -272,6 +275,34 @@ def own_for_loop(thread, pid: int) -> Optional[str]:
     if header is None or not header.startswith(("for ", "async for ")):
         return None
     return f"{frame.text()}, in its own loop `{header}`"
+
+
+def callback_pass(thread, pid: int) -> Optional[str]:
+    """Where a builtin's pass over data calls the job back, when the thread's innermost frame of the
+    job's own code is at a line that hands one of its functions to a routine (`sorted(order,
+    key=cmp_to_key(by_length))`), or is that function, at a line that calls nothing and turns in
+    no loop, called from there (live.loops.call_with_callback): "by_length (x.py:25), called for each
+    item by `sorted(...)` (x.py:29)". None otherwise: a frozen line with no such caller is a spin."""
+    from debug_stuck.live.loops import call_with_callback, calls_nothing_outside_loops
+    from debug_stuck.live.selflock import source_of
+
+    own = own_frame_index(thread.frames)
+    if own is None or any(not f.native for f in thread.frames[:own]):
+        return None
+    python = [f for f in thread.frames[own:] if not f.native]
+    sources = [source_of(getattr(f, "path", None) or f.file, pid) for f in python[:2]]
+    if not sources[0] or not isinstance(python[0].line, int):
+        return None
+    found = call_with_callback(sources[0], python[0].line)
+    if found is not None:
+        return f"{python[0].text()}, in `{found[0]}`, which calls {found[1]} for each item"
+    callee = python[0].bare_name
+    if len(python) < 2 or not sources[1] or not isinstance(python[1].line, int):
+        return None
+    if not calls_nothing_outside_loops(sources[0], python[0].line, callee):
+        return None
+    found = call_with_callback(sources[1], python[1].line, callee)
+    return f"{python[0].text()}, called for each item by `{found[0]}` ({python[1].text()})" if found else None
 
 
 def _processes(snap: Snapshot, knowledge: Knowledge, procs, what: str, one: str = "") -> Optional[Helpers]:

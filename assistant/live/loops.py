@@ -192,3 +192,85 @@ def growing_sleep(source: str, line: int) -> Optional[str]:
             changed |= {t.id for t in targets if isinstance(t, ast.Name)}
     grown = sorted(slept & changed)
     return grown[0] if grown else None
+
+
+def _statement_at(tree, line: int):
+    """The innermost statement of `tree` whose lines hold `line`, or None."""
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if found is None or node.lineno >= found.lineno:
+                found = node
+    return found
+
+
+def _functions_defined(tree) -> set:
+    return {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _passed_functions(call, defined: set) -> list:
+    """The job's functions that `call` takes as values among its arguments (`key=by_length`,
+    `map(self.clean, rows)`, `cmp_to_key(cmp)` nested inside one), and its lambdas: what the called
+    routine calls back for each item."""
+    found = []
+    for value in list(call.args) + [k.value for k in call.keywords]:
+        for node in ast.walk(value):
+            if isinstance(node, ast.Lambda):
+                found.append(node)
+            elif isinstance(node, ast.Name) and node.id in defined:
+                found.append(node)
+            elif isinstance(node, ast.Attribute) and node.attr in defined:
+                found.append(node)
+    return [n for n in found if not any(isinstance(c, ast.Call) and c.func is n for c in ast.walk(value))]
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LOOP_HEADER_CHARS else text[: LOOP_HEADER_CHARS - 3] + "..."
+
+
+def call_with_callback(source: str, line: int, callee: Optional[str] = None) -> Optional[tuple]:
+    """(the call as written, the function it calls back) when the statement of `source` at `line` calls
+    a routine with one of the job's own functions (a `def` of this file) or a lambda as an argument:
+    `sorted(order, key=functools.cmp_to_key(by_length))`, `re.sub(p, fix, text)`, `rows.apply(clean)`.
+    The routine passes over its input and calls that function for each item, so a thread caught at this
+    line, or in that function, is that pass at work: it ends with its input, as a `for` loop does.
+    With `callee`, only a call that passes that function (or a lambda, for `<lambda>`) counts."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    statement = _statement_at(tree, line)
+    if statement is None or isinstance(statement, (ast.While, ast.For, ast.AsyncFor)):
+        return None
+    defined = _functions_defined(tree)
+    for call in (n for n in ast.walk(statement) if isinstance(n, ast.Call)):
+        for passed in _passed_functions(call, defined):
+            name = "<lambda>" if isinstance(passed, ast.Lambda) else getattr(passed, "id", None) or passed.attr
+            if callee is None or callee == name:
+                return _cut(ast.get_source_segment(source, call) or ast.unparse(call)), name
+    return None
+
+
+def calls_nothing_outside_loops(source: str, line: int, function: str) -> bool:
+    """The statement of `source` at `line` calls nothing and no loop of `function` (the frame's own
+    function, or the lambda at that line) holds it: a thread caught there in every sample is called
+    there again and again by something outside, not turning inside it."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    if function == "<lambda>":
+        bodies = [n.body for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno <= line <= n.end_lineno]
+        return len(bodies) == 1 and not any(isinstance(n, ast.Call) for n in ast.walk(bodies[0]))
+    statement = _statement_at(tree, line)
+    owner = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function
+        if n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
+    if statement is None or not owner or any(isinstance(n, ast.Call) for n in ast.walk(statement)):
+        return False
+    loop = innermost_loop(source, line)
+    return loop is None or loop.lineno < owner[-1].lineno

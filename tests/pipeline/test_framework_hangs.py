@@ -801,6 +801,23 @@ def test_a_pure_python_pass_in_the_jobs_own_for_loop_is_not_called_hung(knowledg
         assert "in its own loop `for " in summary or "loops in one place" in summary, summary
 
 
+def test_a_builtin_sort_calling_the_jobs_comparator_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The ninth hunt's s01_sort_cmp (a sort with a Python comparator, silent for minutes) was hung,
+    cpu-spin 93%, "Fix the loop at cmp", on one call in three: every sample caught the comparator's
+    one line. That line calls nothing and no loop of its function holds it, and its caller's line
+    passes it to a builtin (`sorted(..., key=cmp_to_key(by_length))`): each sample is another of
+    the builtin's calls, a pass over the data. Undecided, every time."""
+    job = zoo("sort_callback")
+    for _ in range(3):
+        report = diagnose(knowledge, job.proc.pid)
+        assert report.verdict.hung is not True, top(report)
+        if report.verdict.hung is None:  # samples that all caught one line; progressing when they moved
+            summary = undecided_summary(report)
+            assert f"pid {job.proc.pid} (rank)" in summary, summary
+            assert "`sorted(order, key=functools.cmp_to_key(by_length))`" in summary, summary
+            assert "for each item" in summary, summary
+
+
 def test_a_long_encode_on_the_tokenizers_pool_is_not_called_hung(knowledge, zoo):  # noqa: F811
     """The main thread waits on rayon's latch while the pool's native threads (not listed by py-spy)
     compute: the process's CPU says they work. Undecided, nobody blamed; the fork case, where the
