@@ -77,6 +77,9 @@ VALUES = {
     "stopped_pids": "every stopped process of the job (state T), the end of the wait first",
     "waits_to_put": "set when the wait is a put into a full queue (its consumer is what is missing)",
     "waits_to_take": "set when the wait is for something to take (an item, a result, a signal)",
+    "death_verb": "'has died', or 'has exited' for a process whose code returned (exit code 0)",
+    "death_unclean": "set unless the dead process exited with code 0 (a crash or a kill: dmesg may say why)",
+    "waits_on_own_socket": "set when the wait is for data on a socket whose other end the same process holds",
     "fetching_site": "where a DataLoader worker's dataset code waits, inside its fetcher's fetch",
     "persistent_workers": "the job's file that makes its DataLoader workers persistent (persistent_workers=True)",
     "pair_a_pid": "of two processes each holding the file lock the other waits for: the first",
@@ -562,7 +565,19 @@ def _death(values: Dict[str, str], reader: _Reader, end: dict, table: dict) -> N
     else:
         values["death"] = ""
         values["death_short"] = ""
-    if worker and in_dataloader:
+    clean = status == 0  # its code returned: no crash, no out-of-memory kill to look for
+    values["death_verb"] = "has exited" if clean else "has died"
+    if not clean:
+        values["death_unclean"] = "yes"
+    if clean and worker:
+        values["dead_advice"] = (
+            "Exit code 0 means its code returned normally: a path that returns early (or an exception it "
+            "caught and did not re-raise) skipped what its parent waits for (a send, a put, an Event's set()). "
+            "Make its parent notice: wait with a timeout and check is_alive() and exitcode (Event.wait(timeout), "
+            "Connection.poll(timeout), Process.join(timeout)), or run the work in "
+            "concurrent.futures.ProcessPoolExecutor, whose result() returns or raises what the work did."
+        )
+    elif worker and in_dataloader:
         values["dead_advice"] = (
             "A DataLoader worker that dies this way leaves the trainer waiting for its batch. If dmesg shows "
             "the out-of-memory killer, use fewer workers or a smaller prefetch_factor; give the DataLoader "
@@ -652,6 +667,8 @@ SYNC_FEEDS = {
     "a condition to be notified": "notify the condition",
     "a threading barrier": "reach the barrier",
     "room in a full queue": "take items from the queue",
+    "data on a socket whose other end this process holds": "send on the socket",
+    "room on a socket whose other end this process holds": "read from the socket",
 }
 
 
@@ -663,7 +680,12 @@ def _sync(values: Dict[str, str], end: dict, reader: _Reader) -> None:
     what = found.group(1)
     values["sync_what"] = what
     values["feed_what"] = SYNC_FEEDS.get(what, "provide it")
-    values["waits_to_put" if what == "room in a full queue" else "waits_to_take"] = "yes"
+    if what.startswith("data on a socket"):
+        values["waits_on_own_socket"] = "yes"
+    elif what.startswith(("room in a full queue", "room on a socket")):
+        values["waits_to_put"] = "yes"
+    else:
+        values["waits_to_take"] = "yes"
     if what in ("a condition to be notified", "an Event nobody sets"):
         values["signal_wait"] = "yes"  # a notify or set() made before the wait began is lost for it
     if what == "a threading barrier":

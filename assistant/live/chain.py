@@ -30,6 +30,7 @@ from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
 from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop
 from debug_stuck.live.observe import describe_ranks
+from debug_stuck.live.ownsocket import own_socket_end
 from debug_stuck.live.parties import (
     FUTURE_WAIT,
     MP_SYNC_FILE,
@@ -56,6 +57,7 @@ from debug_stuck.live.parties import (
     runs_own_task,
     spawn_children,
     sync_party,
+    thread_party,
 )
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
@@ -597,6 +599,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     elsewhere = awaited_elsewhere(job, hop, thread)
     if elsewhere is not None:
         return elsewhere
+    sender = own_socket_end(job, hop, wait, thread)
+    if sender is not None or hop.facts.get("end") == "no-thread":
+        return sender
     peers = wait.get("peers") or []
     if hop.kind in ("fifo", "pipe", "socket") and peers:
         # a pipe's other end: its writer for a read, its reader for a write (a holder of the same end is no peer)
@@ -661,7 +666,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         others = lock_cycle(job, hop.pid, hop.tid, hop.inside, thread)
         if others and not permits_leaked(job, hop):
             hop.kind = "lock-cycle"
-            hop.parties = [_party(t) for t in others[:3]]
+            hop.parties = [thread_party(t) for t in others[:3]]
             names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])
             hop.detail = f"waits while threads {names} each wait for a lock the other holds: a lock-order deadlock"
             hop.facts["end"] = "deadlock"
@@ -674,7 +679,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             alike = [t for t in job.threads(hop.pid) if t.tid not in (joined.tid, thread.tid) and in_thread_sync(t)]
             idle = awaits_stop(job, hop.pid, joined) if at_exit else None
             if idle is not None:
-                hop.parties = [_party(joined)]
+                hop.parties = [thread_party(joined)]
                 hop.detail = (
                     f"has ended its main code, and Python's exit waits for its non-daemon thread {joined.name!r}, "
                     f"which {idle}"
@@ -726,15 +731,6 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.detail = f"waits for {what}" + (f" at {where}" if where else "") + none_left_words(thread, others)
             hop.facts["end"] = "no-thread"
     return None
-
-
-def _party(thread) -> dict:
-    """A thread of a lock cycle: its name and the frame of the job's code where it waits."""
-    caller = next((f for f in python_frames(thread.frames) if not SYNC_FILES.search(f.file or "")), None)
-    out = {"tid": thread.tid, "name": thread.name}
-    if caller is not None:
-        out.update(function=caller.bare_name, file=caller.path or caller.file, line=caller.line, where=caller.text())
-    return out
 
 
 def _waits_on_process_pool(job: JobView, hop: Hop, files: str) -> bool:

@@ -99,6 +99,15 @@ def python_frames(frames) -> list:
     return [f for f in frames if not f.native]
 
 
+def thread_party(thread) -> dict:
+    """A thread of a lock cycle: its name and the frame of the job's code where it waits."""
+    caller = next((f for f in python_frames(thread.frames) if not SYNC_FILES.search(f.file or "")), None)
+    out = {"tid": thread.tid, "name": thread.name}
+    if caller is not None:
+        out.update(function=caller.bare_name, file=caller.path or caller.file, line=caller.line, where=caller.text())
+    return out
+
+
 SYNC_PRIMITIVES = ("Barrier", "Event", "Condition", "BoundedSemaphore", "Semaphore", "RLock", "Lock")
 
 

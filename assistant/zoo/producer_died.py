@@ -26,14 +26,22 @@ code 1.
 ``asyncio.Queue`` and raises at the corrupt one; the training coroutine awaits ``queue.get()``. The
 task's exception is kept until the task is awaited (the program still holds it: nothing is logged),
 and the event loop idles in ``epoll_wait`` with no timeout, nothing but its own wakeup socket to watch.
+
+``python producer_died.py socketpair``: the prefetch thread sends pickled batches over one end of a
+``socket.socketpair()`` and the loop reads them from the other (``sock.recv``, no timeout); the thread
+raises at the corrupt record. The socket's other end is the process's own, and no thread is left to
+write to it (the ninth hunt's h07, read as an external service 93%).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import queue
 import signal
+import socket
+import struct
 import sys
 import threading
 import time
@@ -116,6 +124,40 @@ def train_from_process(producer_target=produce_then_die) -> None:
         print(f"step {step} loss {sum(batch) / len(batch):.3f}", flush=True)
 
 
+def send_batches(sender: socket.socket) -> None:
+    index = 0
+    while True:
+        data = pickle.dumps(read_sample(index))  # raises at the corrupt record: the thread ends
+        sender.sendall(struct.pack("!I", len(data)) + data)
+        index += 1
+
+
+def receive_exactly(receiver: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        data += receiver.recv(size - len(data))  # no timeout: the bug
+    return data
+
+
+def train_from_socket() -> None:
+    receiver, sender = socket.socketpair()
+    producer = threading.Thread(target=send_batches, args=(sender,), name="prefetch", daemon=True)
+    producer.start()
+    main = threading.main_thread()
+
+    def waiting_alone() -> bool:
+        in_recv = "receive_exactly" in _common.stack_functions(main.ident)
+        return not producer.is_alive() and in_recv and _common.sleeping_steadily(os.getpid(), main.native_id)
+
+    _common.ready_when(waiting_alone)
+    step = 0
+    while True:
+        (size,) = struct.unpack("!I", receive_exactly(receiver, 4))
+        batch = pickle.loads(receive_exactly(receiver, size))
+        step += 1
+        print(f"step {step} loss {sum(batch) / len(batch):.3f}", flush=True)
+
+
 async def produce_records(batches) -> None:
     index = 0
     while True:
@@ -148,5 +190,9 @@ if __name__ == "__main__":
 
         asyncio.run(train_on_records())
     else:
-        scenarios = {"process": train_from_process, "process_raises": lambda: train_from_process(produce_then_raise)}
+        scenarios = {
+            "process": train_from_process,
+            "process_raises": lambda: train_from_process(produce_then_raise),
+            "socketpair": train_from_socket,
+        }
         scenarios.get(sys.argv[1] if sys.argv[1:] else "", train)()

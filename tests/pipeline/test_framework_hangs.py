@@ -390,6 +390,23 @@ def test_a_queue_whose_producer_thread_died_is_a_wait_on_a_thread_that_is_gone(k
     assert not ranked & (NEEDS_A_RANK | {"dataloader"}), (ranked, report.notes)
 
 
+def test_a_socketpair_whose_sending_thread_died_is_a_wait_on_a_thread_not_a_service(knowledge, zoo):  # noqa: F811
+    """The ninth hunt's h07: batches come over a socket.socketpair() from a thread that raised. The
+    receive's other end is the process's own (ss: same pid), so no service can answer it; only its
+    dead thread could. It was external-service 93% with a requests.post timeout as the fix."""
+    job = zoo("producer_died", args=["socketpair"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "socket" and end["end"] == "no-thread", end
+    assert "data on a socket whose other end this process holds" in report.verdict.summary, report.verdict.summary
+    assert "external-service" not in [d.cause for d in report.diagnoses if d.confidence >= 0.2], top(report)
+    fix = first_fix(report)
+    assert fix.title.startswith("The thread that should send on the socket has died"), fix
+    assert "Exception in thread" in fix.commands[0] and "sock.settimeout(seconds)" in fix.commands[1], fix.commands
+    assert "q.get(timeout" not in " ".join(fix.commands), fix.commands
+
+
 def test_an_asyncio_loop_that_no_task_can_wake_is_a_task_that_died(knowledge, zoo):  # noqa: F811
     """The producer task raised; the consumer awaits the queue. The loop waits in epoll_wait with no
     timeout on its own wakeup socket alone, one Python thread: nothing can wake it."""
@@ -623,6 +640,22 @@ def test_a_multiprocessing_barrier_whose_other_party_died_names_the_dead_child(k
     fix = first_fix(report)
     assert fix.title.startswith(f"Worker process pid {child} has died (exit code 1)"), fix
     assert "ProcessPoolExecutor" in fix.why and "DataLoader" not in fix.why, fix.why
+
+
+@pytest.mark.parametrize("mode", ["event", "pipe"])
+def test_a_child_that_returned_early_is_named_as_exited_not_crashed(knowledge, zoo, mode):  # noqa: F811
+    """The ninth hunt's h10: the child returns early (its shards exist) without the Event's set() or
+    the Pipe's send(), exit code 0. The culprit was right, the fix spoke of a crash and the OOM killer.
+    For the Pipe (a socketpair the parent still holds both ends of) it was external-service 90%."""
+    job = zoo("mp_barrier_dead", args=[mode])
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.culprit["pid"] == child, top(report)
+    assert report.chain[-1]["pid"] == child, report.chain
+    assert "external-service" not in [d.cause for d in report.diagnoses if d.confidence >= 0.2], top(report)
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Worker process pid {child} has exited (exit code 0)"), fix
+    assert "returned normally" in fix.why and "Killed process" not in " ".join(fix.commands), fix
 
 
 def test_a_thread_asking_again_for_a_lock_it_holds_is_told_the_lock_is_not_reentrant(knowledge, zoo):  # noqa: F811
