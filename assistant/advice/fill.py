@@ -17,7 +17,9 @@ from debug_stuck.contract import PLACEHOLDERS
 _NAMES = "|".join(sorted(PLACEHOLDERS, key=len, reverse=True))
 PLACEHOLDER = re.compile(r"\{\{(" + _NAMES + r")\}\}|\{(" + _NAMES + r")\}")
 SHELL = ("bash", "sh", "shell", "console", "")
-UNQUOTED = ("launch_command", "rank_pids", "worker_pids", "stopped_pids", "stdin_redirect", "agent_one_node")
+UNQUOTED = (
+    "launch_command", "rank_pids", "worker_pids", "stopped_pids", "stdin_redirect", "agent_one_node", "stray_cmd",
+)  # fmt: skip
 
 
 def placeholders_in(text: str) -> List[str]:

@@ -16,10 +16,11 @@ import re
 import shlex
 from typing import Dict, List, Optional
 
-from debug_stuck.advice.deathlog import logged_death
+from debug_stuck.advice.deathlog import death_values, logged_death
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
 from debug_stuck.advice.fill import filled_value
 from debug_stuck.advice.otherthreads import other_threads
+from debug_stuck.advice.pipeholder import background_holder
 from debug_stuck.advice.samecall import same_call
 from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.swallowed import skipped_step
@@ -79,6 +80,10 @@ VALUES = {
     "waits_to_take": "set when the wait is for something to take (an item, a result, a signal)",
     "death_verb": "'has died', or 'has exited' for a process whose code returned (exit code 0)",
     "death_unclean": "set unless the dead process exited with code 0 (a crash or a kill: dmesg may say why)",
+    "stray_pid": "a process outside the job's tree (re-parented) that holds open a pipe the job reads to its end",
+    "stray_cmd": "its command line, as a shell command",
+    "stray_short": "its program's name",
+    "stray_started_by": "' by pid N, the child ... started, which has exited': who started it in the background",
     "waits_on_own_socket": "set when the wait is for data on a socket whose other end the same process holds",
     "fetching_site": "where a DataLoader worker's dataset code waits, inside its fetcher's fetch",
     "persistent_workers": "the job's file that makes its DataLoader workers persistent (persistent_workers=True)",
@@ -110,6 +115,7 @@ OPTIONAL = (
     "inside_text", "in_functions", "order_edit", "holder_doing", "peer_name", "peer_state", "peer_doing",
     "stream", "pipe_op", "first_waiter", "stopped_others", "pair_a_at", "pair_b_at", "no_thread_traceback",
     "stdin_redirect", "stdin_inside", "other_threads", "same_call", "same_call_ranks", "agent_rdzv", "ranks_here_list",
+    "stray_started_by",
 )  # fmt: skip
 
 
@@ -208,6 +214,8 @@ class _Reader:
             token += ":" + str(waits["end"])
         elif kind == "tty" and waits.get("op"):
             token += ":" + str(waits["op"])
+        if waits.get("peer") == "self":
+            token += "+self"
         if waits.get("loop") == "own":
             token += "+own"
         for flag in ("gc", "master"):
@@ -277,11 +285,12 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
         values["object"] = str(obj)
     _connection(values, reader, end)
     _pipe_peer(values, reader, end)
+    background_holder(values, reader.processes, chain)
     _lock_holder(values, reader, chain)
     _lock_pair(values, reader, chain)
     _stale_dataset(values, reader, end, facts)
     _lock_file(values, reader, end)
-    _death(values, reader, end, table)
+    death_values(values, reader.processes, end, table)
     _kernel(values, reader, end)
     _prompt(values, reader, end)
     if waits.get("forked_by"):
@@ -539,61 +548,6 @@ def _lock_file(values: Dict[str, str], reader: _Reader, end: dict) -> None:
         )
     else:
         values["lock_holders"] = "No process on this machine has the file open."
-
-
-def _death(values: Dict[str, str], reader: _Reader, end: dict, table: dict) -> None:
-    proc = reader.processes.get(end.get("pid")) or {}
-    if proc.get("state") != "Z":
-        return
-    status = proc.get("exit_status")
-    signals = table.get("signals") or {}
-    worker = proc.get("role") in ("dataloader-worker", "worker-process")
-    in_dataloader = any(
-        "torch/utils/data/" in str(f.get("file") or "")
-        for p in reader.processes.values()
-        for t in p.get("threads") or []
-        for f in t.get("frames") or []
-    )
-    if isinstance(status, int) and status & 0x7F:
-        number = status & 0x7F
-        meaning = signals.get(number) or f"signal {number}"
-        values["death"] = f", killed by signal {number} ({meaning})"
-        values["death_short"] = f" (signal {number})"
-    elif isinstance(status, int):
-        values["death"] = f" with exit code {status >> 8}"
-        values["death_short"] = f" (exit code {status >> 8})"
-    else:
-        values["death"] = ""
-        values["death_short"] = ""
-    clean = status == 0  # its code returned: no crash, no out-of-memory kill to look for
-    values["death_verb"] = "has exited" if clean else "has died"
-    if not clean:
-        values["death_unclean"] = "yes"
-    if clean and worker:
-        values["dead_advice"] = (
-            "Exit code 0 means its code returned normally: a path that returns early (or an exception it "
-            "caught and did not re-raise) skipped what its parent waits for (a send, a put, an Event's set()). "
-            "Make its parent notice: wait with a timeout and check is_alive() and exitcode (Event.wait(timeout), "
-            "Connection.poll(timeout), Process.join(timeout)), or run the work in "
-            "concurrent.futures.ProcessPoolExecutor, whose result() returns or raises what the work did."
-        )
-    elif worker and in_dataloader:
-        values["dead_advice"] = (
-            "A DataLoader worker that dies this way leaves the trainer waiting for its batch. If dmesg shows "
-            "the out-of-memory killer, use fewer workers or a smaller prefetch_factor; give the DataLoader "
-            "timeout= so that the next death raises an error instead of hanging."
-        )
-    elif worker:
-        values["dead_advice"] = (
-            "Its traceback or dmesg says why it died. Make its parent notice a death: wait with a timeout "
-            "and check exitcode (Process.join(timeout), Barrier.wait(timeout), Event.wait(timeout)), or run "
-            "the work in concurrent.futures.ProcessPoolExecutor, which raises BrokenProcessPool when a "
-            "worker dies."
-        )
-    else:
-        values["dead_advice"] = (
-            "Its log or dmesg says why it died; restart the job from its last good checkpoint once that is fixed."
-        )
 
 
 def _kernel(values: Dict[str, str], reader: _Reader, end: dict) -> None:

@@ -30,7 +30,7 @@ from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
 from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop
 from debug_stuck.live.observe import describe_ranks
-from debug_stuck.live.ownsocket import own_socket_end
+from debug_stuck.live.ownend import own_end
 from debug_stuck.live.parties import (
     FUTURE_WAIT,
     MP_SYNC_FILE,
@@ -59,6 +59,7 @@ from debug_stuck.live.parties import (
     sync_party,
     thread_party,
 )
+from debug_stuck.live.pipeholders import watched_pipe_writers
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.selflock import self_held_wait
@@ -79,7 +80,7 @@ HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER
 # the hop facts a report's waits_on carries (docs/contract.md, chain)
 WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
-    "forked_by", "gil", "receiving",
+    "forked_by", "gil", "receiving", "peer",
 )  # fmt: skip
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
@@ -396,7 +397,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         return
     if op == "sleep":
         hop.kind = "sleep"
-        hop.detail = "sleeps in a loop" + (f" at {hop.where}" if hop.where else "")
+        hop.detail = ("sleeps in a loop" if hop.where else "sleeps") + (f" at {hop.where}" if hop.where else "")
         hop.detail += f", `{wait['loop']}`" if wait.get("loop") else ""
         return
     if op == "running":
@@ -428,8 +429,9 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         watched = [w.get("object") or {} for w in wait.get("watched") or []]
         if waits_on_connections(hop, op, watched):
             return
-        kinds = sorted({w.get("kind", "?") for w in watched})
+        kinds, writers = sorted({w.get("kind", "?") for w in watched}), watched_pipe_writers(wait)
         hop.detail = f"waits in {OP_WORDS.get(op, op)}" + (f" on {', '.join(kinds)}" if kinds else "")
+        hop.detail += f"; the writer is {describe_peer(writers)}" if writers else ""
         return
     if op == "io":
         hop.kind = "io"
@@ -599,11 +601,11 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     elsewhere = awaited_elsewhere(job, hop, thread)
     if elsewhere is not None:
         return elsewhere
-    sender = own_socket_end(job, hop, wait, thread)
+    sender = own_end(job, hop, wait, thread)
     if sender is not None or hop.facts.get("end") == "no-thread":
         return sender
-    peers = wait.get("peers") or []
-    if hop.kind in ("fifo", "pipe", "socket") and peers:
+    peers = wait.get("peers") or watched_pipe_writers(wait)
+    if hop.kind in ("fifo", "pipe", "socket", "poll") and peers:
         # a pipe's other end: its writer for a read, its reader for a write (a holder of the same end is no peer)
         ends = {"read": ("w", "rw", None), "write": ("r", "rw", None)}.get(hop.op or "", ("r", "w", "rw", None))
         other = next(

@@ -228,6 +228,7 @@ def collect(
     before = sizes_of(watched)
     python_pids = [p.pid for p in procs if p.python and p.state != "Z"]
 
+    from debug_stuck.live.pipeholders import adopt_pipe_holders
     from debug_stuck.probes.collectors.gpu.collect import collect_gpus
     from debug_stuck.probes.collectors.kernel import read_kernel_log
     from debug_stuck.probes.collectors.stacks import sample_stacks
@@ -248,6 +249,7 @@ def collect(
     snap.nfs_servers = nfs_servers(procs[0].pid)
     _refine_roles(snap)
     _resolve_waits(snap)
+    snap.notes.extend(adopt_pipe_holders(snap))
     _lock_files(snap)
     _own_loops(snap)
     _stdin_prompts(snap)

@@ -14,6 +14,12 @@ its half-done write short and CPython then drops the rest of the output.
 
 READY (``{"pid", "child_pid"}``): once the child has sat in the pipe write, and the parent in its
 wait, for 5 consecutive samples.
+
+``python subprocess_output.py background``: the job starts a monitor through a shell script and
+captures its output, ``subprocess.run(["sh", "-c", "...; sleep 3600 & ..."], capture_output=True)``.
+The shell exits at once, but the ``sleep`` it left running in the background holds the pipe it
+inherited as stdout, so ``run()`` waits for an end-of-file that never comes (the ninth hunt's h06).
+The ``sleep`` is re-parented to init: no descendant of the job. READY adds ``holder_pid``.
 """
 
 from __future__ import annotations
@@ -49,5 +55,46 @@ def main() -> None:
     print(f"read {len(stats)} bytes of statistics", flush=True)
 
 
+MONITOR = "echo starting monitor; sleep 3600 & echo monitor started"
+
+
+def _session_processes() -> list:
+    """(pid, ppid, name, state) of every process in this process's session, from /proc/PID/stat."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[3]) == os.getsid(0):
+            found.append((int(name), int(fields[1]), comm, fields[0]))
+    return found
+
+
+def background() -> None:
+    main_thread = threading.main_thread()
+    holder = {}
+
+    def left_behind() -> bool:
+        session = _session_processes()
+        shells = [pid for pid, ppid, _, state in session if ppid == os.getpid() and state == "Z"]
+        waiting = "_communicate" in _common.stack_functions(main_thread.ident)
+        sleeps = [pid for pid, ppid, comm, _ in session if comm == "sleep" and ppid != os.getpid()]
+        if shells and sleeps and waiting and _common.sleeping_steadily(os.getpid(), main_thread.native_id):
+            holder.update(child_pid=shells[0], holder_pid=sleeps[0])
+            return True
+        return False
+
+    _common.ready_when(left_behind, lambda: holder)
+    print("launching monitor", flush=True)
+    result = subprocess.run(["sh", "-c", MONITOR], capture_output=True, text=True)  # waits for EOF for ever
+    print(result.stdout, flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    background() if sys.argv[1:] == ["background"] else main()

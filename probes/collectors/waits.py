@@ -819,6 +819,9 @@ def _resolve_watched_sockets(pid: int, wait: Wait, wanted: Dict[str, list], sock
         obj = watched.get("object") or {}
         if obj.get("kind") == "socket" and "inode" in obj:
             _resolve_socket(pid, obj, wait.tid, wanted, sockets)
+        elif obj.get("kind") == "pipe" and "inode" in obj:
+            # subprocess's communicate() polls its child's stdout and stderr: who holds their other ends
+            wanted.setdefault(f"pipe:[{obj['inode']}]", []).append((pid, wait.tid))
 
 
 def _socket_peer(obj: dict, tid: int, table: Dict[int, dict], wanted: Dict[str, list]) -> None:
@@ -845,6 +848,9 @@ def _attach_peers(pid: int, wait: Wait, holders: Dict[str, List[dict]], incomple
         held = watched.get("object") or {}
         if held.get("peer_inode"):
             held["peer"] = holders.get(f"socket:[{held['peer_inode']}]", [])[:4]
+        if held.get("kind") == "pipe" and f"pipe:[{held.get('inode')}]" in holders:
+            ends = holders[f"pipe:[{held['inode']}]"]
+            held["peers"] = [h for h in ends if not (h["pid"] == pid and h["fd"] == watched.get("fd"))][:4]
     obj = wait.object
     if not obj:
         return

@@ -83,3 +83,22 @@ def test_healthy_lines_carry_no_strong_evidence(knowledge):
         obs.add("log", ObservedLine(line, file="train.log", line=i))
     strong = [(m.signal.cause, m.where.text) for m in match_signals(knowledge, obs) if m.signal.weight >= 0.4]
     assert strong == []
+
+
+@pytest.mark.parametrize(
+    "line, name",
+    [
+        ("Exception in thread prefetch:", "prefetch"),
+        # a real log of the producer_died zoo job under PYTHONUNBUFFERED: CPython writes "Exception in
+        # thread ", the name and ":" as three writes, and the main thread's print landed before them
+        ("step 1 loss 0.000Exception in thread ", "?"),
+        ("2026-11-29 01:12:03 ERROR Exception in thread Thread-3 (upload):", "Thread-3 (upload)"),
+    ],
+)
+def test_a_dead_threads_header_counts_wherever_it_sits_on_its_line(knowledge, line, name):
+    obs = Observations()
+    obs.add("log", ObservedLine(line, file="train.log", line=1))
+    found = [m for m in match_signals(knowledge, obs) if m.signal.cause == "thread-deadlock"]
+    assert [m.detail for m in found] == [
+        f"a thread of the job ended with an uncaught exception (thread {name}): whatever waits for it waits for ever"
+    ], found

@@ -658,6 +658,41 @@ def test_a_child_that_returned_early_is_named_as_exited_not_crashed(knowledge, z
     assert "returned normally" in fix.why and "Killed process" not in " ".join(fix.commands), fix
 
 
+def test_a_checkpoint_written_into_a_pipe_whose_reader_exited_names_the_dead_child(knowledge, zoo):  # noqa: F811
+    """The ninth hunt's h09: torch.save into an os.pipe() whose compressor child exited at once; the
+    parent kept its copy of the read end, so its write blocks instead of failing. It was read as slow
+    storage (checkpoint-save 93%, "stop and resume"), the reader named as the job itself, the dead
+    child not at all."""
+    job = zoo("pipe_reader_died")
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    first, last = report.chain[0]["waits_on"], report.chain[-1]
+    assert first["kind"] == "pipe" and first["end"] == "child-exited" and first["peer"] == "self", first
+    assert last["pid"] == child and report.culprit["pid"] == child, (report.chain, report.culprit)
+    fix = first_fix(report)
+    assert fix.title.startswith(
+        f"Worker process pid {child} has died (exit code 1); process pid {job.proc.pid} kept "
+    ), fix
+    assert "os.close(r)" in fix.commands[0] and "BrokenPipeError" in fix.why, fix
+
+
+def test_a_captured_command_that_left_a_process_running_names_that_process(knowledge, zoo):  # noqa: F811
+    """The ninth hunt's h06: subprocess.run(capture_output=True) of a shell that starts `sleep 3600 &`
+    and exits. The sleep, re-parented to init, holds the pipe the job reads to its end. It was "waits
+    in poll() on pipe", no writer found, and a torch.compile fix first."""
+    job = zoo("subprocess_output", args=["background"])
+    holder = job.info["holder_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.culprit["pid"] == holder, top(report)
+    assert f"the writer is pid {holder} (sleep)" in report.chain[0]["waits_on"]["detail"], report.chain
+    assert any(f"pid {holder} (sleep 3600) is taken as part of the job" in n for n in report.notes), report.notes
+    fix = first_fix(report)
+    assert fix.title.startswith(f"The background process pid {holder} (sleep) holds open the pipe"), fix
+    assert "sleep 3600 > /dev/null 2>&1 &" in fix.commands and f"kill {holder}" in fix.commands, fix.commands
+    assert f"by pid {job.info['child_pid']}, the child" in fix.why, fix.why
+
+
 def test_a_thread_asking_again_for_a_lock_it_holds_is_told_the_lock_is_not_reentrant(knowledge, zoo):  # noqa: F811
     job = zoo("self_lock")
     report = diagnose(knowledge, job.proc.pid)
