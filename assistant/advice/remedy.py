@@ -19,6 +19,7 @@ from typing import Dict, List, Optional
 from debug_stuck.advice.deathlog import death_values, logged_death
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
 from debug_stuck.advice.fill import filled_value
+from debug_stuck.advice.joinlock import join_lock_values
 from debug_stuck.advice.otherthreads import other_threads
 from debug_stuck.advice.pipeholder import background_holder
 from debug_stuck.advice.samecall import same_call
@@ -84,6 +85,12 @@ VALUES = {
     "stray_cmd": "its command line, as a shell command",
     "stray_short": "its program's name",
     "stray_started_by": "' by pid N, the child ... started, which has exited': who started it in the background",
+    "join_lock": "the lock a thread waits for while the thread joining it holds it (state_lock)",
+    "waiter_name": "the thread that waits for that lock",
+    "waiter_at": "where it waits for it",
+    "joiner_name": "the thread that holds the lock and joins it",
+    "joiner_at": "where it joins",
+    "join_call": "the join as the job's line writes it (timer.join())",
     "waits_on_own_socket": "set when the wait is for data on a socket whose other end the same process holds",
     "fetching_site": "where a DataLoader worker's dataset code waits, inside its fetcher's fetch",
     "persistent_workers": "the job's file that makes its DataLoader workers persistent (persistent_workers=True)",
@@ -297,6 +304,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
         values["fork_parent"] = str(waits["forked_by"])
     _sync(values, end, reader)
     _lock_cycle(values, end)
+    join_lock_values(values, end, _source)
     _self_lock(values, reader, end)
     _waited_thread(values, end)
     other_threads(values, reader, end)

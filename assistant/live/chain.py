@@ -28,7 +28,8 @@ from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.eventloop import stuck_event_loop, through_event_loop, waits_on_connections
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
-from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop
+from debug_stuck.live.joinlock import join_under_lock
+from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop, sleeping_frames
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.ownend import own_end
 from debug_stuck.live.parties import (
@@ -80,7 +81,7 @@ HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER
 # the hop facts a report's waits_on carries (docs/contract.md, chain)
 WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
-    "forked_by", "gil", "receiving", "peer",
+    "forked_by", "gil", "receiving", "peer", "lock",
 )  # fmt: skip
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
@@ -282,20 +283,10 @@ def _sync_wait(frames) -> Tuple[str, Optional[str]]:
     return what, caller.text() if caller is not None else (py[0].text() if py else None)
 
 
-SLEEP_CALLS = {"clock_nanosleep", "__clock_nanosleep", "nanosleep", "__nanosleep", "time_sleep", "pysleep"}
-
-
-def _sleeping_frames(frames) -> bool:
-    """The thread's innermost native frames are a sleep (libc's clock_nanosleep under CPython's
-    time.sleep), when its native frames were read."""
-    native = [f for f in frames[:3] if f.native]
-    return bool(native) and native[0].function in SLEEP_CALLS
-
-
 def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     """Fill hop.kind / object / detail / facts from one resolved wait."""
     op = wait.get("op")
-    if op == "running" and _sleeping_frames(hop.frames):
+    if op == "running" and sleeping_frames(hop.frames):
         op = "sleep"  # caught awake between two sleeps (its state read R): its stack is in the sleep call
     hop.op = op
     obj = wait.get("object") or {}
@@ -665,6 +656,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.detail = "waits, at exit, for its multiprocessing queue's feeder thread to flush what it put"
             hop.facts["end"] = "queue-flush"
             return hop.pid, feeder
+        if join_under_lock(job, hop, thread):
+            return None
         others = lock_cycle(job, hop.pid, hop.tid, hop.inside, thread)
         if others and not permits_leaked(job, hop):
             hop.kind = "lock-cycle"

@@ -36,6 +36,16 @@ GPU_RUNTIME_CODE = re.compile(r"^(libcuda|libcudart|libnccl|librccl|libamdhip64|
 C_SOURCE = re.compile(r"\.(c|h|cc|cpp)$")  # py-spy's file for a native frame read with its symbols
 
 
+SLEEP_CALLS = {"clock_nanosleep", "__clock_nanosleep", "nanosleep", "__nanosleep", "time_sleep", "pysleep"}
+
+
+def sleeping_frames(frames) -> bool:
+    """The thread's innermost native frames are a sleep (libc's clock_nanosleep under CPython's
+    time.sleep), when its native frames were read."""
+    native = [f for f in frames[:3] if f.native]
+    return bool(native) and native[0].function in SLEEP_CALLS
+
+
 def library_native_frame(frames):
     """The innermost named native frame of a library's machine code that the thread's innermost Python
     frame called into (`frames` innermost first, as py-spy --native and pystack --native give them), or

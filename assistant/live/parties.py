@@ -392,17 +392,17 @@ def lock_cycle(job: JobView, pid: int, tid: Optional[int], inside: List[str], th
             return others
     if thread is None:
         return []
-    mine = _locks_of(job, pid, thread)
+    mine = locks_of(job, pid, thread)
     if mine is None:
         return []
     for other in lock_waiters(job, pid, tid):
-        theirs = _locks_of(job, pid, other)
+        theirs = locks_of(job, pid, other)
         if theirs is not None and mine[1] in theirs[0] and theirs[1] in mine[0]:
             return [thread, other]
     return []
 
 
-def _locks_of(job: JobView, pid: int, thread) -> Optional[Tuple[List[str], str]]:
+def locks_of(job: JobView, pid: int, thread) -> Optional[Tuple[List[str], str]]:
     """(locks held, the lock wanted) at the thread's own line, when that line takes a lock and the
     thread sleeps in a futex there."""
     from debug_stuck.live.selflock import locks_at, source_of

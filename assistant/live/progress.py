@@ -286,6 +286,8 @@ def judge_progress(
         if motion[info.pid] in ("moving", "looping") and retrying is not None and retrying(info.pid):
             motion[info.pid] = "frozen"  # waiting, one retry after another
             retried.append(info)
+        elif motion[info.pid] == "moving" and _polls_in_own_loop(snap, info):
+            motion[info.pid] = "looping"
     moving = [p for p in ranks if motion.get(p.pid) == "moving"]
     looping = [p for p in ranks if motion.get(p.pid) == "looping"]
     frozen = [p for p in ranks if motion.get(p.pid) == "frozen"]
@@ -474,6 +476,20 @@ def _waited_for(snap: Snapshot, ranks, waiting, motion, writers, stuck_logs, pha
 # share of its CPU in the kernel: `while not os.path.exists(flag): pass` 19% on this machine; a loop that
 # computes in Python (hashing, parsing, deduplicating) or one that spins on a variable, 0%.
 POLL_SYSTEM_SHARE = 0.05
+
+
+def _polls_in_own_loop(snap: Snapshot, info) -> bool:
+    """pid's main thread moved only within one function of the job's own code, with nothing but the
+    standard library under it (live.loops.own_loop), running flat out, a share of its CPU in system
+    calls, and not a byte read or written: a busy poll (`while not os.path.exists(flag): n += 1`),
+    whose samples differ only by where in the poll they fell (the `while` line, `n += 1`, inside
+    genericpath.exists). Not progress: a loop that reads its data moves bytes; one that computes
+    makes no system calls."""
+    if not running(info) or info.cpu_system_percent is None or not makes_system_calls(info):
+        return False
+    if info.io_read_bytes is None or info.io_read_bytes or info.io_write_bytes:
+        return False
+    return own_loop(snap.stacks.get(info.pid), _main_tid(snap, info.pid)) is not None
 
 
 def makes_system_calls(info) -> bool:

@@ -693,6 +693,23 @@ def test_a_captured_command_that_left_a_process_running_names_that_process(knowl
     assert f"by pid {job.info['child_pid']}, the child" in fix.why, fix.why
 
 
+def test_a_thread_joined_by_the_holder_of_the_lock_it_waits_for_names_both_sides(knowledge, zoo):  # noqa: F811
+    """The ninth hunt's h11: the step joins its watchdog Timer under state_lock; the Timer's callback
+    waits for state_lock. Only the callback's side was named (the Timer called "the pool thread"), and
+    the fix was a generic timeout on Events and futures."""
+    job = zoo("timer_join_lock")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "lock-cycle" and end["end"] == "join-under-lock" and end["lock"] == "state_lock", end
+    callback, joiner = end["threads"]
+    assert (callback["function"], callback["line"]) == ("on_slow_step", job.info["callback_line"]), end
+    assert (joiner["name"], joiner["line"]) == ("MainThread", job.info["join_line"]), end
+    fix = first_fix(report)
+    assert fix.title == f"Join thread {callback['name']!r} after releasing state_lock", fix
+    assert "with state_lock:" in fix.commands[0] and "\ntimer.join()  # outside the lock" in fix.commands[0], fix
+
+
 def test_a_thread_asking_again_for_a_lock_it_holds_is_told_the_lock_is_not_reentrant(knowledge, zoo):  # noqa: F811
     job = zoo("self_lock")
     report = diagnose(knowledge, job.proc.pid)

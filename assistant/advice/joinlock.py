@@ -1,0 +1,28 @@
+"""The values of the join-under-lock fix: the lock, both threads' sites, and the join as the job
+writes it, read from the job's source line (never run)."""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional
+
+
+def join_lock_values(values: Dict[str, str], end: dict, source: Callable[[Optional[str], int], Optional[str]]) -> None:
+    """`join_lock`, `waiter_name`, `waiter_at`, `joiner_name`, `joiner_at` and `join_call` (the joiner's
+    line as written, `timer.join()`) for a chain that ends in a thread waiting for a lock the thread
+    joining it holds (live.joinlock)."""
+    waits = end.get("waits_on") or {}
+    threads = waits.get("threads") or []
+    if waits.get("end") != "join-under-lock" or len(threads) < 2 or not waits.get("lock"):
+        return
+    waiter, joiner = threads[0], threads[1]
+    values["join_lock"] = str(waits["lock"])
+    values["waiter_name"], values["waiter_at"] = repr(waiter.get("name")), str(waiter.get("where"))
+    values["joiner_name"], values["joiner_at"] = repr(joiner.get("name")), str(joiner.get("where"))
+    text = source(joiner.get("file"), end.get("pid"))
+    line = joiner.get("line")
+    lines = text.splitlines() if text else []
+    if isinstance(line, int) and 0 < line <= len(lines):
+        call = lines[line - 1].split("#", 1)[0].strip()
+        if call.endswith(")") and ".join(" in call:
+            values["join_call"] = call
+    values.setdefault("join_call", "thread.join()")
