@@ -25,5 +25,6 @@ def thread_traceback(values: Dict[str, str], report) -> None:
     values["no_thread_traceback"] = (
         f"The job's log ({logs[0].get('path')}) holds no \"{THREAD_DIED}\" traceback: that thread's error was "
         "caught and not passed on (an except in its function that only logs it, perhaps at debug level), "
-        "or the thread never started."
+        "the job's own code stopped it (logging's QueueListener.stop(), a stop sentinel put in its queue, a "
+        "flag it checks) and nothing started it again, or the thread never started."
     )

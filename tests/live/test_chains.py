@@ -723,6 +723,16 @@ def test_a_put_whose_consumer_thread_died_gets_a_put_side_fix(knowledge, zoo):  
     assert any("thread metrics-writer" in e.detail for e in report.diagnoses[0].evidence), report.diagnoses[0].evidence
 
 
+def test_a_queue_listener_the_job_stopped_is_named_among_the_reasons(knowledge, zoo):  # noqa: F811
+    """The ninth hunt's h04: logging through a blocking QueueHandler whose QueueListener the job
+    stopped (to flush before evaluation) and never started again. The fix said the thread had most
+    likely died of an exception; the log holds none, and stopping it is named."""
+    job = zoo("metrics_writer_died", args=["listener_stopped"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.chain[-1]["waits_on"].get("end") == "no-thread", top(report)
+    assert_first_fix_is_about(report, "thread-gone", "room in a full queue", "QueueListener.stop()")
+
+
 def test_a_thread_that_swallowed_its_error_is_not_looked_for_in_the_log(knowledge, zoo):  # noqa: F811
     """The same writer catches its error and logs it at debug level: the log, read whole, holds no
     traceback. The sixth hunt's lightning_writer_died was sent to grep for one."""
