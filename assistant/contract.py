@@ -109,6 +109,8 @@ FIX_CONTEXT = {
     # a process of the job stopped in pdb's prompt (a breakpoint() left in the code), seen on its
     # live stacks or in a dump pasted in its log; stacks read and none in pdb: the fix is left out
     "stopped_in": ("debugger",),
+    # what a busy thread of the job is seen computing in (frames.yaml facts): the regex engine
+    "busy_in": ("regex",),
     # the descriptor a write is blocked on: stdout or stderr (std), or a pipe or FIFO of the job's own
     # (other); captured: stdout or stderr that a process of the job reads after it waits for the writer
     # (subprocess.PIPE then wait())

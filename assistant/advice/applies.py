@@ -18,6 +18,7 @@ FRAMEWORK_NAMES = {
     "std": "a write to stdout or stderr",
     "captured": "output its own parent captures (subprocess.PIPE)",
     "debugger": "a process stopped in the debugger (pdb)",
+    "regex": "a thread busy in a regular expression",
     "elsewhere": "no stack in the debugger",
     "lock": "a wait for a lock another thread holds",
     "other": "a wait that ends elsewhere (see the chain)",
@@ -36,11 +37,12 @@ CONDITION_WORDS = {
     "reader": "for {names}",
     "stream": "for {names}",
     "stopped_in": "for {names}",
+    "busy_in": "for {names}",
     "wait": "for {names}",
     "scheduler": "if you use {names}",
 }
 # Fixes about what the job is seen to do: first among the fixes that apply.
-SPECIFIC_KEYS = frozenset({"uses", "stopped_in"})
+SPECIFIC_KEYS = frozenset({"uses", "stopped_in", "busy_in"})
 # What a context key is taken to be when nothing says: the tool's jobs train with torch.
 PRESUMED = {"stack": "torch", "stdin": "launch"}
 
@@ -106,8 +108,9 @@ def job_flag_spelling(argv: List[str], flag: str) -> Optional[str]:
 
 def order(judged: List[Tuple[object, str, Optional[str]]]) -> List[Tuple[object, str, Optional[str]]]:
     """Applying fixes in the playbook's order, then the conditional ones; the rest are dropped. A fix
-    about a library the job is seen to use (`uses`, applying) goes before the general ones: the W&B
-    fix first for a job waiting in wandb.init."""
+    about what the job is seen to do (SPECIFIC_KEYS, applying) goes before the general ones: the W&B
+    fix first for a job waiting in wandb.init, the regex fix first for a thread busy in the regex
+    engine."""
     applying = [j for j in judged if j[1] == APPLIES]
-    specific = [j for j in applying if "uses" in (getattr(j[0], "applies", None) or {})]
+    specific = [j for j in applying if SPECIFIC_KEYS & set(getattr(j[0], "applies", None) or {})]
     return specific + [j for j in applying if j not in specific] + [j for j in judged if j[1] == CONDITIONAL]

@@ -162,7 +162,24 @@ def gather_facts(report) -> JobFacts:
     stopped_in = _stopped_in(report, processes)
     if stopped_in:
         facts.context["stopped_in"] = stopped_in
+    if _busy_in_regex(processes):
+        facts.context["busy_in"] = "regex"
     return facts
+
+
+def _busy_in_regex(processes) -> bool:
+    """A thread of the job was caught in the regular-expression engine (frames.yaml fact `regex`):
+    its Python frames (re's module functions) or its native ones (_sre's match and search)."""
+    from debug_stuck.core.libfacts import proven_facts
+    from debug_stuck.kb import load_table
+
+    frames = [
+        (f.get("function") or "", f.get("file"))
+        for p in processes
+        for t in p.get("threads") or []
+        for f in (t.get("frames") or [])[:4]
+    ]
+    return bool(frames) and "regex" in proven_facts(load_table("frames.yaml").get("frames") or [], frames)
 
 
 def _wait_kind(chain) -> Optional[str]:

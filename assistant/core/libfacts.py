@@ -23,7 +23,7 @@ WAIT_KINDS = (
 JOB_FACTS = (
     "dataloader", "distributed", "multiprocess", "threads", "cuda", "rocm", "compile",
     "checkpoint-save", "checkpoint-load", "data-read", "network-client", "tracker", "hub",
-    "subprocess", "stdin", "tokenizers", "h5py", "jupyter", "debugger", "launcher",
+    "subprocess", "stdin", "tokenizers", "h5py", "jupyter", "debugger", "launcher", "regex",
 )  # fmt: skip
 
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")

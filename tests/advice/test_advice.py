@@ -621,3 +621,30 @@ def test_thread_limits_share_the_jobs_cpus_among_its_ranks_and_workers(ranks, wo
     expected = max(1, len(os.sched_getaffinity(0)) // (ranks * (1 + workers)))
     assert gather_facts(report).values["threads_per_process"] == str(expected)
     assert gather_facts(Report()).values["threads_per_process"] == "1"  # no live job: the safe value
+
+
+# the main thread of the ninth hunt's h08_regex_backtrack as py-spy --native read it (a data filter's
+# re.match on one document, backtracking): its regex fix came fourth, after three thread-pool settings
+REGEX_FRAMES = [
+    {"function": "sre_ucs1_count", "file": "libpython3.11.so.1.0", "native": True},
+    {"function": "sre_ucs1_match", "file": "libpython3.11.so.1.0", "native": True},
+    {"function": "_sre_SRE_Pattern_match", "file": "libpython3.11.so.1.0", "native": True},
+    {"function": "<module>", "file": "filter.py", "line": 7},
+]
+
+
+@pytest.mark.parametrize("frames, first", [(REGEX_FRAMES, True), (REGEX_FRAMES[3:], False)])
+def test_the_regex_fix_comes_first_for_a_thread_caught_in_the_regex_engine(knowledge, frames, first):
+    from debug_stuck.advice.applies import order
+
+    report = Report()
+    report.processes = [
+        {"pid": 7, "ppid": 1, "role": "rank", "cmdline": "python filter.py", "threads": [{"tid": 7, "frames": frames}]}
+    ]
+    facts = gather_facts(report)
+    assert facts.context.get("busy_in") == ("regex" if first else None), facts.context
+    fixes = knowledge.playbooks["cpu-spin"].fixes
+    judged = [(fix, *judge(fix.applies, fix.flag, facts.context, facts.argv, facts.uses)) for fix in fixes]
+    titles = [(fix.title, verdict) for fix, verdict, _ in order(judged)]
+    regex_fix = "Bound a regex, or replace it"
+    assert titles[0] == (regex_fix, APPLIES) if first else titles[-1] == (regex_fix, CONDITIONAL), titles
