@@ -84,6 +84,7 @@ def adopt_pipe_holders(snap) -> List[str]:
         except InspectError:
             continue
         read_states([stray])
+        stray.adopted_by = waiter
         snap.processes.append(stray)
         command = " ".join(stray.cmdline)[:80] or stray.name
         notes.append(

@@ -363,6 +363,11 @@ def judge_progress(
         return Progress(False, [f"{where} computes in a {phase} pass{silent}"], state="progressing")
     if looping and not frozen:
         where = ", ".join(p.label() for p in looping)
+        polling = {p.pid: own_loop(snap.stacks.get(p.pid), _main_tid(snap, p.pid)) for p in looping}
+        if all(_polls_in_own_loop(snap, p) for p in looping):
+            who = ", ".join(f"{p.label()} polls in a loop of its own code at {polling[p.pid].text()}" for p in looping)
+            return Progress(True, [f"{who}, flat out: a share of its CPU in system calls, not a byte read or "
+                                   "written, for the whole window"], stuck_on=[p.pid for p in looping])  # fmt: skip
         if stuck_logs:
             lg = stuck_logs[0]
             return Progress(
@@ -476,6 +481,7 @@ def _waited_for(snap: Snapshot, ranks, waiting, motion, writers, stuck_logs, pha
 # share of its CPU in the kernel: `while not os.path.exists(flag): pass` 19% on this machine; a loop that
 # computes in Python (hashing, parsing, deduplicating) or one that spins on a variable, 0%.
 POLL_SYSTEM_SHARE = 0.05
+POLL_FAULTS_PER_S = 200  # measured: a `while not os.path.exists(f)` poll 0 a second, a dict-filling loop 40,000
 
 
 def _polls_in_own_loop(snap: Snapshot, info) -> bool:
@@ -484,10 +490,13 @@ def _polls_in_own_loop(snap: Snapshot, info) -> bool:
     calls, and not a byte read or written: a busy poll (`while not os.path.exists(flag): n += 1`),
     whose samples differ only by where in the poll they fell (the `while` line, `n += 1`, inside
     genericpath.exists). Not progress: a loop that reads its data moves bytes; one that computes
-    makes no system calls."""
+    makes no system calls; one that builds up data faults pages in, kernel time that is memory's
+    (POLL_FAULTS_PER_S: a stat poll makes none, a loop filling dicts tens of thousands a second)."""
     if not running(info) or info.cpu_system_percent is None or not makes_system_calls(info):
         return False
     if info.io_read_bytes is None or info.io_read_bytes or info.io_write_bytes:
+        return False
+    if info.minor_faults is None or info.minor_faults > POLL_FAULTS_PER_S * max(1.0, snap.window):
         return False
     return own_loop(snap.stacks.get(info.pid), _main_tid(snap, info.pid)) is not None
 

@@ -213,7 +213,9 @@ def watch_sleepers(snap, say: Callable[[str], None]) -> Optional[str]:
             left = sleep_left(info.pid, wait.get("syscall"), wait["args"])
             if left is not None:
                 wait["sleep_left_s"] = round(left, 2)
-    alive = [info for info in snap.processes if info.state not in ("Z", "D")][:MAX_WATCHED]
+    # a process taken in for the pipe it holds (live.pipeholders) is no step loop of the job's
+    alive = [info for info in snap.processes if info.state not in ("Z", "D") and info.adopted_by is None]
+    alive = alive[:MAX_WATCHED]
     table = frames_table() or []
     sleepers = [
         info for info in alive if paces(info) and not in_library_retry_loop(_main_frames(snap, info.pid), table)

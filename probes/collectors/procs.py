@@ -83,6 +83,7 @@ class ProcInfo:
     cpu_percent: Optional[float] = None
     cpu_demand: Optional[float] = None  # main thread: % of the window running or waiting for a CPU
     cpu_system_percent: Optional[float] = None  # the part of cpu_percent spent in the kernel (system calls)
+    minor_faults: Optional[int] = None  # page faults over the window: kernel time that memory, not system calls, took
     io_read_bytes: Optional[int] = None
     io_write_bytes: Optional[int] = None
     wchan: Optional[str] = None
@@ -98,6 +99,8 @@ class ProcInfo:
     cgroup: Optional[str] = None  # its cgroup (v2 path, or v1 memory controller's), to tie kernel lines to it
     exit_status: Optional[int] = None  # a zombie's wait status (/proc/PID/stat field 52): how it died
     main_wakes: Optional[dict] = None  # its main thread watched past the window (live.wakes): seconds, runs, ran_ms
+    # outside the job's process tree, taken in because it holds the other end of a pipe this pid waits on
+    adopted_by: Optional[int] = None
 
     @property
     def python(self) -> bool:
@@ -127,6 +130,7 @@ class ProcInfo:
             "cpu_percent": self.cpu_percent,
             "cpu_demand": self.cpu_demand,
             "cpu_system_percent": self.cpu_system_percent,
+            "minor_faults": self.minor_faults,
             "thread_count": self.threads,
             "io_read_bytes": self.io_read_bytes,
             "io_write_bytes": self.io_write_bytes,
@@ -146,6 +150,7 @@ class ProcInfo:
             **({"cgroup": self.cgroup} if self.cgroup is not None else {}),
             **({"exit_status": self.exit_status} if self.exit_status is not None else {}),
             **({"main_wakes": self.main_wakes} if self.main_wakes is not None else {}),
+            **({"adopted_by": self.adopted_by} if self.adopted_by is not None else {}),
         }
 
 
@@ -651,6 +656,17 @@ class _Counters:
     write: Optional[int]
     at: float
     system: Optional[float] = None
+    faults: Optional[int] = None
+
+
+def _minor_faults(pid: int) -> Optional[int]:
+    """The process's minor page faults so far (proc(5): /proc/PID/stat field 10, minflt), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+        return int(stat[stat.rindex(")") + 2 :].split()[7])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _counters(pid: int) -> _Counters:
@@ -665,7 +681,7 @@ def _counters(pid: int) -> _Counters:
             )
         except (psutil.AccessDenied, AttributeError):
             rd = wr = None
-        return _Counters(times.user + times.system, rd, wr, time.monotonic(), times.system)
+        return _Counters(times.user + times.system, rd, wr, time.monotonic(), times.system, _minor_faults(pid))
 
     return _bounded(read, f"reading counters of {pid}", _Counters(None, None, None, time.monotonic()))
 
@@ -754,6 +770,8 @@ def sample_window(procs: List[ProcInfo], window: float = 1.0, max_workers: int =
             info.cpu_percent = round(100.0 * (b.cpu - a.cpu) / elapsed, 1)
         if a.system is not None and b.system is not None:
             info.cpu_system_percent = round(100.0 * (b.system - a.system) / elapsed, 1)
+        if a.faults is not None and b.faults is not None:
+            info.minor_faults = b.faults - a.faults
         if sa is not None and sb is not None:
             info.cpu_demand = round(min(100.0, 100.0 * (sb - sa) / elapsed), 1)
         if a.read is not None and b.read is not None:

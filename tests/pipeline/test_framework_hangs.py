@@ -687,6 +687,9 @@ def test_a_captured_command_that_left_a_process_running_names_that_process(knowl
     assert report.verdict.hung is True and report.culprit["pid"] == holder, top(report)
     assert f"the writer is pid {holder} (sleep)" in report.chain[0]["waits_on"]["detail"], report.chain
     assert any(f"pid {holder} (sleep 3600) is taken as part of the job" in n for n in report.notes), report.notes
+    # taken in for its pipe, not watched as a step loop (its hour's sleep cost 6 s of watching)
+    taken = next(p for p in report.processes if p["pid"] == holder)
+    assert taken["adopted_by"] == job.proc.pid and "main_wakes" not in taken, taken
     fix = first_fix(report)
     assert fix.title.startswith(f"The background process pid {holder} (sleep) holds open the pipe"), fix
     assert "sleep 3600 > /dev/null 2>&1 &" in fix.commands and f"kill {holder}" in fix.commands, fix.commands
