@@ -91,6 +91,7 @@ VALUES = {
     "joiner_name": "the thread that holds the lock and joins it",
     "joiner_at": "where it joins",
     "join_call": "the join as the job's line writes it (timer.join())",
+    "thread_end": "'has died' (a thread's traceback in the log, or logs not read whole), else 'has ended'",
     "waits_on_own_socket": "set when the wait is for data on a socket whose other end the same process holds",
     "fetching_site": "where a DataLoader worker's dataset code waits, inside its fetcher's fetch",
     "persistent_workers": "the job's file that makes its DataLoader workers persistent (persistent_workers=True)",

@@ -21,7 +21,9 @@ def thread_traceback(values: Dict[str, str], report) -> None:
     whole = bool(logs) and all((log.get("bytes_read") or 0) >= (log.get("size") or 0) for log in logs)
     if seen or not whole:
         values["thread_traceback"] = "yes"
+        values["thread_end"] = "has died"
         return
+    values["thread_end"] = "has ended"  # no traceback: stopped, or its error swallowed; no death seen
     values["no_thread_traceback"] = (
         f"The job's log ({logs[0].get('path')}) holds no \"{THREAD_DIED}\" traceback: that thread's error was "
         "caught and not passed on (an except in its function that only logs it, perhaps at debug level), "

@@ -731,6 +731,7 @@ def test_a_queue_listener_the_job_stopped_is_named_among_the_reasons(knowledge, 
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True and report.chain[-1]["waits_on"].get("end") == "no-thread", top(report)
     assert_first_fix_is_about(report, "thread-gone", "room in a full queue", "QueueListener.stop()")
+    assert report.diagnoses[0].fixes[0].title.startswith("The thread that should take items from the queue has ended")
 
 
 def test_a_thread_that_swallowed_its_error_is_not_looked_for_in_the_log(knowledge, zoo):  # noqa: F811
