@@ -268,9 +268,11 @@ def waits_for_input(info, silent: Optional[float]) -> Optional[str]:
         return None
     if silent is None or silent > RECENT_WORK_SECONDS:
         return None
+    left = main_wait(info).get("sleep_left_s")
+    wakes = f"; its time.sleep has {left:.0f} s left (its deadline, read from its memory)" if left else ""
     return (
         f"{info.label()} sleeps in its own loop (`{loop}`) that names nothing it waits for, and the job's log "
         f"was written {silent:.0f} s ago: a work loop waiting for its next input (a file, a shard, a job) and "
         "one waiting for input that never comes look alike until a few of its looks have passed; the log a few "
-        "minutes from now tells them apart"
+        f"minutes from now tells them apart{wakes}"
     )

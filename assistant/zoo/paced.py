@@ -35,6 +35,9 @@ every stack sample, one second apart. None is hung.
   each and logs it, and sleeps 2 s when none is new (an ingest service drops the next one later). One
   shard is there at the start; the next has not come yet: a sleeping loop that wakes, looks and
   sleeps again, its log written seconds ago.
+- ``cooldown``: after each epoch the trainer logs "cooling down 600 s" and calls ``time.sleep(600)``
+  (an API's rate limit for its evaluation): a `for` loop over epochs asleep for ten minutes, its log
+  written seconds ago (the ninth hunt's s03_cooldown_sleep).
 
 READY (``{"pid", "scenario", "child_pid"?, "rank0_pid"?, "rank1_pid"?}``): after three or four steps
 (three records); ``pid`` is the process to diagnose (for ``slow_shard``, the parent of the ranks).
@@ -404,7 +407,25 @@ def drop_folder() -> None:
             print(f"trained on {name}: loss {loss.item():.4f}", flush=True)
 
 
+def cooldown() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(3):
+        for _ in range(50):
+            loss = model(torch.randn(16, 8)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        print(f"epoch {epoch} done loss {loss.item():.4f}; cooling down 600 s", flush=True)
+        _common.mark_ready(scenario="cooldown")
+        time.sleep(600)  # a deliberate cooldown between epochs
+
+
 SCENARIOS = {
+    "cooldown": cooldown,
     "drop_folder": drop_folder,
     "throttled": throttled,
     "child_stream": child_stream,

@@ -5,6 +5,7 @@ main thread, watched a few seconds past the window, show (live.wakes)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -155,6 +156,20 @@ def test_a_work_loop_polling_its_drop_folder_after_recent_work_is_not_called_hun
         said = " ".join(report.verdict.state_reasons)
         assert "sleeps in its own loop (`while True`) that names nothing it waits for" in said, said
         assert report.culprit is None, report.culprit
+
+
+def test_a_cooldown_between_epochs_is_not_called_hung_and_says_when_it_wakes(knowledge, zoo):  # noqa: F811
+    """The ninth hunt's s03_cooldown_sleep: `time.sleep(600)` after each epoch, logged. Undecided on
+    every call (right); it now says how long the sleep has left, from the deadline CPython's
+    time.sleep hands clock_nanosleep."""
+    pytest.importorskip("torch")
+    job = zoo("paced", args=["cooldown"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is None and report.culprit is None, report.verdict.summary
+    said = " ".join(report.verdict.state_reasons)
+    assert "sleeps in its own loop (`for epoch in range(3)`) that names nothing it waits for" in said, said
+    left = re.search(r"its time\.sleep has (\d+) s left", said)
+    assert left and 560 <= int(left.group(1)) <= 600, said
 
 
 def test_a_poll_for_a_file_nobody_writes_is_still_hung_and_says_how_often_it_looks(knowledge, zoo):  # noqa: F811
