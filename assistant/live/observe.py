@@ -22,12 +22,6 @@ CPU_BUSY = 80.0
 CPU_IDLE = 10.0
 
 
-def _cpu(info) -> Optional[float]:
-    """CPU use as the job wants it: the larger of what it got and what its main thread asked for."""
-    values = [v for v in (info.cpu_percent, info.cpu_demand) if v is not None]
-    return max(values) if values else None
-
-
 def fact_role(info, dataloader_job: Optional[bool], dump=None) -> str:
     """The role a playbook reads: a trainer's child is a DataLoader worker only in a job that runs a
     DataLoader. Any forked child gets the role `dataloader-worker` from its place in the tree; when
@@ -50,7 +44,7 @@ def process_fact(info, motion: Optional[str], shm_ratio: Optional[float], role: 
     parts = [
         f"role={role or info.role}",
         f"state={info.state}",
-        f"cpu={val(_cpu(info))}",
+        f"cpu={val(info.cpu_wanted())}",
         f"threads={info.threads}",
         f"wchan={val(info.wchan)}",
         f"fd1={val(info.fd1)}",
@@ -152,9 +146,9 @@ def _derive(snap: Snapshot, obs: Observations) -> None:
         )
     elif gpus is not None and not gpus.available:
         obs.offer_answer(Answer("platform", "cpu", "evidence"), gpus.note or "no GPU on this machine")
-    ranks = [p for p in snap.processes if p.role == "rank" and _cpu(p) is not None]
+    ranks = [p for p in snap.processes if p.role == "rank" and p.cpu_wanted() is not None]
     if ranks:
-        top = max(_cpu(p) for p in ranks)
+        top = max(p.cpu_wanted() for p in ranks)
         if top >= CPU_BUSY:
             obs.offer_answer(Answer("cpu", "busy", "evidence"), f"a training process uses {top:.0f}% CPU")
         elif top <= CPU_IDLE:

@@ -176,7 +176,7 @@ def arriving(conn: dict) -> bool:
 
 def cpu_used(info) -> float:
     """The CPU a process used or wanted over the window, in percent of one CPU (0 when unread)."""
-    return max([v for v in (info.cpu_percent, info.cpu_demand) if v is not None], default=0.0)
+    return info.cpu_wanted() or 0.0
 
 
 def running(info) -> bool:

@@ -102,6 +102,12 @@ class ProcInfo:
     # outside the job's process tree, taken in because it holds the other end of a pipe this pid waits on
     adopted_by: Optional[int] = None
 
+    def cpu_wanted(self) -> Optional[float]:
+        """CPU use as the job wants it, in percent of one CPU: the larger of what it got over the window
+        and what its main thread asked for (running or waiting for a CPU); None when neither was read."""
+        values = [v for v in (self.cpu_percent, self.cpu_demand) if v is not None]
+        return max(values) if values else None
+
     @property
     def python(self) -> bool:
         head = " ".join(self.cmdline[:1]) + " " + self.name
