@@ -18,15 +18,23 @@ READS_TO_THE_END = ("poll", "pipe")
 def background_holder(values: Dict[str, str], processes: dict, chain: List[dict]) -> None:
     """`stray_pid`, `stray_cmd` (its command line, as a shell command), `stray_short` (its program)
     and `stray_started_by` (" by pid N, which has exited": the job's child it outlived) when the chain
-    goes from a read of a pipe (or a poll on pipes) to a process that is no child of the job: its
-    parent is outside the job's processes (re-parented to init or a subreaper once that child exited)."""
+    goes from a read of a pipe (or a poll on pipes) to a process taken into the job for the pipe it
+    holds (`adopted_by`): no child of the job, its parent outside the job's processes (re-parented to
+    init or a subreaper once that child exited)."""
     if len(chain) < 2:
         return
     first, end = chain[0], chain[-1]
-    if (first.get("waits_on") or {}).get("kind") not in READS_TO_THE_END:
+    waits = first.get("waits_on") or {}
+    if waits.get("kind") not in READS_TO_THE_END or waits.get("op") not in ("read", "poll"):
         return
     stray = processes.get(end.get("pid")) or {}
-    if not stray or stray.get("ppid") in processes:
+    # only a process live.pipeholders took in for the pipe it holds: never the job's own processes
+    if (
+        not stray
+        or stray.get("adopted_by") is None
+        or stray.get("ppid") in processes
+        or end.get("pid") == first.get("pid")
+    ):
         return
     cmdline = stray.get("cmdline") or []
     argv = shlex.split(cmdline) if isinstance(cmdline, str) else list(cmdline)
@@ -43,3 +51,24 @@ def background_holder(values: Dict[str, str], processes: dict, chain: List[dict]
     values["stray_started_by"] = (
         f" by pid {exited[0]}, the child {values['first_who']} started, which has exited" if exited else ""
     )
+
+
+def filter_child(values: Dict[str, str], processes: dict, chain: List[dict], raw_wait: dict) -> None:
+    """`filter_pid` and `filter_short` when the chain's first process is blocked writing a pipe that
+    its own child reads, and the chain goes round (the child waits on it in turn): the job writes all
+    of a filter child's input before reading its output, and the child, its stdout pipe full, no
+    longer reads (Python docs, subprocess: use communicate())."""
+    if len(chain) < 2 or (chain[-1].get("waits_on") or {}).get("kind") != "cycle":
+        return
+    first = chain[0]
+    waits = first.get("waits_on") or {}
+    if waits.get("kind") != "pipe" or waits.get("op") != "write":
+        return
+    readers = [p.get("pid") for p in raw_wait.get("peers") or [] if p.get("mode") in ("r", "rw")]
+    child = next((pid for pid in readers if (processes.get(pid) or {}).get("ppid") == first.get("pid")), None)
+    if child is None:
+        return
+    cmdline = (processes.get(child) or {}).get("cmdline") or []
+    argv = shlex.split(cmdline) if isinstance(cmdline, str) else list(cmdline)
+    values["filter_pid"] = str(child)
+    values["filter_short"] = argv[0].rsplit("/", 1)[-1] if argv else "its child"

@@ -21,7 +21,7 @@ from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own
 from debug_stuck.advice.fill import filled_value
 from debug_stuck.advice.joinlock import join_lock_values
 from debug_stuck.advice.otherthreads import other_threads
-from debug_stuck.advice.pipeholder import background_holder
+from debug_stuck.advice.pipeholder import background_holder, filter_child
 from debug_stuck.advice.samecall import same_call
 from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.swallowed import skipped_step
@@ -92,6 +92,8 @@ VALUES = {
     "joiner_at": "where it joins",
     "join_call": "the join as the job's line writes it (timer.join())",
     "thread_end": "'has died' (a thread's traceback in the log, or logs not read whole), else 'has ended'",
+    "filter_pid": "a child the job writes all its input to before reading its output, blocked writing it back",
+    "filter_short": "that child's program",
     "waits_on_own_socket": "set when the wait is for data on a socket whose other end the same process holds",
     "fetching_site": "where a DataLoader worker's dataset code waits, inside its fetcher's fetch",
     "persistent_workers": "the job's file that makes its DataLoader workers persistent (persistent_workers=True)",
@@ -294,6 +296,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _connection(values, reader, end)
     _pipe_peer(values, reader, end)
     background_holder(values, reader.processes, chain)
+    filter_child(values, reader.processes, chain, reader.wait(first))
     _lock_holder(values, reader, chain)
     _lock_pair(values, reader, chain)
     _stale_dataset(values, reader, end, facts)

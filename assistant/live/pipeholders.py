@@ -62,14 +62,16 @@ def _belongs(holder: int, waiter) -> bool:
 
 
 def adopt_pipe_holders(snap) -> List[str]:
-    """Take into `snap.processes` the processes outside the job that hold the other end of a pipe one
-    of its threads waits on, and belong to the job (_belongs); their state and waits are read as the
-    job's were. Returns a note for each."""
+    """Take into `snap.processes` the processes outside the job that hold the other end of a pipe a
+    thread of one of its Python processes waits on, and belong to the job (_belongs); their state and
+    waits are read as the job's were. Returns a note for each."""
     from debug_stuck.probes.collectors.procs import InspectError, read_process, read_states
 
     job = {p.pid: p for p in snap.processes}
     found: Dict[int, int] = {}
-    for info in snap.processes:
+    # the pipes the job's own Python code waits on: a program it runs (a shell asking on its stdin) is
+    # itself the end of its wait, whoever holds the other end (live.chain's stdin reads)
+    for info in (p for p in snap.processes if p.python):
         for wait in info.waits.values():
             for end in pipe_ends(wait):
                 pid = end.get("pid")

@@ -20,6 +20,11 @@ captures its output, ``subprocess.run(["sh", "-c", "...; sleep 3600 & ..."], cap
 The shell exits at once, but the ``sleep`` it left running in the background holds the pipe it
 inherited as stdout, so ``run()`` waits for an end-of-file that never comes (the ninth hunt's h06).
 The ``sleep`` is re-parented to init: no descendant of the job. READY adds ``holder_pid``.
+
+``python subprocess_output.py both_ways``: the job pipes its corpus through a filter child
+(``Popen(stdin=PIPE, stdout=PIPE)``) and writes all of it before reading any output: the child
+blocks writing its full stdout pipe, the job blocks writing the child's full stdin pipe (the tenth
+hunt's j02, whose first fix took the job itself for a background process and said to kill it).
 """
 
 from __future__ import annotations
@@ -96,5 +101,25 @@ def background() -> None:
     print(result.stdout, flush=True)
 
 
+FILTER = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line.lower())\n    sys.stdout.flush()"
+
+
+def both_ways() -> None:
+    corpus = "".join(f"Sample Line Number {i} For The Tokenizer Corpus\n" for i in range(400_000)).encode()
+    proc = subprocess.Popen([sys.executable, "-I", "-c", FILTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    main_thread = threading.main_thread()
+
+    def both_stuck() -> bool:
+        child = _common.blocked_in(proc.pid, None, ("pipe_write", "anon_pipe_write"), ("write",))
+        parent = _common.blocked_in(os.getpid(), main_thread.native_id, ("pipe_write", "anon_pipe_write"), ("write",))
+        return child and parent
+
+    _common.ready_when(both_stuck, lambda: {"child_pid": proc.pid})
+    print("normalising the corpus", flush=True)
+    proc.stdin.write(corpus)  # the bug: everything written before any output is read
+    proc.stdin.close()
+    print(f"normalised {len(proc.stdout.read())} bytes", flush=True)
+
+
 if __name__ == "__main__":
-    background() if sys.argv[1:] == ["background"] else main()
+    {"background": background, "both_ways": both_ways}.get(sys.argv[1] if sys.argv[1:] else "", main)()

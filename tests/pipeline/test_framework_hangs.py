@@ -41,6 +41,13 @@ def first_fix(report):
     return advise(report, load_knowledge()).diagnoses[0].fixes[0]
 
 
+def advise_all(report):
+    """Every fix of every diagnosis, with the advice stage run on the report as the CLI runs it."""
+    from debug_stuck.advice import advise
+
+    return [fix for diagnosis in advise(report, load_knowledge()).diagnoses for fix in diagnosis.fixes]
+
+
 def top(report):
     return [(d.cause, d.confidence) for d in report.diagnoses[:4]], report.culprit, report.verdict.summary
 
@@ -711,6 +718,20 @@ def test_a_thread_joined_by_the_holder_of_the_lock_it_waits_for_names_both_sides
     fix = first_fix(report)
     assert fix.title == f"Join thread {callback['name']!r} after releasing state_lock", fix
     assert "with state_lock:" in fix.commands[0] and "\ntimer.join()  # outside the lock" in fix.commands[0], fix
+
+
+def test_a_job_writing_all_of_a_filters_input_before_reading_is_told_to_use_communicate(knowledge, zoo):  # noqa: F811
+    """The tenth hunt's j02: Popen(stdin=PIPE, stdout=PIPE), all the input written before any output is
+    read. Its first fix took the job for a background process holding the pipe and said to kill it."""
+    job = zoo("subprocess_output", args=["both_ways"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    fix = first_fix(report)
+    child = job.info["child_pid"]
+    assert fix.title.startswith(f"Process pid {job.proc.pid} writes all the input of its child pid {child}"), fix
+    assert "proc.communicate(input=data)" in fix.commands[0], fix.commands
+    advice = advise_all(report)
+    assert not any(f"kill {job.proc.pid}" in command for fix in advice for command in fix.commands), advice
 
 
 def test_a_thread_asking_again_for_a_lock_it_holds_is_told_the_lock_is_not_reentrant(knowledge, zoo):  # noqa: F811
