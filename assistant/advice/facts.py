@@ -71,10 +71,7 @@ def gather_facts(report) -> JobFacts:
     if root is not None and root.get("cmdline"):
         command = root["cmdline"]
     if command:
-        try:
-            facts.argv = shlex.split(command)
-        except ValueError:
-            facts.argv = command.split()
+        facts.argv = command_argv(command)
         values["launch_command"] = command
     facts.cwd = resume.get("cwd") or (root or {}).get("cwd")
     if facts.cwd:
@@ -180,6 +177,17 @@ def _busy_in_regex(processes) -> bool:
         for f in (t.get("frames") or [])[:4]
     ]
     return bool(frames) and "regex" in proven_facts(load_table("frames.yaml").get("frames") or [], frames)
+
+
+def command_argv(cmdline) -> List[str]:
+    """A command line as its words: the report keeps one as a string (shlex-joined), a snapshot as a
+    list; a string shlex cannot split (an unbalanced quote) is split on spaces."""
+    if isinstance(cmdline, str):
+        try:
+            return shlex.split(cmdline)
+        except ValueError:
+            return cmdline.split()
+    return list(cmdline or [])
 
 
 def _wait_kind(chain) -> Optional[str]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import shlex
 from typing import Dict, List
 
+from debug_stuck.advice.facts import command_argv
+
 READS_TO_THE_END = ("poll", "pipe")
 
 
@@ -36,8 +38,7 @@ def background_holder(values: Dict[str, str], processes: dict, chain: List[dict]
         or end.get("pid") == first.get("pid")
     ):
         return
-    cmdline = stray.get("cmdline") or []
-    argv = shlex.split(cmdline) if isinstance(cmdline, str) else list(cmdline)
+    argv = command_argv(stray.get("cmdline"))
     if not argv:
         return
     values["stray_pid"] = str(end["pid"])
@@ -68,7 +69,6 @@ def filter_child(values: Dict[str, str], processes: dict, chain: List[dict], raw
     child = next((pid for pid in readers if (processes.get(pid) or {}).get("ppid") == first.get("pid")), None)
     if child is None:
         return
-    cmdline = (processes.get(child) or {}).get("cmdline") or []
-    argv = shlex.split(cmdline) if isinstance(cmdline, str) else list(cmdline)
+    argv = command_argv((processes.get(child) or {}).get("cmdline"))
     values["filter_pid"] = str(child)
     values["filter_short"] = argv[0].rsplit("/", 1)[-1] if argv else "its child"

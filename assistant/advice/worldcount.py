@@ -12,6 +12,8 @@ import os
 import shlex
 from typing import Dict, List, Optional
 
+from debug_stuck.advice.facts import command_argv
+
 # torch 2.13.0 torch/distributed/run.py: each option is accepted with '-' or '_' between its words
 _NNODES = ("--nnodes",)
 _ENDPOINT = ("--rdzv_endpoint", "--rdzv-endpoint")
@@ -30,7 +32,7 @@ def missing_members(values: Dict[str, str], report, reader, end: dict) -> None:
         return
     proc = reader.processes.get(end.get("pid")) or {}
     if proc.get("role") == "launcher":
-        _agent(values, _argv(proc.get("cmdline")))
+        _agent(values, command_argv(proc.get("cmdline")))
         return
     ranks = [p for p in report.processes or [] if p.get("role") == "rank" and p.get("state") != "Z"]
     sizes = {p.get("world_size") for p in ranks}
@@ -44,16 +46,6 @@ def missing_members(values: Dict[str, str], report, reader, end: dict) -> None:
     values["ranks_here"] = str(len(ranks))
     values["ranks_here_list"] = f" (rank {', '.join(map(str, here))})" if len(here) == len(ranks) else ""
     values["ranks_short"] = str(world - len(ranks))
-
-
-def _argv(cmdline) -> List[str]:
-    """The report keeps a command line as one string (shlex-joined); a snapshot as a list."""
-    if isinstance(cmdline, str):
-        try:
-            return shlex.split(cmdline)
-        except ValueError:
-            return cmdline.split()
-    return list(cmdline or [])
 
 
 def _agent(values: Dict[str, str], argv: List[str]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from typing import List, Optional, Sequence
 
 from debug_stuck.core.libfacts import computing_routine
@@ -146,13 +147,35 @@ def own_loop(series, tid: int):
 LOOP_HEADER_CHARS = 160
 
 
+@lru_cache(maxsize=8)
+def _parsed(source: str):
+    """The source parsed, or None; once per text: the loop, call and function readers of one
+    diagnosis read the same few files, line after line."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def enclosing_function(tree: ast.AST, line: int):
+    """The innermost function definition that spans `line`, or None (module level)."""
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.lineno <= line <= (node.end_lineno or node.lineno):
+                if best is None or node.lineno > best.lineno:
+                    best = node
+    return best
+
+
 def innermost_loop(source: str, line: int):
     """The innermost `while` or `for` loop of `source` whose body holds `line` (an ast node), or None
     when the source does not parse or no loop holds the line."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
+    tree = _parsed(source)
+    return _loop_in(tree, line) if tree is not None else None
+
+
+def _loop_in(tree, line: int):
     found = None
     for node in ast.walk(tree):
         if isinstance(node, (ast.While, ast.For, ast.AsyncFor)) and node.body:
@@ -180,7 +203,7 @@ def loop_header(source: str, line: int) -> Optional[str]:
         header = (
             f"{'async for' if isinstance(found, ast.AsyncFor) else 'for'} {text(found.target)} in {text(found.iter)}"
         )
-    return header if len(header) <= LOOP_HEADER_CHARS else header[: LOOP_HEADER_CHARS - 3] + "..."
+    return _cut(header)
 
 
 def growing_sleep(source: str, line: int) -> Optional[str]:
@@ -246,11 +269,8 @@ def call_with_callback(source: str, line: int, callee: Optional[str] = None) -> 
     The routine passes over its input and calls that function for each item, so a thread caught at this
     line, or in that function, is that pass at work: it ends with its input, as a `for` loop does.
     With `callee`, only a call that passes that function (or a lambda, for `<lambda>`) counts."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
-    statement = _statement_at(tree, line)
+    tree = _parsed(source)
+    statement = _statement_at(tree, line) if tree is not None else None
     if statement is None or isinstance(statement, (ast.While, ast.For, ast.AsyncFor)):
         return None
     defined = _functions_defined(tree)
@@ -266,21 +286,17 @@ def calls_nothing_outside_loops(source: str, line: int, function: str) -> bool:
     """The statement of `source` at `line` calls nothing and no loop of `function` (the frame's own
     function, or the lambda at that line) holds it: a thread caught there in every sample is called
     there again and again by something outside, not turning inside it."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    tree = _parsed(source)
+    if tree is None:
         return False
     if function == "<lambda>":
         bodies = [n.body for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno <= line <= n.end_lineno]
         return len(bodies) == 1 and not any(isinstance(n, ast.Call) for n in ast.walk(bodies[0]))
     statement = _statement_at(tree, line)
-    owner = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function
-        if n.lineno <= line <= (n.end_lineno or n.lineno)
-    ]
-    if statement is None or not owner or any(isinstance(n, ast.Call) for n in ast.walk(statement)):
+    owner = enclosing_function(tree, line)
+    if statement is None or owner is None or owner.name != function:
         return False
-    loop = innermost_loop(source, line)
-    return loop is None or loop.lineno < owner[-1].lineno
+    if any(isinstance(n, ast.Call) for n in ast.walk(statement)):
+        return False
+    loop = _loop_in(tree, line)
+    return loop is None or loop.lineno < owner.lineno

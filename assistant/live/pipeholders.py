@@ -15,26 +15,26 @@ from typing import Dict, List, Optional
 MAX_ADOPTED = 4
 
 
-def pipe_ends(wait: dict) -> List[dict]:
-    """The holders of the pipes a wait is on, other than the waiting descriptor itself: a read's or
-    write's `peers`, and those of every pipe a poll watches (subprocess's communicate())."""
-    ends = list(wait.get("peers") or []) if (wait.get("object") or {}).get("kind") in ("pipe", "fifo") else []
-    for watched in wait.get("watched") or []:
-        held = watched.get("object") or {}
-        if held.get("kind") == "pipe":
-            ends += held.get("peers") or []
-    return ends
-
-
-def watched_pipe_writers(wait: dict) -> List[dict]:
-    """The writers of the pipes a poll watches (the holders with the pipe open for writing)."""
+def _watched_pipe_holders(wait: dict) -> List[dict]:
+    """The holders of every pipe a poll watches (subprocess's communicate()), but the poller's own fd."""
     return [
         end
         for watched in wait.get("watched") or []
         if (watched.get("object") or {}).get("kind") == "pipe"
         for end in (watched["object"].get("peers") or [])
-        if end.get("mode") in ("w", "rw")
     ]
+
+
+def pipe_ends(wait: dict) -> List[dict]:
+    """The holders of the pipes a wait is on, other than the waiting descriptor itself: a read's or
+    write's `peers`, and those of every pipe a poll watches."""
+    own = list(wait.get("peers") or []) if (wait.get("object") or {}).get("kind") in ("pipe", "fifo") else []
+    return own + _watched_pipe_holders(wait)
+
+
+def watched_pipe_writers(wait: dict) -> List[dict]:
+    """The writers of the pipes a poll watches (the holders with the pipe open for writing)."""
+    return [end for end in _watched_pipe_holders(wait) if end.get("mode") in ("w", "rw")]
 
 
 def _session(pid: int) -> Optional[int]:
@@ -52,7 +52,8 @@ def _belongs(holder: int, waiter) -> bool:
 
     from debug_stuck.probes.collectors.procs import _this_tool
 
-    if holder in _this_tool() or _session(holder) is None or _session(holder) != _session(waiter.pid):
+    session = _session(holder)
+    if holder in _this_tool() or session is None or session != _session(waiter.pid):
         return False
     try:
         started = psutil.Process(holder).create_time()

@@ -286,7 +286,7 @@ def judge_progress(
         if motion[info.pid] in ("moving", "looping") and retrying is not None and retrying(info.pid):
             motion[info.pid] = "frozen"  # waiting, one retry after another
             retried.append(info)
-        elif motion[info.pid] == "moving" and _polls_in_own_loop(snap, info):
+        elif motion[info.pid] == "moving" and _busy_poll(snap, info) is not None:
             motion[info.pid] = "looping"
     moving = [p for p in ranks if motion.get(p.pid) == "moving"]
     looping = [p for p in ranks if motion.get(p.pid) == "looping"]
@@ -363,8 +363,8 @@ def judge_progress(
         return Progress(False, [f"{where} computes in a {phase} pass{silent}"], state="progressing")
     if looping and not frozen:
         where = ", ".join(p.label() for p in looping)
-        polling = {p.pid: own_loop(snap.stacks.get(p.pid), _main_tid(snap, p.pid)) for p in looping}
-        if all(_polls_in_own_loop(snap, p) for p in looping):
+        polling = {p.pid: _busy_poll(snap, p) for p in looping}
+        if all(polling.values()):
             who = ", ".join(f"{p.label()} polls in a loop of its own code at {polling[p.pid].text()}" for p in looping)
             return Progress(True, [f"{who}, flat out: a share of its CPU in system calls, not a byte read or "
                                    "written, for the whole window"], stuck_on=[p.pid for p in looping])  # fmt: skip
@@ -484,21 +484,22 @@ POLL_SYSTEM_SHARE = 0.05
 POLL_FAULTS_PER_S = 200  # measured: a `while not os.path.exists(f)` poll 0 a second, a dict-filling loop 40,000
 
 
-def _polls_in_own_loop(snap: Snapshot, info) -> bool:
-    """pid's main thread moved only within one function of the job's own code, with nothing but the
-    standard library under it (live.loops.own_loop), running flat out, a share of its CPU in system
-    calls, and not a byte read or written: a busy poll (`while not os.path.exists(flag): n += 1`),
+def _busy_poll(snap: Snapshot, info):
+    """The frame of the job's own code in which pid's main thread busy-polls, or None. It does when it
+    moved only within one function of the job's own code, with nothing but the standard library under
+    it (live.loops.own_loop), running flat out, a share of its CPU in system calls, and not a byte read
+    or written: a busy poll (`while not os.path.exists(flag): n += 1`),
     whose samples differ only by where in the poll they fell (the `while` line, `n += 1`, inside
     genericpath.exists). Not progress: a loop that reads its data moves bytes; one that computes
     makes no system calls; one that builds up data faults pages in, kernel time that is memory's
     (POLL_FAULTS_PER_S: a stat poll makes none, a loop filling dicts tens of thousands a second)."""
     if not running(info) or info.cpu_system_percent is None or not makes_system_calls(info):
-        return False
+        return None
     if info.io_read_bytes is None or info.io_read_bytes or info.io_write_bytes:
-        return False
+        return None
     if info.minor_faults is None or info.minor_faults > POLL_FAULTS_PER_S * max(1.0, snap.window):
-        return False
-    return own_loop(snap.stacks.get(info.pid), _main_tid(snap, info.pid)) is not None
+        return None
+    return own_loop(snap.stacks.get(info.pid), _main_tid(snap, info.pid))
 
 
 def makes_system_calls(info) -> bool:

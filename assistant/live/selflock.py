@@ -11,7 +11,7 @@ import ast
 import os
 from typing import List, Optional, Sequence, Tuple
 
-from debug_stuck.live.loops import is_library, job_roots
+from debug_stuck.live.loops import enclosing_function, is_library, job_roots
 
 
 def source_of(path: Optional[str], pid) -> Optional[str]:
@@ -65,17 +65,6 @@ def locks_in(tree: Optional[ast.AST], line) -> Tuple[List[str], Optional[str]]:
             elif node.lineno < line:
                 held.append(name)
     return list(dict.fromkeys(held)), wanted
-
-
-def enclosing_function(tree: ast.AST, line: int):
-    """The innermost function definition that spans `line`, or None (module level)."""
-    best = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if node.lineno <= line <= (node.end_lineno or node.lineno):
-                if best is None or node.lineno > best.lineno:
-                    best = node
-    return best
 
 
 def lock_held_by_outer(pid, own: Sequence[Tuple[Optional[str], object]]) -> Optional[Tuple[str, int]]:

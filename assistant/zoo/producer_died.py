@@ -64,17 +64,26 @@ def prefetch(batches: queue.Queue) -> None:
         index += 1
 
 
-def train() -> None:
-    batches: queue.Queue = queue.Queue(maxsize=4)
-    producer = threading.Thread(target=prefetch, args=(batches,), name="prefetch", daemon=True)
+def start_prefetch(target, channel) -> threading.Thread:
+    producer = threading.Thread(target=target, args=(channel,), name="prefetch", daemon=True)
     producer.start()
+    return producer
+
+
+def ready_once_alone(producer: threading.Thread, waits_in: str) -> None:
+    """READY once the producer thread is gone and the main thread has slept in `waits_in` steadily."""
     main = threading.main_thread()
 
     def waiting_alone() -> bool:
-        in_get = "get" in _common.stack_functions(main.ident)
-        return not producer.is_alive() and in_get and _common.sleeping_steadily(os.getpid(), main.native_id)
+        waiting = waits_in in _common.stack_functions(main.ident)
+        return not producer.is_alive() and waiting and _common.sleeping_steadily(os.getpid(), main.native_id)
 
     _common.ready_when(waiting_alone)
+
+
+def train() -> None:
+    batches: queue.Queue = queue.Queue(maxsize=4)
+    ready_once_alone(start_prefetch(prefetch, batches), "get")
     progress = None
     if sys.argv[1:] == ["tqdm"]:
         from tqdm import tqdm
@@ -141,15 +150,7 @@ def receive_exactly(receiver: socket.socket, size: int) -> bytes:
 
 def train_from_socket() -> None:
     receiver, sender = socket.socketpair()
-    producer = threading.Thread(target=send_batches, args=(sender,), name="prefetch", daemon=True)
-    producer.start()
-    main = threading.main_thread()
-
-    def waiting_alone() -> bool:
-        in_recv = "receive_exactly" in _common.stack_functions(main.ident)
-        return not producer.is_alive() and in_recv and _common.sleeping_steadily(os.getpid(), main.native_id)
-
-    _common.ready_when(waiting_alone)
+    ready_once_alone(start_prefetch(send_batches, sender), "receive_exactly")
     step = 0
     while True:
         (size,) = struct.unpack("!I", receive_exactly(receiver, 4))

@@ -1,5 +1,5 @@
 """A single process whose main thread moves only within one function of its own code and the
-standard library under it (live.progress._polls_in_own_loop): with a share of its CPU in system calls
+standard library under it (live.progress._busy_poll): with a share of its CPU in system calls
 and no byte read or written, a busy poll on a flag file, not progress; computing (no system calls) or
 reading its data (bytes read), it moves forward."""
 
