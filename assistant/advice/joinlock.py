@@ -1,5 +1,5 @@
-"""The values of the join-under-lock fix: the lock, both threads' sites, and the join as the job
-writes it, read from the job's source line (never run)."""
+"""The values of the join-under-lock and wait-under-lock fixes: the lock, both threads' sites, and the
+join or the blocking call as the job writes it, read from the job's source line (never run)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ def join_lock_values(values: Dict[str, str], end: dict, source: Callable[[Option
     joining it holds (live.joinlock)."""
     waits = end.get("waits_on") or {}
     threads = waits.get("threads") or []
+    if waits.get("end") == "wait-under-lock" and len(threads) >= 2 and waits.get("lock"):
+        _wait_lock_values(values, waits, threads)
+        return
     if waits.get("end") != "join-under-lock" or len(threads) < 2 or not waits.get("lock"):
         return
     waiter, joiner = threads[0], threads[1]
@@ -26,3 +29,21 @@ def join_lock_values(values: Dict[str, str], end: dict, source: Callable[[Option
         if call.endswith(")") and ".join(" in call:
             values["join_call"] = call
     values.setdefault("join_call", "thread.join()")
+
+
+def _wait_lock_values(values: Dict[str, str], waits: dict, threads: list) -> None:
+    """`wait_lock`, `blocked_name`, `blocked_at`, `blocked_call`, `releaser_name`, `releaser_at`,
+    `releaser_call`, `wait_target`; `wait_lock_name` when the lock is a plain name the snippet can use,
+    and `handler_lock` when the lock is a logging handler's (live.joinlock.wait_under_lock)."""
+    blocked, releaser = threads[0], threads[1]
+    lock = str(waits["lock"])
+    values["wait_lock"] = lock
+    values["blocked_name"], values["blocked_at"] = repr(blocked.get("name")), str(blocked.get("where"))
+    values["releaser_name"], values["releaser_at"] = repr(releaser.get("name")), str(releaser.get("where"))
+    values["blocked_call"] = str(blocked.get("call") or "the wait")
+    values["releaser_call"] = str(releaser.get("calls") or "the release")
+    values["wait_target"] = str(waits.get("object") or "queue")
+    if lock.isidentifier() or all(part.isidentifier() for part in lock.split(".")):
+        values["wait_lock_name"] = lock
+    if waits.get("lock_module") == "logging":
+        values["handler_lock"] = lock

@@ -28,7 +28,7 @@ from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.eventloop import stuck_event_loop, through_event_loop, waits_on_connections
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
-from debug_stuck.live.joinlock import join_under_lock
+from debug_stuck.live.joinlock import join_under_lock, wait_under_lock
 from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop, sleeping_frames
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.ownend import own_end
@@ -81,7 +81,7 @@ HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER
 # the hop facts a report's waits_on carries (docs/contract.md, chain)
 WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
-    "forked_by", "gil", "receiving", "peer", "lock",
+    "forked_by", "gil", "receiving", "peer", "lock", "lock_module",
 )  # fmt: skip
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
@@ -656,7 +656,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.detail = "waits, at exit, for its multiprocessing queue's feeder thread to flush what it put"
             hop.facts["end"] = "queue-flush"
             return hop.pid, feeder
-        if join_under_lock(job, hop, thread):
+        if join_under_lock(job, hop, thread) or wait_under_lock(job, hop, thread):
             return None
         others = lock_cycle(job, hop.pid, hop.tid, hop.inside, thread)
         if others and not permits_leaked(job, hop):

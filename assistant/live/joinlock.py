@@ -1,14 +1,34 @@
-"""A thread that waits for a lock which the thread joining it holds: the join waits for the thread to
-end, the thread waits for the lock, the lock is released only after the join. A watchdog Timer whose
-callback takes the training step's lock while the step, holding it, cancels and joins the Timer is the
-common case. Which locks a thread holds is read from the job's source (each `with` and .acquire()
+"""A thread that blocks while it holds a lock the thread it waits for needs.
+
+- join-under-lock: a thread waits for a lock which the thread joining it holds: the join waits for the
+  thread to end, the thread for the lock, the lock is released only after the join. A watchdog Timer
+  whose callback takes the training step's lock while the step, holding it, cancels and joins the
+  Timer is the common case.
+- wait-under-lock: a thread waits on a queue (or an Event, a Condition) while it holds a lock, and the
+  thread whose code would fill, drain or set it waits for that lock. A logging handler whose emit puts
+  on a bounded queue (logging.Handler.handle holds the handler's lock around emit) while the queue's
+  drainer logs through the same handler is the common case.
+
+Which locks a thread holds is read from the source of each of its frames (each `with` and .acquire()
 enclosing its line, live.selflock.locks_at), never run."""
 
 from __future__ import annotations
 
-from debug_stuck.live.loops import own_frame_index
-from debug_stuck.live.parties import joined_thread, locks_of, thread_party
+import ast
+import re
+from typing import List, Optional, Set, Tuple
+
+from debug_stuck.live.loops import _parsed, enclosing_function, own_frame_index
+from debug_stuck.live.parties import SYNC_FILES, joined_thread, lock_waiters, locks_of, python_frames, thread_party
 from debug_stuck.live.selflock import locks_at, source_of
+
+LOGGING_FILE = re.compile(r"(^|/)logging/__init__\.py$")
+# the call a blocked thread makes, and the calls of another thread that would end it
+RELEASED_BY = {
+    "put": ("get", "get_nowait"),
+    "get": ("put", "put_nowait"),
+    "wait": ("set", "notify", "notify_all", "release"),
+}
 
 
 def join_under_lock(job, hop, thread) -> bool:
@@ -43,3 +63,136 @@ def join_under_lock(job, hop, thread) -> bool:
         )
         return True
     return False
+
+
+def _frame_source(frame, pid) -> Optional[str]:
+    return source_of(getattr(frame, "path", None) or frame.file, pid)
+
+
+def _held(frames, pid) -> Set[Tuple[str, str]]:
+    """(file, lock) for every lock the frames hold, read from each frame's own source."""
+    out = set()
+    for frame in frames:
+        held, _ = locks_at(_frame_source(frame, pid), frame.line)
+        out.update((frame.path or frame.file, name) for name in held)
+    return out
+
+
+def _wanted(frames, pid) -> Set[Tuple[str, str]]:
+    """(file, lock) a thread waiting to acquire asks for, at each frame up to its own code: a wrapper
+    (logging's Handler.acquire) names the lock one way, its caller (`self.acquire()`) another."""
+    out = set()
+    for frame in frames[:8]:
+        _, wanted = locks_at(_frame_source(frame, pid), frame.line)
+        if wanted:
+            out.add((frame.path or frame.file, wanted))
+    return out
+
+
+def _blocking_call(frame, pid) -> Optional[Tuple[str, str]]:
+    """(object, method) of the queue put or get, or the wait, that the frame's line calls."""
+    tree = _parsed(_frame_source(frame, pid) or "")
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node, "lineno", None) == frame.line
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in RELEASED_BY
+        ):
+            return ast.unparse(node.func.value), node.func.attr
+    return None
+
+
+def _calls_on(frame, pid, target: str, methods) -> bool:
+    """The function around the frame's line calls target.<one of methods>(...)."""
+    tree = _parsed(_frame_source(frame, pid) or "")
+    scope = enclosing_function(tree, frame.line) if tree is not None else None
+    if scope is None:
+        return False
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in methods
+        and ast.unparse(node.func.value) == target
+        for node in ast.walk(scope)
+    )
+
+
+def _lock_label(file: str, name: str, frames, pid) -> str:
+    """The lock as a reader knows it: its name, or for `self` and `self.x` the class whose method took it."""
+    if name != "self" and not name.startswith("self."):
+        return name
+    for frame in frames:
+        if (frame.path or frame.file) != file:
+            continue
+        tree = _parsed(_frame_source(frame, pid) or "")
+        owner = _class_of(tree, frame.line) if tree is not None else None
+        if owner:
+            return f"the {owner} lock ({owner}.{frame.bare_name} holds it)"
+    return name
+
+
+def _class_of(tree, line: int) -> Optional[str]:
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    return best.name if best is not None else None
+
+
+def wait_under_lock(job, hop, thread) -> bool:
+    """When hop's thread waits on a queue (or an Event, a Condition) while it holds a lock, and the one
+    thread of its process that waits for that lock is the one whose code gets from (puts on, sets)
+    that same object: the hop becomes that cycle (kind lock-cycle, `end` wait-under-lock, `lock`, both
+    threads as its parties). False otherwise, and when another thread may hold a lock of that name."""
+    if thread is None or "end" in hop.facts or (job.wait(hop.pid, thread.tid) or {}).get("op") != "futex":
+        return False
+    frames = python_frames(thread.frames)
+    at = next((i for i, f in enumerate(frames) if not SYNC_FILES.search(f.file or "")), None)
+    if at is None or at == 0:
+        return False  # the wait must be a queue's or a primitive's, called from the frame at `at`
+    call = _blocking_call(frames[at], hop.pid)
+    if call is None:
+        return False
+    target, method = call
+    held = _held(frames[at:], hop.pid)
+    if not held:
+        return False
+    waiters: List = []
+    for other in lock_waiters(job, hop.pid, thread.tid):
+        wanted = _wanted(python_frames(other.frames), hop.pid) & held
+        if wanted:
+            waiters.append((other, wanted))
+    if len(waiters) != 1:
+        return False
+    other, wanted = waiters[0]
+    rivals = [
+        t
+        for t in job.threads(hop.pid)
+        if t.tid not in (thread.tid, other.tid) and _held(python_frames(t.frames), hop.pid) & wanted
+    ]
+    releases = RELEASED_BY[method]
+    theirs = python_frames(other.frames)
+    if rivals or not any(_calls_on(f, hop.pid, target, releases) for f in theirs):
+        return False
+    file, name = sorted(wanted)[0]
+    lock = _lock_label(file, name, frames[at:], hop.pid)
+    blocked, releaser = thread_party(thread), thread_party(other)
+    own = own_frame_index(other.frames)
+    if own is not None:  # where its own code stands, not logging's acquire
+        frame = other.frames[own]
+        releaser.update(function=frame.bare_name, file=frame.path or frame.file, line=frame.line, where=frame.text())
+    blocked.update(call=f"{target}.{method}()")
+    releaser["calls"] = f"{target}.{releases[0]}()"
+    hop.kind, hop.object, hop.parties = "lock-cycle", target, [blocked, releaser]
+    hop.facts.update(end="wait-under-lock", lock=lock)
+    if LOGGING_FILE.search(file):
+        hop.facts["lock_module"] = "logging"
+    hop.detail += (
+        f", holding {lock}; thread {other.name!r}, whose code calls {target}.{releases[0]}() "
+        f"(at {releaser.get('where')}), waits for that lock: neither can go on"
+    )
+    return True

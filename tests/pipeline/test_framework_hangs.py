@@ -1054,3 +1054,31 @@ def test_a_signal_handler_taking_the_lock_its_interrupted_step_holds_is_a_self_d
     fix = first_fix(report)
     assert fix.title.endswith("waits for `state_lock`, which it already holds: a Lock is not re-entrant"), fix.title
     assert "checkpoint-save" not in [d.cause for d in report.diagnoses[:1]]
+
+
+def test_a_logging_handler_blocked_on_its_queue_whose_drainer_logs_through_it_is_a_deadlock(knowledge, zoo):  # noqa: F811
+    """The tenth hunt's j12: emit puts on a bounded queue under logging's handler lock; the queue's
+    drainer logs through the same handler. It was read as output-blocked (87%), the fix a pipe drain."""
+    job = zoo("wait_under_lock")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["end"] == "wait-under-lock" and end["lock_module"] == "logging", end
+    blocked, drainer = end["threads"]
+    assert (blocked["line"], blocked["call"]) == (job.info["put_line"], "outbox.put()"), end
+    assert (drainer["tid"], drainer["line"]) == (job.info["drainer"], job.info["log_line"]), end
+    fix = first_fix(report)
+    assert fix.title.startswith("Never block in a logging handler: outbox.put() at emit"), fix
+    assert "outbox.put_nowait(self.format(record))" in fix.commands[0], fix.commands
+
+
+def test_a_queue_put_under_the_lock_its_reader_takes_is_a_deadlock(knowledge, zoo):  # noqa: F811
+    job = zoo("wait_under_lock", args=["state_lock"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert (end["end"], end["lock"], end["object"]) == ("wait-under-lock", "state_lock", "outbox"), end
+    assert [t["line"] for t in end["threads"]] == [job.info["put_line"], job.info["log_line"]], end
+    fix = first_fix(report)
+    assert fix.title == "Do not wait in outbox.put() while holding state_lock", fix
+    assert "with state_lock:" in fix.commands[0] and "outbox.put(item, timeout=60)" in fix.commands[0], fix
