@@ -9,8 +9,9 @@ at such a process (live.pipeholders took it into the job); this names it for the
 
 from __future__ import annotations
 
+import re
 import shlex
-from typing import Dict, List
+from typing import Callable, Dict, List, Optional
 
 from debug_stuck.advice.facts import command_argv
 
@@ -72,3 +73,22 @@ def filter_child(values: Dict[str, str], processes: dict, chain: List[dict], raw
     argv = command_argv((processes.get(child) or {}).get("cmdline"))
     values["filter_pid"] = str(child)
     values["filter_short"] = argv[0].rsplit("/", 1)[-1] if argv else "its child"
+
+
+SENDALL = re.compile(r"([A-Za-z_][\w.]*)\.(?:sendall|send|write)\(([^()]*)\)")
+
+
+def both_send(values: Dict[str, str], chain: List[dict], source_line: Callable[[dict], Optional[str]]) -> None:
+    """`send_sock` and `send_data` (the job's own send as it writes it, `sock.sendall(mine)`) when every
+    hop of the chain sends on a socket to the next and the chain goes round: both ends of a connection
+    send before either reads, each waiting for the other to read (socket(7): a send blocks while the
+    other end's buffers are full)."""
+    if len(chain) < 3 or (chain[-1].get("waits_on") or {}).get("kind") != "cycle":
+        return
+    hops = chain[:-1]
+    if any((h.get("waits_on") or {}).get("kind") != "socket" for h in hops):
+        return
+    if any((h.get("waits_on") or {}).get("op") not in ("send", "write") for h in hops):
+        return
+    found = SENDALL.search((source_line(hops[0]) or "").split("#", 1)[0])
+    values["send_sock"], values["send_data"] = (found.group(1), found.group(2)) if found else ("sock", "data")

@@ -21,7 +21,7 @@ from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own
 from debug_stuck.advice.fill import filled_value
 from debug_stuck.advice.joinlock import join_lock_values
 from debug_stuck.advice.otherthreads import other_threads
-from debug_stuck.advice.pipeholder import background_holder, filter_child
+from debug_stuck.advice.pipeholder import background_holder, both_send, filter_child
 from debug_stuck.advice.samecall import same_call
 from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.swallowed import skipped_step
@@ -297,6 +297,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _pipe_peer(values, reader, end)
     background_holder(values, reader.processes, chain)
     filter_child(values, reader.processes, chain, reader.wait(first))
+    both_send(values, chain, lambda hop: _source_line(reader.own_frame(hop) or {}, hop.get("pid")))
     _lock_holder(values, reader, chain)
     _lock_pair(values, reader, chain)
     _stale_dataset(values, reader, end, facts)

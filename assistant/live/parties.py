@@ -328,6 +328,10 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[i
         # workers compute: the Manager only passes them on.
         ends = [p["pid"] for p in obj.get("peer") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
         return ends[0] if ends else None
+    if hop.kind == "socket" and hop.op in ("send", "write") and obj.get("proto") == "tcp" and not pooled:
+        # a send waits for the other end to read: a process of the job there is the next hop
+        ends = [p["pid"] for p in obj.get("peer") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
+        return ends[0] if ends else None
     if hop.kind != "socket" or hop.facts.get("end") != "no-answer":
         return None
     peers = obj.get("peer") or []

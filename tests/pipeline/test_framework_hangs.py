@@ -1082,3 +1082,18 @@ def test_a_queue_put_under_the_lock_its_reader_takes_is_a_deadlock(knowledge, zo
     fix = first_fix(report)
     assert fix.title == "Do not wait in outbox.put() while holding state_lock", fix
     assert "with state_lock:" in fix.commands[0] and "outbox.put(item, timeout=60)" in fix.commands[0], fix
+
+
+@pytest.mark.parametrize("variant", ["tcp", "socketpair"])
+def test_two_processes_both_sending_on_one_connection_are_told_to_receive_while_sending(knowledge, zoo, variant):  # noqa: F811
+    """The tenth hunt's j16: two workers each sendall() 16 MB before reading the other's. Over TCP the
+    send was not followed to the process at the connection's other end: no cause, an unrelated fix."""
+    job = zoo("socket_both_send", args=[variant])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, job.info["child_pid"], job.proc.pid], report.chain
+    assert [hop["waits_on"].get("op") for hop in report.chain[:2]] == ["send", "send"], report.chain
+    fix = first_fix(report)
+    child = job.info["child_pid"]
+    assert fix.title.startswith(f"Process pid {job.proc.pid} and worker process pid {child} both send on one"), fix
+    assert "threading.Thread(target=sock.sendall, args=(mine,)" in fix.commands[0], fix.commands
