@@ -307,6 +307,8 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _prompt(values, reader, end)
     if waits.get("forked_by"):
         values["fork_parent"] = str(waits["forked_by"])
+    # a c10d store's key waited for, and one the job sets spelled alike (live.storewait)
+    values.update({f"store_{k}": str(waits[k]) for k in ("key", "set_key", "set_at") if waits.get(k)})
     _sync(values, end, reader)
     _lock_cycle(values, end)
     join_lock_values(values, end, _source)

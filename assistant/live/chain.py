@@ -64,6 +64,7 @@ from debug_stuck.live.pipeholders import watched_pipe_writers
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.selflock import self_held_wait
+from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
     barrier_feeders,
     barrier_short,
@@ -81,7 +82,7 @@ HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER
 # the hop facts a report's waits_on carries (docs/contract.md, chain)
 WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
-    "forked_by", "gil", "receiving", "peer", "lock", "lock_module",
+    "forked_by", "gil", "receiving", "peer", "lock", "lock_module", "key", "set_key", "set_at",
 )  # fmt: skip
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
@@ -533,22 +534,12 @@ def _context(job: JobView, hop: Hop, wait: dict) -> None:
         hop.evidence.append(f"/proc/locks: pid {holder} holds the lock")
     env = info.env if info is not None else {}
     remote = obj.get("remote") or ""
-    if env.get("MASTER_PORT") and remote.endswith(":" + env["MASTER_PORT"]):
+    master = bool(env.get("MASTER_PORT")) and remote.endswith(":" + env.get("MASTER_PORT", ""))
+    if master:
         hop.facts["master"] = "yes"
-        server = [p for p in obj.get("peer") or [] if p.get("pid") in job.procs]
-        if hop.facts.get("end") == "no-answer" and server:
-            # the job's own TCPStore answers a get or wait once every key asked for is set (torch's
-            # TCPStoreLibUvBackend.cpp parse_wait_command; TCPStore::get waits for its key first)
-            hop.facts["end"] = "store-wait"
-            hop.detail = (
-                f"is blocked in {OP_WORDS.get(hop.op, hop.op)} on {object_text(obj)}, this job's c10d store "
-                f"(MASTER_ADDR:MASTER_PORT), served by {describe_peer(server)}, a process of this job: the store "
-                "answers a get() or wait() once some rank sets the key, and none has"
-            )
-        else:
-            hop.detail += (
-                f" (MASTER_ADDR:MASTER_PORT of this job is {env.get('MASTER_ADDR', '?')}:{env['MASTER_PORT']})"
-            )
+    server = [p for p in obj.get("peer") or [] if p.get("pid") in job.procs]
+    if not store_wait(job, hop, wait, thread, server, master) and master:
+        hop.detail += f" (MASTER_ADDR:MASTER_PORT of this job is {env.get('MASTER_ADDR', '?')}:{env['MASTER_PORT']})"
     if thread is not None and any(DISTRIBUTED_FILE.search(f.file or "") for f in python_frames(thread.frames)):
         hop.facts["dist"] = "yes"
 

@@ -25,12 +25,12 @@ def in_process_group(info) -> bool:
     return any(name in PROCESS_GROUP_THREADS for name in getattr(info, "thread_names", None) or ())
 
 
-def snapshot_frames(snap) -> Iterable:
-    """The Python frames of every thread of the snapshot's latest dumps."""
+def snapshot_frames(snap, native: bool = False) -> Iterable:
+    """The Python frames (with `native`, every frame) of every thread of the snapshot's latest dumps."""
     for series in snap.stacks.values():
         dump = series.latest()
         for thread in dump.threads if dump is not None else []:
-            yield from (f for f in thread.frames if not f.native)
+            yield from (f for f in thread.frames if native or not f.native)
 
 
 def runs_dataloader(snap) -> Optional[bool]:
@@ -94,7 +94,9 @@ def job_facts(snapshots: List, frames_table: Sequence[dict] = (), logged: Sequen
     facts: Set[str] = set()
     processes = [p for snap in snapshots for p in snap.processes]
     frames = [f for snap in snapshots for f in snapshot_frames(snap)]
-    proven = table_facts(frames, frames_table) if frames_table else set()
+    # a native frame proves a fact too (a TCPStore client's wait has no Python frame of torch's)
+    every = [f for snap in snapshots for f in snapshot_frames(snap, native=True)]
+    proven = table_facts(every, frames_table) if frames_table else set()
     # a trainer's child counts as a DataLoader's worker where no stack was read, or one shows the DataLoader
     # (a multiprocessing Pool's processes sit in the same place in the tree)
     if any(p.role == "dataloader-worker" for p in processes) and any(

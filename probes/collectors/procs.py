@@ -615,7 +615,9 @@ def job_key(pid: int) -> tuple:
     env = _bounded(lambda: psutil.Process(pid).environ(), f"reading /proc/{pid}/environ", None) or {}
     if env.get("SLURM_JOB_ID") and (env.get("RANK") or env.get("SLURM_PROCID")):
         return ("slurm", env["SLURM_JOB_ID"], env.get("SLURM_STEP_ID", ""))
-    if env.get("TORCHELASTIC_RUN_ID"):
+    # "none" is torchrun's default --rdzv-id (torch 2.13.0 torch/distributed/run.py), shared by every job
+    # started without one: it names no job, its rendezvous address does
+    if env.get("TORCHELASTIC_RUN_ID") and env["TORCHELASTIC_RUN_ID"] != "none":
         return ("torchelastic", env["TORCHELASTIC_RUN_ID"])
     world = _int(env.get("WORLD_SIZE"))
     if env.get("MASTER_PORT") and world and world > 1:

@@ -1097,3 +1097,19 @@ def test_two_processes_both_sending_on_one_connection_are_told_to_receive_while_
     child = job.info["child_pid"]
     assert fix.title.startswith(f"Process pid {job.proc.pid} and worker process pid {child} both send on one"), fix
     assert "threading.Thread(target=sock.sendall, args=(mine,)" in fix.commands[0], fix.commands
+
+
+def test_a_store_get_for_a_key_set_under_another_spelling_names_both_spellings(knowledge, zoo):  # noqa: F811
+    """The tenth hunt's j11: a worker's TCPStore.get("shards_ready") while the coordinator sets
+    "shard_ready"; no MASTER_PORT in the environment. It was read as an external service (91%)."""
+    job = zoo("store_key_typo")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "rendezvous", top(report)
+    end = report.chain[-1]
+    assert end["pid"] == job.info["worker_pid"] and end["waits_on"]["end"] == "store-wait", report.chain
+    waits = end["waits_on"]
+    assert (waits["key"], waits["set_key"]) == ("shards_ready", "shard_ready"), waits
+    assert waits["set_at"] == f"store_key_typo.py:{job.info['set_line']}", waits
+    fix = first_fix(report)
+    assert "waits in the c10d store for 'shards_ready', but the job sets 'shard_ready'" in fix.title, fix
+    assert 'STORE_KEY = "shard_ready"' in fix.commands[0], fix.commands

@@ -12,6 +12,7 @@ import pytest
 from debug_stuck.probes.collectors.procs import (
     InspectError,
     ProcInfo,
+    job_key,
     job_processes,
     read_process,
     read_states,
@@ -160,3 +161,19 @@ def test_a_program_is_what_the_interpreter_runs_not_its_options():
     assert program_of(["python", "-u", "-W", "ignore", "train.py", "--lr", "1"]) == ("python", "train.py")
     assert program_of(["python", "-m", "torch.distributed.run", "x.py"]) == ("python", "-m", "torch.distributed.run")
     assert program_of(["python"]) == ("python",) and program_of([]) == ()
+
+
+@pytest.mark.timeout(60)
+def test_two_torchrun_jobs_with_the_default_run_id_are_two_jobs(child):
+    """torchrun's default --rdzv-id is "none": every job started without one has TORCHELASTIC_RUN_ID=none.
+    A leftover job's ranks were taken as ranks of the job diagnosed (an extra side in its mismatch)."""
+    ranks = [
+        child(
+            "import time; time.sleep(60)", env={"TORCHELASTIC_RUN_ID": "none", "MASTER_PORT": port, "WORLD_SIZE": "2"}
+        )
+        for port in ("29614", "55293")
+    ]
+    keys = [job_key(rank.pid) for rank in ranks]
+    assert keys[0] != keys[1] and keys[0][0] == "rendezvous", keys
+    named = child("import time; time.sleep(60)", env={"TORCHELASTIC_RUN_ID": "run-7", "WORLD_SIZE": "2"})
+    assert job_key(named.pid) == ("torchelastic", "run-7")
