@@ -71,6 +71,12 @@ def _table_collective(knowledge: Knowledge, group: StackGroup):
     that wait is for."""
     frames = [parse_frame(frame) for frame in group.frames]
     found = innermost_wait(knowledge.frames, frames)
+    if found is not None and found[1].get("wait") == "collective" and not found[1].get("call"):
+        # gloo's buffer wait says how, the Work around it which call (an irecv's RecvWork::wait)
+        for index in range(found[0] + 1, len(frames)):
+            entry = match_frame(knowledge.frames, *frames[index])
+            if entry is not None and entry.get("wait") == "collective" and entry.get("call"):
+                return index, entry
     if found is None or found[1].get("wait") == "collective":
         return found
     for index in range(found[0] + 1, len(frames)):
@@ -163,8 +169,8 @@ def find_mismatch(knowledge: Knowledge, groups: List[StackGroup], phase_at=None)
 # wait on their Work; send_object_list and recv_object_list call them). Gloo's send waits for the
 # peer's matching recv too (gloo/transport/tcp/pair.cc: a send is written once the peer says its recv
 # is ready), so a rank in either waits for its peer.
-P2P_RECV = ("recv", "recv_object_list")
-P2P_SEND = ("send", "send_object_list")
+P2P_RECV = ("recv", "irecv", "recv_object_list")
+P2P_SEND = ("send", "isend", "send_object_list")
 
 
 def find_p2p_deadlock(

@@ -25,6 +25,9 @@ common launcher, as ``srun`` or ``pdsh`` start them).
   ``tag=step``: a send and a recv between the right ranks whose tags differ; each waits for ever.
 - ``broadcast_src``: at step 3 every rank calls ``broadcast_object_list(names, src=rank)`` to share the
   run's name: both ranks are in the same broadcast, each the root of its own, and wait for ever.
+- ``irecv``: at step 3 rank 0 posts ``dist.irecv(grad, src=1)`` for a correction and waits on it
+  (``pending.wait()``); rank 1 has none to send and goes on into the next ``all_reduce`` (the ninth
+  hunt's h02, whose irecv was named "a collective": its wait has no torch.distributed Python frame).
 - ``skip_bad``: each step's work and its ``all_reduce`` sit in a ``try`` whose ``except`` logs the
   error and goes on to the next batch (``continue``); at step 3 rank 1 meets a bad label and skips
   that step's ``all_reduce``. At the end of the epoch rank 1 is in ``barrier`` while rank 0 waits in
@@ -133,6 +136,7 @@ SCENARIOS = (
     "skip_bad",
     "broadcast_src",
     "send_tag",
+    "irecv",
 )
 
 
@@ -191,11 +195,14 @@ def train() -> None:
                     share_run_name(rank)
                 if scenario == "send_tag":
                     dist.send(grad, dst=1, tag=step + 1)  # the activation's tag, counted after the step
+                if scenario == "irecv":
+                    pending = dist.irecv(grad, src=1)  # rank 1's correction, which it sends only when it has one
+                    pending.wait()
             elif scenario == "store_key":
                 rank0_waits_then_ready(step)
                 dist.distributed_c10d._get_default_store().set(f"eval/{step}/rank{rank}", "0.5")
-            elif scenario == "new_group":
-                rank0_waits_then_ready(step)
+            elif scenario in ("new_group", "irecv"):
+                rank0_waits_then_ready(step)  # irecv: no correction this step, nothing is sent
             elif scenario == "broadcast_src":
                 rank0_waits_then_ready(step)
                 share_run_name(rank)

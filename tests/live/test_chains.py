@@ -966,6 +966,20 @@ def test_a_send_and_a_recv_whose_tags_differ_are_an_unpaired_p2p_not_a_collectiv
     assert first.basis.startswith("p2p-unpaired"), (first.title, first.basis)
 
 
+def test_an_irecv_waited_on_is_named_irecv_in_the_mismatch(knowledge, zoo):  # noqa: F811
+    """The ninth hunt's h02: rank 0 waits on dist.irecv(...).wait() while rank 1 goes on into all_reduce.
+    The wait has no torch.distributed Python frame (gloo's RecvWork::wait): it was named "a collective"."""
+    from debug_stuck.advice import advise
+
+    job = zoo("gloo_ranks", args=["irecv"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    sides = {side["collective"]: side["pids"] for side in report.verdict.finding["sides"]}
+    assert sides == {"irecv": [job.info["rank0_pid"]], "all_reduce": [job.info["rank1_pid"]]}, sides
+    first = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    assert "rank 0 in irecv, called at train" in first.why, first.why
+
+
 def test_every_rank_in_the_same_broadcast_with_its_own_src_is_told_to_compare_the_arguments(knowledge, zoo):  # noqa: F811
     """The eighth hunt's bcast_obj_src: broadcast_object_list(src=local_rank) puts every rank in the same
     broadcast, each its own root. No rank is missing: the fix says the arguments differ (the src) and
