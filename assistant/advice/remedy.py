@@ -73,6 +73,9 @@ VALUES = {
     "thread_name": "a thread the end of the wait waits for (Python's exit waits for it)",
     "thread_site": "where that thread's own code waits (uploader (train.py:12))",
     "fork_parent": "the process that forked the waiting one (multiprocessing's fork start method)",
+    "fork_lock": "the lock the parent held where it forked the waiting process (inside its `with`)",
+    "fork_site": "the parent's frame that forked it, holding that lock",
+    "start_call": "the line that started the process, as the job writes it (writer.start())",
     "signal_wait": "set when the wait is for a Condition's notify or an Event's set(), which a wait begun later misses",
     "thread_barrier": "set when the wait is at a threading.Barrier: a party died, or it counts more than start",
     "gil_lib": "the shared library whose function a thread called through ctypes and blocks in, holding the GIL",
@@ -741,6 +744,12 @@ def _self_lock(values: Dict[str, str], reader: _Reader, end: dict) -> None:
     if found is None:
         return
     wanted, index = found
+    if (end.get("waits_on") or {}).get("end") == "fork-held":
+        # the parent forked it inside the lock's block (live.selflock): the fix moves the start out
+        values["fork_lock"], values["fork_site"] = wanted, _frame_text(own[index])
+        call = (_source_line(own[index], end.get("pid")) or "").split("#", 1)[0].strip()
+        values["start_call"] = call if call.endswith(")") else "process.start()"
+        return
     values["self_lock"] = _code(wanted)
     values["self_outer"] = _frame_text(own[index])
     values["self_inner"] = _frame_text(own[0])

@@ -414,7 +414,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         hop.detail = f"waits for {what}" + (f" at {where}" if where else "")
         held = self_held_wait(hop.pid, hop.frames, where)
         if held is not None:
-            hop.facts["end"], hop.detail = "self-held", held
+            hop.facts["end"], hop.detail = held
         return
     if op in ("poll", "select", "epoll"):
         hop.kind = "poll"
@@ -465,6 +465,8 @@ def follow(job: JobView, pid: int, tid: Optional[int] = None, seen: Optional[Set
         wait = job.wait(pid, hop.tid or pid)
         if wait is not None:
             _describe(hop, wait, set(job.procs))
+            if hop.facts.get("end") == "fork-held" and info is not None:
+                hop.facts["forked_by"] = str(info.ppid)  # forked inside the lock's block (selflock)
             stuck_event_loop(job, hop, wait)
             _context(job, hop, wait)
         else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from typing import List, Optional, Sequence, Tuple
 
 from debug_stuck.live.loops import enclosing_function, is_library, job_roots
@@ -96,11 +97,31 @@ def self_held_lock(pid: int, frames) -> Optional[Tuple[str, object, object]]:
     return (found[0], own[found[1]], own[0]) if found is not None else None
 
 
-def self_held_wait(pid: int, frames, where: Optional[str]) -> Optional[str]:
-    """The wait's words when the thread waits for a lock it holds itself, else None."""
+# multiprocessing's fork start method runs the child's target from the frame that forked: the
+# parent's frames stay on the child's stack below it (popen_fork.py Popen._launch: os.fork(), then
+# process_obj._bootstrap() in the child, which ends with os._exit)
+FORK_BOUNDARY = re.compile(r"(^|/)multiprocessing/(popen_fork|process)\.py$")
+
+
+def forked_between(frames, outer, inner) -> bool:
+    """Whether a fork boundary lies between two frames of the thread (innermost first)."""
+    ids = [id(f) for f in frames]
+    low, high = sorted((ids.index(id(inner)), ids.index(id(outer))))
+    return any(not f.native and FORK_BOUNDARY.search(f.path or f.file or "") for f in frames[low + 1 : high])
+
+
+def self_held_wait(pid: int, frames, where: Optional[str]) -> Optional[Tuple[str, str]]:
+    """(`end`, the wait's words) when the thread waits for a lock it holds itself (self-held), or for one
+    the parent's frame held when it forked this process (fork-held); else None."""
     held = self_held_lock(pid, frames)
     if held is None:
         return None
-    lock, outer, _ = held
+    lock, outer, inner = held
     took = f"{outer.function} ({outer.file}:{outer.line})"
-    return f"waits at {where} for `{lock}`, which it took itself at {took} and still holds"
+    if forked_between(frames, outer, inner):
+        return "fork-held", (
+            f"waits at {where} for `{lock}`, which its parent held at {took} when it forked this process "
+            "there: fork copies the lock held, and the frame that holds it is the parent's copy, which never "
+            "runs again here"
+        )
+    return "self-held", f"waits at {where} for `{lock}`, which it took itself at {took} and still holds"

@@ -1195,6 +1195,25 @@ def test_children_forked_while_a_thread_held_their_lock_end_at_the_fork(knowledg
     assert 'multiprocessing.set_start_method("spawn")' in "\n".join(report.diagnoses[0].fixes[0].commands)
 
 
+def test_a_child_forked_inside_the_with_of_the_lock_it_takes_is_told_to_start_after_the_block(knowledge, zoo):  # noqa: F811
+    """The tenth hunt's j14: the main thread starts a fork Process inside `with CACHE_LOCK:`, and the
+    child takes CACHE_LOCK. The parent's frame that holds it is on the child's stack below _bootstrap,
+    so it read as a thread asking again for its own lock, and the fix was an RLock."""
+    job = zoo("fork_held_lock", args=["inside_with"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]
+    assert end["pid"] in job.info["children"], (end, job.info)
+    assert end["waits_on"]["end"] == "fork-held" and end["waits_on"]["forked_by"] == str(job.proc.pid), end
+    assert (
+        f"which its parent held at inside_with (assistant/zoo/fork_held_lock.py:{job.info['start_line']})"
+        in (end["waits_on"]["detail"])
+    ), end
+    assert_first_fix_is_about(report, "fork-inside-lock", "Start the process after releasing CACHE_LOCK")
+    assert "writer.start()  # outside the lock" in report.diagnoses[0].fixes[0].commands[0]
+    assert not any("RLock" in c for fix in report.diagnoses[0].fixes for c in fix.commands), report.diagnoses[0]
+
+
 def test_a_dataloader_worker_using_a_pool_its_trainer_made_waits_for_threads_the_fork_did_not_copy(knowledge, zoo):  # noqa: F811
     """Pool.map in a forked DataLoader worker, on a Pool made before the fork: its handler threads are
     not in the worker. The chain ends there (not "the thread that would have has ended"); the pool's
