@@ -75,7 +75,8 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         return None
     entries = [match_frame(knowledge.frames, f.function, f.file) or {} for f in thread.frames]
     waits = [e for e in entries if e.get("wait") not in (None, "busy")]
-    native = next((e for e in waits if e.get("lost_at_fork") and "file" not in e), None)  # a native pool's threads
+    # a native pool's threads (rayon's, libgomp's team): a native frame's wait; a Pool's has Python frames
+    native = next((e for f, e in zip(thread.frames, entries) if f.native and e.get("lost_at_fork")), None)
     if native is not None:
         return _native_pool(snap, pid, native)
     if any("dataloader" in (e.get("facts") or ()) for e in waits):
@@ -115,7 +116,11 @@ def _threads(snap: Snapshot, knowledge: Knowledge, pid: int, threads, what: str,
     """Threads taking turns at the GIL: one sample shows some of them "idle" in its futex; their frames
     in the job's own code, with no wait inside it, while the process runs, say they compute."""
     process = snap.process(pid)
-    if process is not None and running(process) and all(_computes(knowledge, t.frames) for t in threads):
+    if process is None or not all(_computes(knowledge, t.frames) for t in threads):
+        return None
+    # threads that share one CPU with others (the GIL, another job) get part of it, and want the rest
+    wanted = sum(process.thread_demand.get(t.tid, 0.0) for t in threads)
+    if running(process) or wanted >= BUSY_CPU:
         return Helpers(what, [f"thread {t.name or t.tid}" for t in threads], pid, one)
     return None
 

@@ -26,7 +26,7 @@ WIRE_VERSION = 1
 KERNEL_TAIL = 50  # the report shows the last 50 kernel lines (debug_stuck.live.assess.fill_live)
 
 _PROC_FIELDS = {f.name: f for f in dataclasses.fields(ProcInfo)}
-_INT_KEYED = ("thread_wchans", "thread_kernel_stacks", "waits")
+_INT_KEYED = ("thread_wchans", "thread_kernel_stacks", "waits", "thread_demand")
 
 
 class WireError(ValueError):

@@ -82,6 +82,7 @@ class ProcInfo:
     fd2_target: Optional[str] = None
     cpu_percent: Optional[float] = None
     cpu_demand: Optional[float] = None  # main thread: % of the window running or waiting for a CPU
+    thread_demand: Dict[int, float] = field(default_factory=dict)  # the same for each thread (up to 64)
     cpu_system_percent: Optional[float] = None  # the part of cpu_percent spent in the kernel (system calls)
     minor_faults: Optional[int] = None  # page faults over the window: kernel time that memory, not system calls, took
     io_read_bytes: Optional[int] = None
@@ -135,6 +136,7 @@ class ProcInfo:
             "state": self.state,
             "cpu_percent": self.cpu_percent,
             "cpu_demand": self.cpu_demand,
+            **({"thread_demand": {str(k): v for k, v in self.thread_demand.items()}} if self.thread_demand else {}),
             "cpu_system_percent": self.cpu_system_percent,
             "minor_faults": self.minor_faults,
             "thread_count": self.threads,
@@ -758,6 +760,23 @@ def _schedstat(pid: int) -> Optional[float]:
     return (int(run_ns) + int(wait_ns)) / 1e9
 
 
+MAX_TASKS = 64
+
+
+def _task_schedstats(pid: int) -> Dict[int, float]:
+    """_schedstat of each thread (the first MAX_TASKS): a pool's threads taking turns at the GIL, or
+    sharing a CPU with another job, each get part of one; what they ran and waited for tells they compute."""
+    out: Dict[int, float] = {}
+    for name in sorted(os.listdir(f"/proc/{pid}/task"), key=int)[:MAX_TASKS]:
+        try:
+            with open(f"/proc/{pid}/task/{name}/schedstat") as fh:
+                run_ns, wait_ns = fh.read().split()[:2]
+        except (OSError, ValueError):
+            continue
+        out[int(name)] = (int(run_ns) + int(wait_ns)) / 1e9
+    return out
+
+
 def sample_window(procs: List[ProcInfo], window: float = 1.0, max_workers: int = 16) -> None:
     """Fill CPU% and I/O deltas: counters read at both ends of the window, in parallel."""
     if not procs:
@@ -765,14 +784,18 @@ def sample_window(procs: List[ProcInfo], window: float = 1.0, max_workers: int =
     workers = min(max_workers, len(procs))
 
     def read(p):
-        return _counters(p.pid), _bounded(lambda: _schedstat(p.pid), f"reading /proc/{p.pid}/schedstat")
+        return (
+            _counters(p.pid),
+            _bounded(lambda: _schedstat(p.pid), f"reading /proc/{p.pid}/schedstat"),
+            _bounded(lambda: _task_schedstats(p.pid), f"reading /proc/{p.pid}/task/*/schedstat") or {},
+        )
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="procs") as pool:
         before = dict(zip([p.pid for p in procs], pool.map(read, procs)))
         time.sleep(window)
         after = dict(zip([p.pid for p in procs], pool.map(read, procs)))
     for info in procs:
-        (a, sa), (b, sb) = before[info.pid], after[info.pid]
+        (a, sa, ta), (b, sb, tb) = before[info.pid], after[info.pid]
         elapsed = max(1e-3, b.at - a.at)
         if a.cpu is not None and b.cpu is not None:
             info.cpu_percent = round(100.0 * (b.cpu - a.cpu) / elapsed, 1)
@@ -782,6 +805,9 @@ def sample_window(procs: List[ProcInfo], window: float = 1.0, max_workers: int =
             info.minor_faults = b.faults - a.faults
         if sa is not None and sb is not None:
             info.cpu_demand = round(min(100.0, 100.0 * (sb - sa) / elapsed), 1)
+        info.thread_demand = {
+            tid: round(min(100.0, 100.0 * (tb[tid] - ta[tid]) / elapsed), 1) for tid in ta if tid in tb
+        }
         if a.read is not None and b.read is not None:
             info.io_read_bytes = b.read - a.read
             info.io_write_bytes = b.write - a.write

@@ -74,3 +74,28 @@ def test_a_joblib_parallel_whose_loky_workers_compute_is_no_hang(knowledge):
     assert found is not None and found.what == "pool worker processes" and len(found.members) == 2, found
     progress = analyze(knowledge, snap, Observations()).progress
     assert progress.hung is None and "while all 2 of them compute" in progress.reasons[0], progress
+
+
+# the eleventh hunt's h06: `a @ a; torch.tanh(b / 3000)` with 8 threads on 2 CPUs, the main thread
+# caught in libgomp at the end of the division's parallel region (its team's barrier)
+IN_GOMP = [
+    Frame("0x7f5a3561de8e", "libgomp.so.1", None, native=True),
+    Frame("GOMP_parallel", "libgomp.so.1", None, native=True),
+    Frame("at::TensorIteratorBase::for_each", "libtorch_cpu.so", None, native=True),
+    Frame("at::native::(anonymous namespace)::div_true_kernel", "libtorch_cpu.so", None, native=True),
+    Frame("torch::autograd::THPVariable_div", "libtorch_python.so", None, native=True),
+    Frame("<module>", "train.py", 7),
+]
+
+
+def test_a_main_thread_at_its_openmp_teams_barrier_while_the_process_computes_waits_for_working_threads(knowledge):
+    """It was called a hung cpu-spin ("keeps running inside GOMP_parallel"): libgomp's team is a native
+    pool (frames.yaml libgomp-team-wait, lost_at_fork), whose threads py-spy does not show."""
+    info, series = process(300, 1, "rank", [IN_GOMP, IN_GOMP])
+    info.cpu_percent = 83.5
+    snap = Snapshot(host="h", taken_at=0.0, window=1.0, processes=[info], stacks={300: series})
+    found = busy_helpers(snap, knowledge, 300)
+    assert found is not None and found.what == "native pool threads", found
+    assert "whose threads compute (84% CPU for the process)" in found.said(), found.said()
+    info.state, info.cpu_percent = "S", 0.0  # a team lost at fork: the process idles, no helper at work
+    assert busy_helpers(snap, knowledge, 300) is None

@@ -1113,3 +1113,19 @@ def test_a_store_get_for_a_key_set_under_another_spelling_names_both_spellings(k
     fix = first_fix(report)
     assert "waits in the c10d store for 'shards_ready', but the job sets 'shard_ready'" in fix.title, fix
     assert 'STORE_KEY = "shard_ready"' in fix.commands[0], fix.commands
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset pins the job and the load to one CPU")
+def test_pool_threads_sharing_their_cpu_with_other_work_are_not_called_hung(knowledge, zoo, session_job):  # noqa: F811
+    """The eleventh hunt's h09: two pool threads computing in a `for` loop while another job used the
+    CPUs. The process got 46% of a CPU, under the bar for "running", and was called hung, its loop to
+    be fixed. Each thread's schedstat counts the time it waited for a CPU as well as the time it ran."""
+    for _ in range(2):  # two busy loops on the job's CPU: it gets about a third of it
+        session_job(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
+    script = spawn.ZOO_DIR / "busy_helpers.py"
+    job = zoo("busy_helpers", argv=["taskset", "-c", "0", sys.executable, str(script), "threads"], wait_ready=True)
+    report = diagnose(knowledge, job.proc.pid)
+    process = next(p for p in report.processes if p["pid"] == job.proc.pid)
+    assert process["cpu_percent"] < 50, process["cpu_percent"]  # what the test is about: a share under the bar
+    assert report.verdict.hung is None and report.culprit is None, top(report)
+    assert "waits for its thread pool workers while all 2 of them compute" in report.verdict.summary, top(report)
