@@ -70,6 +70,7 @@ VALUES = {
     "cycle": "the threads of a lock-order deadlock, with the lock each holds and waits for",
     "sides": "the collectives of each side of a mismatch",
     "debugger_site": "where a process stopped in pdb (the line after its breakpoint())",
+    "debugger_who": "the process stopped in pdb",
     "thread_name": "a thread the end of the wait waits for (Python's exit waits for it)",
     "thread_site": "where that thread's own code waits (uploader (train.py:12))",
     "fork_parent": "the process that forked the waiting one (multiprocessing's fork start method)",
@@ -307,7 +308,8 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _lock_file(values, reader, end)
     death_values(values, reader.processes, end, table)
     _kernel(values, reader, end)
-    _prompt(values, reader, end)
+    # a prompt that closes a cycle (a child in pdb, its parent waiting for it) is the hop before the cycle
+    _prompt(values, reader, prev if prev is not None and waits.get("kind") == "cycle" else end)
     if waits.get("forked_by"):
         values["fork_parent"] = str(waits["forked_by"])
     # a c10d store's key waited for, and one the job sets spelled alike (live.storewait)
@@ -586,6 +588,7 @@ def _prompt(values: Dict[str, str], reader: _Reader, end: dict) -> None:
     if entry is not None and "debugger" in (entry.get("facts") or ()):
         # pdb shows the next line to run, not a question: the breakpoint() or set_trace() is just before it
         values["debugger_site"] = _site_text(own) or values.get("where") or "?"
+        values["debugger_who"] = end.get("who") or f"pid {end.get('pid')}"
         return
     question = _question_at(own, end.get("pid")) if own else None
     values["prompt_text"] = f": {question!r}" if question else ""

@@ -1365,3 +1365,17 @@ def test_a_pool_task_polling_for_a_file_that_never_comes_is_named_not_the_pools_
     assert fix.basis.startswith("sleep-own-loop:") and "_wait_for_marker" in fix.title, (fix.title, fix.basis)
     said = [e.detail for d in report.diagnoses for e in d.evidence]
     assert not any("waits on a FIFO or pipe" in d for d in said), said
+
+
+def test_a_breakpoint_in_a_trainer_whose_launcher_holds_its_stdin_is_not_told_to_close_the_pipe(knowledge, zoo):  # noqa: F811
+    """The eleventh hunt's j01: pdb in a child whose stdin pipe its launcher holds and never writes.
+    The first fix closed the pipe (pdb reads EOF and quits, the training with it); the debugger is
+    what to act on, named at the trainer, not at the launcher."""
+    job = zoo("blocked_on", args=["breakpoint_launched"], env={"PYTHONBREAKPOINT": ""})
+    trainer = job.info["peer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, trainer, job.proc.pid], report.chain
+    assert report.verdict.cause == "input-wait", top(report)
+    assert_first_fix_is_about(report, "debugger-prompt", f"Process pid {trainer} is stopped in the debugger at")
+    titles = [fix.title for fix in report.diagnoses[0].fixes]
+    assert not any("close it first" in title for title in titles), titles
