@@ -48,8 +48,6 @@ a helper thread (or the spawner, for what the GIL hides) checks the hang is real
   ``wait()`` without closing the pipe: gzip waits for the end of its input, the parent for gzip.
 - ``breakpoint_left``: a ``breakpoint()`` left in the loop, with stdin a pipe that a child holds
   open and never writes: pdb waits for a command on it.
-- ``breakpoint_launched``: a launcher starts the trainer (``breakpoint_trainer``) with a stdin pipe it
-  never writes and waits for it; the trainer stops at a ``breakpoint()`` and pdb waits on that pipe.
 - ``stale_lock``: ``filelock.SoftFileLock(<workdir>/model.lock).acquire()`` on an empty lock file that
   a killed earlier run left behind (an empty marker: filelock never breaks it, as torch's FileBaton
   never does): the thread polls for ever, in time.sleep between tries, and no process has the file open.
@@ -673,30 +671,6 @@ def breakpoint_left() -> None:
     _common.sleep_forever()
 
 
-def breakpoint_launched() -> None:
-    """A launcher that gives its trainer a stdin pipe it never writes (for "control commands"); the
-    trainer stops at a breakpoint() left in its loop, and pdb waits on that pipe (the eleventh hunt's
-    j01, whose first fix closed the pipe: pdb quits, and the training with it)."""
-    trainer = subprocess.Popen(
-        [sys.executable, "-u", os.path.abspath(__file__), "breakpoint_trainer"], stdin=subprocess.PIPE
-    )
-    tid = threading.get_native_id()
-    _common.ready_when(
-        lambda: _in_syscall(tid, "wait4") and _in_syscall_of(trainer.pid, "recv"),
-        lambda: dict(peer_pid=trainer.pid, scenario=sys.argv[1]),
-    )
-    trainer.wait()
-    _common.sleep_forever()
-
-
-def breakpoint_trainer() -> None:
-    for step in range(10):
-        print(f"step {step} loss 0.5", flush=True)
-        if step == 2:
-            breakpoint()  # left in while chasing a NaN
-    _common.sleep_forever()
-
-
 def lost_wakeup() -> None:
     cond = threading.Condition()
     batches: list = []
@@ -897,8 +871,6 @@ SCENARIOS = {
     "process_barrier": process_barrier,
     "stdin_feed": stdin_feed,
     "breakpoint_left": breakpoint_left,
-    "breakpoint_launched": breakpoint_launched,
-    "breakpoint_trainer": breakpoint_trainer,
     "child_prompt": child_prompt,
     "stale_lock": stale_lock,
     "own_lock_poll": own_lock_poll,

@@ -1371,8 +1371,8 @@ def test_a_breakpoint_in_a_trainer_whose_launcher_holds_its_stdin_is_not_told_to
     """The eleventh hunt's j01: pdb in a child whose stdin pipe its launcher holds and never writes.
     The first fix closed the pipe (pdb reads EOF and quits, the training with it); the debugger is
     what to act on, named at the trainer, not at the launcher."""
-    job = zoo("blocked_on", args=["breakpoint_launched"], env={"PYTHONBREAKPOINT": ""})
-    trainer = job.info["peer_pid"]
+    job = zoo("breakpoint_launched", env={"PYTHONBREAKPOINT": ""})
+    trainer = job.info["trainer_pid"]
     report = diagnose(knowledge, job.proc.pid)
     assert [hop["pid"] for hop in report.chain] == [job.proc.pid, trainer, job.proc.pid], report.chain
     assert report.verdict.cause == "input-wait", top(report)
