@@ -92,3 +92,21 @@ def both_send(values: Dict[str, str], chain: List[dict], source_line: Callable[[
         return
     found = SENDALL.search((source_line(hops[0]) or "").split("#", 1)[0])
     values["send_sock"], values["send_data"] = (found.group(1), found.group(2)) if found else ("sock", "data")
+
+
+def endless_values(values: Dict[str, str], process: dict, waits: dict) -> None:
+    """`endless_cmd`, `endless_bound` and, where the table says which flags bound it, `endless_argv` (its
+    command line with them added) for a chain that ends at a child running a command that never ends
+    on its own (live.endless)."""
+    from debug_stuck.live.endless import endless_entry
+
+    if waits.get("end") != "runs-forever":
+        return
+    argv = command_argv(process.get("cmdline"))
+    entry = endless_entry(argv)
+    if entry is None:
+        return
+    values["endless_cmd"] = shlex.join(argv)[:120]
+    values["endless_bound"] = str(entry.get("bound") or "a flag that bounds it")
+    if entry.get("add"):
+        values["endless_argv"] = repr([*argv, *entry["add"]])

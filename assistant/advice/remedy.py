@@ -21,7 +21,7 @@ from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own
 from debug_stuck.advice.fill import filled_value
 from debug_stuck.advice.joinlock import join_lock_values
 from debug_stuck.advice.otherthreads import other_threads
-from debug_stuck.advice.pipeholder import background_holder, both_send, filter_child
+from debug_stuck.advice.pipeholder import background_holder, both_send, endless_values, filter_child
 from debug_stuck.advice.samecall import same_call
 from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.swallowed import skipped_step
@@ -74,6 +74,9 @@ VALUES = {
     "thread_name": "a thread the end of the wait waits for (Python's exit waits for it)",
     "thread_site": "where that thread's own code waits (uploader (train.py:12))",
     "fork_parent": "the process that forked the waiting one (multiprocessing's fork start method)",
+    "endless_cmd": "a child's command that runs until it is stopped (top without -n)",
+    "endless_bound": "what bounds it, from its manual (-n 1)",
+    "endless_argv": "that command with the bound added, as a Python list",
     "fork_lock": "the lock the parent held where it forked the waiting process (inside its `with`)",
     "fork_site": "the parent's frame that forked it, holding that lock",
     "start_call": "the line that started the process, as the job writes it (writer.start())",
@@ -312,6 +315,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _prompt(values, reader, prev if prev is not None and waits.get("kind") == "cycle" else end)
     if waits.get("forked_by"):
         values["fork_parent"] = str(waits["forked_by"])
+    endless_values(values, reader.processes.get(end.get("pid")) or {}, waits)
     # a c10d store's key waited for, and one the job sets spelled alike (live.storewait)
     values.update({f"store_{k}": str(waits[k]) for k in ("key", "set_key", "set_at") if waits.get(k)})
     _sync(values, end, reader)

@@ -25,6 +25,7 @@ from debug_stuck.core.libfacts import (
     unwrap_call,
 )
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.endless import runs_forever
 from debug_stuck.live.eventloop import stuck_event_loop, through_event_loop, waits_on_connections
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
@@ -550,7 +551,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     inside = " ".join(hop.inside)
     thread = job.thread(hop.pid, hop.tid)
     files = " ".join(f.file for f in python_frames(thread.frames)) if thread is not None else ""
-    if hop.facts.get("stdin") == "prompt":
+    if hop.facts.get("stdin") == "prompt" or runs_forever(job, hop):
         return None
     holder = to_gil_holder(job, hop, thread)
     if holder is not None:

@@ -25,6 +25,11 @@ The ``sleep`` is re-parented to init: no descendant of the job. READY adds ``hol
 (``Popen(stdin=PIPE, stdout=PIPE)``) and writes all of it before reading any output: the child
 blocks writing its full stdout pipe, the job blocks writing the child's full stdin pipe (the tenth
 hunt's j02, whose first fix took the job itself for a background process and said to kill it).
+
+``python subprocess_output.py endless``: the job snapshots the end of its event log for the run report
+with ``subprocess.check_output(["tail", "-f", "-n", "5", log])``: ``-f`` follows the file for ever, so
+the output never ends (the eleventh hunt's j24, ``top`` without ``-n``, read as a storage stall).
+READY adds ``child_pid`` and ``call_line``.
 """
 
 from __future__ import annotations
@@ -121,5 +126,36 @@ def both_ways() -> None:
     print(f"normalised {len(proc.stdout.read())} bytes", flush=True)
 
 
+def endless() -> None:
+    import inspect
+
+    events = _common.workdir() / "events.log"
+    events.write_text("".join(f"event {i}\n" for i in range(20)))
+    main_thread = threading.main_thread()
+
+    def follows() -> bool:
+        import psutil
+
+        children = psutil.Process().children()
+        return (
+            bool(children)
+            and "communicate" in _common.stack_functions(main_thread.ident)
+            and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
+            and _common.sleeping_steadily(children[0].pid)
+        )
+
+    def info() -> dict:
+        import psutil
+
+        source, first = inspect.getsourcelines(endless)
+        line = first + next(i for i, text in enumerate(source) if text.strip().startswith("tail = "))
+        return {"child_pid": psutil.Process().children()[0].pid, "call_line": line}
+
+    _common.ready_when(follows, info)
+    tail = subprocess.check_output(["tail", "-f", "-n", "5", str(events)], text=True)  # the bug: -f never ends
+    print(f"last events: {tail!r}", flush=True)
+
+
 if __name__ == "__main__":
-    {"background": background, "both_ways": both_ways}.get(sys.argv[1] if sys.argv[1:] else "", main)()
+    scenarios = {"background": background, "both_ways": both_ways, "endless": endless}
+    scenarios.get(sys.argv[1] if sys.argv[1:] else "", main)()

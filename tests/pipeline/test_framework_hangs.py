@@ -1129,3 +1129,18 @@ def test_pool_threads_sharing_their_cpu_with_other_work_are_not_called_hung(know
     assert process["cpu_percent"] < 50, process["cpu_percent"]  # what the test is about: a share under the bar
     assert report.verdict.hung is None and report.culprit is None, top(report)
     assert "waits for its thread pool workers while all 2 of them compute" in report.verdict.summary, top(report)
+
+
+def test_a_check_output_of_a_command_that_follows_for_ever_names_the_flag(knowledge, zoo):  # noqa: F811
+    """The eleventh hunt's j24: check_output(["top", "-b", "-d", "1"]) without -n, read as a storage
+    stall with "put the data on a local SSD". Here `tail -f`, which coreutils ships everywhere."""
+    job = zoo("subprocess_output", args=["endless"])
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[-1]["pid"] == child and report.chain[-1]["waits_on"]["end"] == "runs-forever", report.chain
+    assert report.culprit["pid"] == child, report.culprit
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Process pid {child} (tail) runs `tail -f -n 5 "), fix.title
+    assert "bound it with no -f" in fix.title, fix.title
+    assert f"subprocess_output.py:{job.info['call_line']})" in fix.why, fix.why

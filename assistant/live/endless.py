@@ -1,0 +1,76 @@
+"""A child the job waits for that runs a command which never ends on its own.
+
+`subprocess.check_output(["top", "-b", "-d", "1"])` waits for end-of-file and for the child to exit;
+top without `-n` refreshes until it is killed (top(1)). Such commands are known by name with the
+flags that bound them, or that make them follow (skills/data/programs.yaml `endless`, each from its
+manual): a chain that reaches one ends there, whatever the command does meanwhile (a timed select,
+a write each second). Read from the process's command line, nothing is run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import List, Optional
+
+NUMBER = re.compile(r"^\d+(\.\d+)?$")
+
+
+def _table() -> List[dict]:
+    from debug_stuck.errors import KnowledgeError
+    from debug_stuck.kb import load_table
+
+    try:
+        return load_table("programs.yaml").get("endless") or []
+    except KnowledgeError:
+        return []
+
+
+CLUSTER = re.compile(r"^-([A-Za-z]+)")  # short options run together: top -bn1, tail -fn 100
+
+
+def _has(argv: List[str], flags) -> bool:
+    for arg in argv:
+        for flag in flags:
+            if arg == flag or arg.startswith(flag + "="):
+                return True
+            cluster = CLUSTER.match(arg) if len(flag) == 2 and flag[0] == "-" and flag[1] != "-" else None
+            if cluster is not None and flag[1] in cluster.group(1):
+                return True
+    return False
+
+
+def endless_entry(argv: List[str]) -> Optional[dict]:
+    """The table's entry when this command line runs until it is stopped, else None."""
+    if not argv:
+        return None
+    name = os.path.basename(argv[0])
+    args = argv[1:]
+    for entry in _table():
+        if name not in (entry.get("names") or ()):
+            continue
+        if entry.get("always"):
+            return entry
+        if entry.get("unless") and not _has(args, entry["unless"]):
+            return entry
+        if entry.get("when") and _has(args, entry["when"]):
+            return entry
+        numbers = [a for a in args if NUMBER.match(a)]
+        if entry.get("interval_without_count") and len(numbers) == 1 and args and NUMBER.match(args[-1]):
+            return entry
+    return None
+
+
+def runs_forever(job, hop) -> bool:
+    """Mark hop (end `runs-forever`) when its process is a child of a process of the job and runs a
+    command that never ends on its own; False otherwise."""
+    info = job.procs.get(hop.pid)
+    if info is None or info.ppid not in job.procs or "end" in hop.facts:
+        return False
+    entry = endless_entry(list(info.cmdline or []))
+    if entry is None:
+        return False
+    command = " ".join(info.cmdline)[:120]
+    hop.facts["end"] = "runs-forever"
+    hop.detail += f"; it runs `{command}`, which never ends until it is stopped (bounded by {entry.get('bound')})"
+    return True
