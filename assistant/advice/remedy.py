@@ -23,6 +23,7 @@ from debug_stuck.advice.joinlock import join_lock_values
 from debug_stuck.advice.otherthreads import other_threads
 from debug_stuck.advice.pipeholder import background_holder, both_send, endless_values, filter_child
 from debug_stuck.advice.samecall import same_call
+from debug_stuck.advice.selflock import self_lock_values
 from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.swallowed import skipped_step
 from debug_stuck.advice.threadlog import thread_traceback
@@ -77,6 +78,7 @@ VALUES = {
     "endless_cmd": "a child's command that runs until it is stopped (top without -n)",
     "endless_bound": "what bounds it, from its manual (-n 1)",
     "endless_argv": "that command with the bound added, as a Python list",
+    "signal_handler": "a signal handler of the job's that asks for the lock the code it interrupted holds",
     "fork_lock": "the lock the parent held where it forked the waiting process (inside its `with`)",
     "fork_site": "the parent's frame that forked it, holding that lock",
     "start_call": "the line that started the process, as the job writes it (writer.start())",
@@ -736,10 +738,7 @@ def _lock_cycle(values: Dict[str, str], end: dict) -> None:
 
 
 def _self_lock(values: Dict[str, str], reader: _Reader, end: dict) -> None:
-    """A thread that waits for a lock its own outer frame holds: the `with` at its innermost own
-    line asks for a lock that a `with` enclosing the call in an outer frame of the same file took."""
-    from debug_stuck.live.selflock import lock_held_by_outer
-
+    """A thread that waits for a lock its own outer frame holds (advice.selflock)."""
     if (end.get("waits_on") or {}).get("kind") != "futex":
         return
     own = [
@@ -747,20 +746,7 @@ def _self_lock(values: Dict[str, str], reader: _Reader, end: dict) -> None:
         for f in reader.python_frames(end)
         if str(f.get("path") or f.get("file") or "").endswith(".py") and not is_library_frame(f, reader.own_roots)
     ]
-    found = lock_held_by_outer(end.get("pid"), [(f.get("path") or f.get("file"), f.get("line")) for f in own])
-    if found is None:
-        return
-    wanted, index = found
-    if (end.get("waits_on") or {}).get("end") == "fork-held":
-        # the parent forked it inside the lock's block (live.selflock): the fix moves the start out
-        values["fork_lock"], values["fork_site"] = wanted, _frame_text(own[index])
-        call = (_source_line(own[index], end.get("pid")) or "").split("#", 1)[0].strip()
-        values["start_call"] = call if call.endswith(")") else "process.start()"
-        return
-    values["self_lock"] = _code(wanted)
-    values["self_outer"] = _frame_text(own[index])
-    values["self_inner"] = _frame_text(own[0])
-    values["self_lock_name"] = wanted
+    self_lock_values(values, end, own, _frame_text, _source_line)
 
 
 def _argv_literal(cmdline) -> str:

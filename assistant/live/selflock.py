@@ -110,6 +110,27 @@ def forked_between(frames, outer, inner) -> bool:
     return any(not f.native and FORK_BOUNDARY.search(f.path or f.file or "") for f in frames[low + 1 : high])
 
 
+def signal_handler_between(pid, own: Sequence[Tuple[Optional[str], object, str]], outer: int) -> Optional[str]:
+    """The name of a signal handler among the frames inside the one that holds the lock (`own`: (file,
+    line, function) of each of the job's own frames, innermost first; `outer`: the holder's index): a
+    function the job registers with signal.signal(SIG, name) in its file. Python runs the handler in
+    the main thread between two bytecodes of the interrupted frame (Python docs, signal)."""
+    for file, _, function in own[:outer]:
+        tree = parse_source(source_of(file, pid))
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and len(node.args) == 2
+                and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) == "signal"
+                and isinstance(node.args[1], ast.Name)
+                and node.args[1].id == function
+            ):
+                return function
+    return None
+
+
 def self_held_wait(pid: int, frames, where: Optional[str]) -> Optional[Tuple[str, str]]:
     """(`end`, the wait's words) when the thread waits for a lock it holds itself (self-held), or for one
     the parent's frame held when it forked this process (fork-held); else None."""
@@ -123,5 +144,13 @@ def self_held_wait(pid: int, frames, where: Optional[str]) -> Optional[Tuple[str
             f"waits at {where} for `{lock}`, which its parent held at {took} when it forked this process "
             "there: fork copies the lock held, and the frame that holds it is the parent's copy, which never "
             "runs again here"
+        )
+    roots = job_roots([frames])
+    own = [f for f in frames if not f.native and (f.path or f.file or "").endswith(".py") and not is_library(f, roots)]
+    handler = signal_handler_between(pid, [(f.path or f.file, f.line, f.bare_name) for f in own], own.index(outer))
+    if handler is not None:
+        return "self-held", (
+            f"waits at {where} for `{lock}`, which the code its signal handler {handler} interrupted took at {took} "
+            "and still holds: Python runs a handler in the main thread, between two steps of that code"
         )
     return "self-held", f"waits at {where} for `{lock}`, which it took itself at {took} and still holds"

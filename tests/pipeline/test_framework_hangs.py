@@ -1049,10 +1049,17 @@ def test_a_signal_handler_taking_the_lock_its_interrupted_step_holds_is_a_self_d
     end = report.chain[-1]["waits_on"]
     assert end.get("end") == "self-held", report.chain
     assert re.search(
-        r"for `state_lock`, which it took itself at main \(\S*signal_self_lock\.py:\d+\)", end["detail"]
+        r"for `state_lock`, which the code its signal handler on_preempt interrupted took at main "
+        r"\(\S*signal_self_lock\.py:\d+\)",
+        end["detail"],
     ), end
+    # the eleventh hunt's j17: the fix was an RLock, which lets the handler into the interrupted save
     fix = first_fix(report)
-    assert fix.title.endswith("waits for `state_lock`, which it already holds: a Lock is not re-entrant"), fix.title
+    assert fix.title == (
+        "Signal handler on_preempt waits for `state_lock`, which the code it interrupted holds: "
+        "let the handler only set a flag"
+    ), fix.title
+    assert "def on_preempt(signum, frame):\n    save_requested.set()" in fix.commands[0], fix.commands
     assert "checkpoint-save" not in [d.cause for d in report.diagnoses[:1]]
 
 
