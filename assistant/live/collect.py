@@ -662,7 +662,7 @@ def _own_loops(snap: Snapshot) -> None:
     thread of a process outside any process group also gets the service it calls between sleeps
     (`service`, _answering_service), when one answered moments ago."""
     from debug_stuck.live.jobfacts import in_process_group
-    from debug_stuck.live.loops import growing_sleep, loop_header, waits_in_own_code
+    from debug_stuck.live.loops import growing_sleep, library_native_frame, loop_header, waits_in_own_code
     from debug_stuck.probes.collectors.waits import process_connections
 
     sources: dict = {}
@@ -674,6 +674,8 @@ def _own_loops(snap: Snapshot) -> None:
             wait = info.waits.get(thread.tid)
             if not wait or wait.get("op") != "sleep" or not waits_in_own_code(thread.frames):
                 continue
+            if library_native_frame(thread.frames) is not None:
+                continue  # a library's native code sleeps (sqlite's busy handler retrying a lock): not the loop's
             frame = next(f for f in thread.frames if not f.native)
             source = _frame_source(info, frame, sources, OWN_LOOPS_READ)
             header = loop_header(source, frame.line) if source and frame.line else None

@@ -1379,3 +1379,16 @@ def test_a_breakpoint_in_a_trainer_whose_launcher_holds_its_stdin_is_not_told_to
     assert_first_fix_is_about(report, "debugger-prompt", f"Process pid {trainer} is stopped in the debugger at")
     titles = [fix.title for fix in report.diagnoses[0].fixes]
     assert not any("close it first" in title for title in titles), titles
+
+
+def test_a_sqlite_insert_waiting_for_a_child_that_idles_in_its_transaction_is_hung_on_that_child(knowledge, zoo):  # noqa: F811
+    """The eleventh hunt's j09: the trainer sleeps inside sqlite3's busy handler at a line of its own
+    `for` loop, waiting for the lock an idle child holds. The sleep is SQLite's, not the loop's: it was
+    read as a work loop between inputs (undecided), the first fix "put the data on a local SSD"."""
+    job = zoo("sqlite_idle_holder")
+    holder, path = job.info["holder_pid"], job.info["path"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert report.chain[0]["waits_on"]["kind"] == "lock" and report.chain[0]["waits_on"]["object"] == path
+    assert report.culprit["pid"] == holder, report.culprit
+    assert_first_fix_is_about(report, "file-lock-held", f"The lock on {path} is held by pid {holder}")
