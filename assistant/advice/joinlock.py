@@ -6,12 +6,20 @@ from __future__ import annotations
 from typing import Callable, Dict, Optional
 
 
-def join_lock_values(values: Dict[str, str], end: dict, source: Callable[[Optional[str], int], Optional[str]]) -> None:
+def join_lock_values(
+    values: Dict[str, str],
+    end: dict,
+    source: Callable[[Optional[str], int], Optional[str]],
+    prev: Optional[dict] = None,
+) -> None:
     """`join_lock`, `waiter_name`, `waiter_at`, `joiner_name`, `joiner_at` and `join_call` (the joiner's
     line as written, `timer.join()`) for a chain that ends in a thread waiting for a lock the thread
     joining it holds (live.joinlock)."""
     waits = end.get("waits_on") or {}
     threads = waits.get("threads") or []
+    held = (prev or {}).get("waits_on") or {}
+    if waits.get("kind") == "cycle" and held.get("kind") == "process" and held.get("lock"):
+        values["held_lock"] = str(held["lock"])  # live.joinlock.process_lock_holder: held across the wait
     if waits.get("end") == "wait-under-lock" and len(threads) >= 2 and waits.get("lock"):
         _wait_lock_values(values, waits, threads)
         return

@@ -79,6 +79,7 @@ VALUES = {
     "endless_bound": "what bounds it, from its manual (-n 1)",
     "endless_argv": "that command with the bound added, as a Python list",
     "signal_handler": "a signal handler of the job's that asks for the lock the code it interrupted holds",
+    "held_lock": "a multiprocessing lock the chain's first process holds while it waits for the process that needs it",
     "fork_lock": "the lock the parent held where it forked the waiting process (inside its `with`)",
     "fork_site": "the parent's frame that forked it, holding that lock",
     "start_call": "the line that started the process, as the job writes it (writer.start())",
@@ -322,7 +323,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     values.update({f"store_{k}": str(waits[k]) for k in ("key", "set_key", "set_at") if waits.get(k)})
     _sync(values, end, reader)
     _lock_cycle(values, end)
-    join_lock_values(values, end, _source)
+    join_lock_values(values, end, _source, prev)
     _self_lock(values, reader, end)
     _waited_thread(values, end)
     other_threads(values, reader, end)

@@ -29,7 +29,7 @@ from debug_stuck.live.endless import runs_forever
 from debug_stuck.live.eventloop import stuck_event_loop, through_event_loop, waits_on_connections
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
-from debug_stuck.live.joinlock import join_under_lock, wait_under_lock
+from debug_stuck.live.joinlock import join_under_lock, process_lock_holder, wait_under_lock
 from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop, sleeping_frames
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.ownend import own_end
@@ -613,6 +613,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         and thread is not None
         and any(MP_SYNC_FILE.search(f.file or "") for f in python_frames(thread.frames))
     ):
+        holder = process_lock_holder(job, hop, thread)
+        if holder is not None:
+            return holder
         party = sync_party(job, hop.pid)
         if party is not None:
             hop.kind, hop.object = "process", str(party)

@@ -22,6 +22,7 @@ from debug_stuck.live.loops import _parsed, enclosing_function, own_frame_index
 from debug_stuck.live.parties import SYNC_FILES, joined_thread, lock_waiters, locks_of, python_frames, thread_party
 from debug_stuck.live.selflock import locks_at, source_of
 
+MP_LOCK_FILE = re.compile(r"(^|/)multiprocessing/synchronize\.py$")
 LOGGING_FILE = re.compile(r"(^|/)logging/__init__\.py$")
 # the call a blocked thread makes, and the calls of another thread that would end it
 RELEASED_BY = {
@@ -196,3 +197,42 @@ def wait_under_lock(job, hop, thread) -> bool:
         f"(at {releaser.get('where')}), waits for that lock: neither can go on"
     )
     return True
+
+
+def process_lock_holder(job, hop, thread):
+    """(pid, tid) of the thread of another process of the job that holds, by its own source, the
+    multiprocessing lock hop's thread waits for at its own line (the lock passed to a child keeps its
+    name on both sides, `with stats_lock:`): the hop names it (`lock`). None when no one, or more than
+    one, holds a lock of that name."""
+    if thread is None:
+        return None
+    at = own_frame_index(thread.frames)
+    between = thread.frames[:at] if at is not None else []
+    if at is None or any(not (f.native or MP_LOCK_FILE.search(f.file or "")) for f in between):
+        return None  # only the lock's own acquire (multiprocessing.synchronize's __enter__) under the job's line
+    _, wanted = locks_at(_frame_source(thread.frames[at], hop.pid), thread.frames[at].line)
+    if not wanted:
+        return None
+    holders = []
+    for pid in job.procs:
+        if pid == hop.pid:
+            continue
+        for other in job.threads(pid):
+            index = own_frame_index(other.frames)
+            if index is None:
+                continue
+            frame = other.frames[index]
+            held, _ = locks_at(_frame_source(frame, pid), frame.line)
+            if wanted in held:
+                holders.append((pid, other))
+    if len(holders) != 1:
+        return None
+    pid, other = holders[0]
+    index = own_frame_index(other.frames)
+    hop.kind, hop.object = "process", str(pid)
+    hop.facts["lock"] = wanted
+    hop.detail = (
+        f"waits for the multiprocessing lock {wanted} at {thread_party(thread).get('where')}, which pid {pid} holds: "
+        f"its `with {wanted}:` encloses {other.frames[index].text()}, where it waits"
+    )
+    return pid, other.tid

@@ -1392,3 +1392,23 @@ def test_a_sqlite_insert_waiting_for_a_child_that_idles_in_its_transaction_is_hu
     assert report.chain[0]["waits_on"]["kind"] == "lock" and report.chain[0]["waits_on"]["object"] == path
     assert report.culprit["pid"] == holder, report.culprit
     assert_first_fix_is_about(report, "file-lock-held", f"The lock on {path} is held by pid {holder}")
+
+
+def test_a_process_holding_a_lock_while_it_waits_for_a_child_that_needs_it_is_a_cycle_through_the_lock(
+    knowledge,
+    zoo,  # noqa: F811
+):
+    """The eleventh hunt's j26: the trainer waits for a reward server's reply inside `with stats_lock:`,
+    and the server takes stats_lock before replying. The chain stopped at the server ("waits for a lock
+    or condition"), and the fix was a two-lock ordering."""
+    job = zoo("process_lock_reply")
+    server = job.info["server_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, server, job.proc.pid], report.chain
+    hop = report.chain[1]["waits_on"]
+    assert hop["lock"] == "stats_lock" and hop["object"] == str(job.proc.pid), hop
+    assert f"encloses main (assistant/zoo/process_lock_reply.py:{job.info['wait_line']})" in hop["detail"], hop
+    assert_first_fix_is_about(
+        report, "process-lock-held-across-wait", f"Process pid {job.proc.pid} holds stats_lock while it waits"
+    )
