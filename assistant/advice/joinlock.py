@@ -20,6 +20,9 @@ def join_lock_values(
     held = (prev or {}).get("waits_on") or {}
     if waits.get("kind") == "cycle" and held.get("kind") == "process" and held.get("lock"):
         values["held_lock"] = str(held["lock"])  # live.joinlock.process_lock_holder: held across the wait
+    if waits.get("kind") == "cycle" and held.get("setter") and held.get("set_at") and held.get("event"):
+        # live.setafter: the thread that sets it waits first, for the threads that wait for it
+        values["setter"], values["set_at"], values["set_event"] = held["setter"], held["set_at"], held["event"]
     if waits.get("end") == "wait-under-lock" and len(threads) >= 2 and waits.get("lock"):
         _wait_lock_values(values, waits, threads)
         return

@@ -65,6 +65,7 @@ from debug_stuck.live.pipeholders import watched_pipe_writers
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.selflock import self_held_wait
+from debug_stuck.live.setafter import set_after_wait
 from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
     barrier_feeders,
@@ -83,7 +84,7 @@ HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER
 # the hop facts a report's waits_on carries (docs/contract.md, chain)
 WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
-    "forked_by", "gil", "receiving", "peer", "lock", "lock_module", "key", "set_key", "set_at",
+    "forked_by", "gil", "receiving", "peer", "lock", "lock_module", "key", "set_key", "set_at", "setter", "event",
 )  # fmt: skip
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
@@ -655,6 +656,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             return hop.pid, feeder
         if join_under_lock(job, hop, thread) or wait_under_lock(job, hop, thread):
             return None
+        setter = set_after_wait(job, hop, thread) if "end" not in hop.facts else None
+        if setter is not None:
+            return setter
         others = lock_cycle(job, hop.pid, hop.tid, hop.inside, thread)
         if others and not permits_leaked(job, hop):
             hop.kind = "lock-cycle"

@@ -1412,3 +1412,16 @@ def test_a_process_holding_a_lock_while_it_waits_for_a_child_that_needs_it_is_a_
     assert_first_fix_is_about(
         report, "process-lock-held-across-wait", f"Process pid {job.proc.pid} holds stats_lock while it waits"
     )
+
+
+def test_an_event_set_below_the_line_where_its_setter_waits_for_the_waiters_is_a_cycle(knowledge, zoo):  # noqa: F811
+    """The eleventh hunt's j21: wait(futures) on tasks that wait for weights_synced, set on the next
+    line. It said "an Event nobody sets"; the setter is the main thread, after its own wait."""
+    job = zoo("event_set_after_wait")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["waits_on"]["kind"] for hop in report.chain] == ["thread", "thread", "cycle"], report.chain
+    hop = report.chain[1]["waits_on"]
+    assert (hop["setter"], hop["event"]) == ("MainThread", "weights_synced"), hop
+    assert hop["set_at"] == f"main (assistant/zoo/event_set_after_wait.py:{job.info['set_line']})", hop
+    assert_first_fix_is_about(report, "set-after-wait", "Thread 'MainThread' sets weights_synced at main")

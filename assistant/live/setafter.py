@@ -1,0 +1,88 @@
+"""A thread that waits for an Event (or a Condition) which another thread of its process sets only
+after its own wait, for the waiting thread, has ended.
+
+    futures = [pool.submit(evaluate, i) for i in range(4)]
+    wait(futures)               # waits for the tasks...
+    weights_synced.set()        # ...which wait for this
+
+The setter's own code holds the set() a few lines below the line where it waits: read from its
+source (never run), the Event named as the waiting line names it. The setter is the next hop, and
+the chain closes on itself.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional, Tuple
+
+from debug_stuck.live.loops import _parsed, enclosing_function, own_frame_index
+from debug_stuck.live.selflock import source_of
+
+SETTERS = {"wait": ("set", "notify", "notify_all")}
+
+
+def _source_tree(frame, pid):
+    return _parsed(source_of(frame.path or frame.file, pid) or "")
+
+
+def _waited(frame, pid) -> Optional[str]:
+    """The object the frame's line waits on: `weights_synced` for `weights_synced.wait()`."""
+    tree = _source_tree(frame, pid)
+    for node in ast.walk(tree) if tree is not None else ():
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node, "lineno", None) == frame.line
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "wait"
+        ):
+            return ast.unparse(node.func.value)
+    return None
+
+
+def _set_below(frame, pid, target: str) -> Optional[int]:
+    """The first line after the frame's own, in the same function (or module code), that calls
+    target.set() (notify, notify_all)."""
+    tree = _source_tree(frame, pid)
+    if tree is None:
+        return None
+    scope = enclosing_function(tree, frame.line) or tree
+    lines = [
+        node.lineno
+        for node in ast.walk(scope)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in SETTERS["wait"]
+        and ast.unparse(node.func.value) == target
+        and node.lineno > frame.line
+    ]
+    return min(lines) if lines else None
+
+
+def set_after_wait(job, hop, thread) -> Optional[Tuple[int, int]]:
+    """(pid, tid) of the thread whose own code sets what hop's thread waits for, below the line where
+    that thread itself waits; the hop's words say so (`setter`, `set_at`). None when no such thread."""
+    if thread is None:
+        return None
+    index = own_frame_index(thread.frames)
+    target = _waited(thread.frames[index], hop.pid) if index is not None else None
+    if target is None:
+        return None
+    for other in job.threads(hop.pid):
+        if other.tid == thread.tid or (job.wait(hop.pid, other.tid) or {}).get("op") != "futex":
+            continue
+        at = own_frame_index(other.frames)
+        if at is None:
+            continue
+        frame = other.frames[at]
+        line = _set_below(frame, hop.pid, target)
+        if line is None:
+            continue
+        hop.kind, hop.object = "thread", str(other.tid)
+        set_at = f"{frame.bare_name} ({frame.file}:{line})"
+        hop.facts.update(setter=other.name or str(other.tid), set_at=set_at, event=target)
+        hop.detail = (
+            f"waits for {target} at {thread.frames[index].text()}, which thread {other.name!r} sets only at "
+            f"{frame.file}:{line}, after {frame.text()}, where it waits itself"
+        )
+        return hop.pid, other.tid
+    return None
