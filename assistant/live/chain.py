@@ -45,6 +45,7 @@ from debug_stuck.live.parties import (
     blocked_handler,
     blocked_server_peer,
     busy_worker,
+    dead_child_of_poll,
     exhausted_pool,
     forked_holding_a_lock,
     idle_in_queue,
@@ -554,6 +555,10 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     files = " ".join(f.file for f in python_frames(thread.frames)) if thread is not None else ""
     if hop.facts.get("stdin") == "prompt" or runs_forever(job, hop):
         return None
+    dead = dead_child_of_poll(job, hop)
+    if dead is not None:
+        hop.detail += f"; its child pid {dead}, which would most likely have made it, has exited with an error"
+        return dead, None
     holder = to_gil_holder(job, hop, thread)
     if holder is not None:
         return hop.pid, holder

@@ -1425,3 +1425,16 @@ def test_an_event_set_below_the_line_where_its_setter_waits_for_the_waiters_is_a
     assert (hop["setter"], hop["event"]) == ("MainThread", "weights_synced"), hop
     assert hop["set_at"] == f"main (assistant/zoo/event_set_after_wait.py:{job.info['set_line']})", hop
     assert_first_fix_is_about(report, "set-after-wait", "Thread 'MainThread' sets weights_synced at main")
+
+
+def test_a_loop_polling_for_a_marker_whose_child_crashed_ends_at_the_dead_child(knowledge, zoo):  # noqa: F811
+    """The eleventh hunt's j20: `while not os.path.exists(done)` while the shard builder that would
+    write it is a zombie with exit code 1 (its IndexError in the log): no cause was named."""
+    job = zoo("poll_dead_child")
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child], report.chain
+    assert "has exited with an error" in report.chain[0]["waits_on"]["detail"], report.chain
+    assert report.culprit["pid"] == child, report.culprit
+    assert_first_fix_is_about(report, "dead-process", f"Worker process pid {child} has died (exit code 1)")

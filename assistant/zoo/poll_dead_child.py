@@ -1,0 +1,42 @@
+"""Hang: the trainer polls for a shard's ``.done`` marker that its builder child would have written,
+but the child crashed first (cause ``thread-deadlock``: waiting for a process that is gone).
+
+``python poll_dead_child.py``. A ``multiprocessing`` child (``shard-builder``) builds the next shard and
+raises an ``IndexError`` before it writes the marker; nothing reaps it, so it stays a zombie with exit
+code 1, while the trainer sleeps in ``while not os.path.exists(done): time.sleep(1)`` (the eleventh
+hunt's j20: no cause named, the zombie and its traceback not connected to the loop).
+
+READY (``{"pid", "child_pid"}``): once the child is a zombie and the trainer has slept for 5 samples.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import _common
+
+
+def build_shard(done: str, size: int) -> None:
+    rows = list(range(size))
+    rows[size + 5]  # IndexError: the builder dies before its marker
+    open(done, "w").close()
+
+
+def main() -> None:
+    done = str(_common.workdir() / "shard1.done")
+    builder = multiprocessing.get_context("fork").Process(target=build_shard, args=(done, 1000), name="shard-builder")
+    builder.start()
+    _common.ready_when(
+        lambda: _common.task_state(builder.pid) == "Z" and _common.sleeping_steadily(os.getpid()),
+        lambda: {"child_pid": builder.pid},
+    )
+    print("epoch 0 done; waiting for shard 1", flush=True)
+    while not os.path.exists(done):
+        time.sleep(1)
+    print("shard 1 ready", flush=True)
+
+
+if __name__ == "__main__":
+    main()
