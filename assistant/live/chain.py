@@ -727,7 +727,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             names = " and ".join(repr(t.name) for t in feeders)
             hop.detail += f", which threads {names} would put once past the threading barrier they wait at"
             return hop.pid, feeders[0].tid
-        if "end" not in hop.facts and none_left_to_release(thread, others):
+        if "end" not in hop.facts and not permits_leaked(job, hop) and none_left_to_release(thread, others):
             what, where = _sync_wait(hop.frames)
             hop.detail = f"waits for {what}" + (f" at {where}" if where else "") + none_left_words(thread, others)
             hop.facts["end"] = "no-thread"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections import deque
 from typing import List, Optional, Sequence, Tuple
 
 from debug_stuck.live.loops import enclosing_function, is_library, job_roots
@@ -51,7 +52,7 @@ def locks_in(tree: Optional[ast.AST], line) -> Tuple[List[str], Optional[str]]:
     scope = enclosing_function(tree, line) or tree  # a loop at module level holds its locks too
     held: List[str] = []
     wanted = None
-    for node in ast.walk(scope):
+    for node in _scope_nodes(scope):
         if isinstance(node, (ast.With, ast.AsyncWith)):
             names = [ast.unparse(item.context_expr) for item in node.items]
             if node.lineno == line:
@@ -66,6 +67,17 @@ def locks_in(tree: Optional[ast.AST], line) -> Tuple[List[str], Optional[str]]:
             elif node.lineno < line:
                 held.append(name)
     return list(dict.fromkeys(held)), wanted
+
+
+def _scope_nodes(scope):
+    """The nodes of a function (or of the module's own code), breadth first, without the bodies of the
+    functions and classes defined in it: a `with` or an acquire() there runs elsewhere."""
+    queue = deque(ast.iter_child_nodes(scope))
+    while queue:
+        node = queue.popleft()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            queue.extend(ast.iter_child_nodes(node))
 
 
 def lock_held_by_outer(pid, own: Sequence[Tuple[Optional[str], object]]) -> Optional[Tuple[str, int]]:

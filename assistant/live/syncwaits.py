@@ -74,10 +74,14 @@ def permits_leaked(job: JobView, hop) -> bool:
     names = ", ".join(repr(t.name) for t in waiting[:3])
     many = len(waiting) > 1
     hop.kind = "futex"
-    hop.detail = (
-        f"waits while thread{'s' if many else ''} {names} {'all wait' if many else 'waits'} at one Semaphore at "
-        f"{next(iter(sites))} and no other thread runs to release it: its permits were taken and never given back"
-    )
+    gone = "no other thread runs to release it: its permits were taken and never given back"
+    if [t.tid for t in waiting] == [hop.tid]:  # itself, alone: the threads that took the permits have ended
+        hop.detail = f"waits for a permit of a Semaphore at {next(iter(sites))}, and {gone}"
+    else:
+        hop.detail = (
+            f"waits while thread{'s' if many else ''} {names} {'all wait' if many else 'waits'} at one Semaphore at "
+            f"{next(iter(sites))} and {gone}"
+        )
     hop.facts["end"] = "permits-leaked"
     return True
 

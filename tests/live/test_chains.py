@@ -1438,3 +1438,18 @@ def test_a_loop_polling_for_a_marker_whose_child_crashed_ends_at_the_dead_child(
     assert "has exited with an error" in report.chain[0]["waits_on"]["detail"], report.chain
     assert report.culprit["pid"] == child, report.culprit
     assert_first_fix_is_about(report, "dead-process", f"Worker process pid {child} has died (exit code 1)")
+
+
+def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
+    """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
+    the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
+    queue snippet as the fix."""
+    job = zoo("upload_slots")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["end"] == "permits-leaked", end
+    assert end["detail"].startswith(
+        f"waits for a permit of a Semaphore at main (assistant/zoo/upload_slots.py:{job.info['acquire_line']})"
+    ), end
+    assert_first_fix_is_about(report, "semaphore-permits-leaked", "A Semaphore's permits leaked")
