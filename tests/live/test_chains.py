@@ -1453,3 +1453,19 @@ def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(kno
         f"waits for a permit of a Semaphore at main (assistant/zoo/upload_slots.py:{job.info['acquire_line']})"
     ), end
     assert_first_fix_is_about(report, "semaphore-permits-leaked", "A Semaphore's permits leaked")
+
+
+def test_a_notify_lost_before_a_bare_wait_is_told_to_wait_on_the_state_at_the_bare_wait(knowledge, zoo):  # noqa: F811
+    """The eleventh hunt's j03: the trainer notifies before its uploader thread starts, the uploader
+    calls cv.wait() with no predicate, the trainer waits on the state. The trainer's right wait was
+    blamed, and the first fix was a pool thread's Event timeout."""
+    job = zoo("lost_notify_uploader")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]
+    assert end["thread"]["tid"] == job.info["uploader"], report.chain
+    assert (
+        end["where"].startswith("wait")
+        and f"lost_notify_uploader.py:{job.info['bare_wait_line']})" in (end["waits_on"]["detail"])
+    ), end
+    assert_first_fix_is_about(report, "signal-not-sent", "thread 'ckpt-uploader' waits for a signal")
