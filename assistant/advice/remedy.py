@@ -38,6 +38,7 @@ VALUES = {
     "object": "what it waits on: a path, an address",
     "object_dir": "the folder of that path",
     "object_name": "the file name of that path",
+    "udp_port": "the local port of a UDP socket waited on",
     "at_site": '" at update (train.py:40)": where the job\'s own code waits',
     "site": "the job's own frame where it waits",
     "where": "the innermost frame of the waiting thread",
@@ -306,6 +307,8 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
         values["object_name"] = os.path.basename(str(obj))
     elif obj and waits.get("kind") in ("socket", "fifo", "file", "dir", "device", "pool"):
         values["object"] = str(obj)
+        if waits.get("end") == "no-datagram":
+            values["udp_port"] = str(obj).rsplit(":", 1)[-1]
     _connection(values, reader, end)
     _pipe_peer(values, reader, end)
     background_holder(values, reader.processes, chain)

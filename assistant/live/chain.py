@@ -330,7 +330,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         return
     if op in ("connect", "accept", "recv", "send", "read", "write", "poll") and obj.get("kind") == "socket":
         hop.kind = "socket"
-        hop.object = obj.get("remote") or obj.get("path")
+        hop.object = obj.get("remote") or obj.get("path") or obj.get("local")
         text = f"is blocked in {OP_WORDS.get(op, op)} on {object_text(obj)}"
         if obj.get("state") == "SYN_SENT":
             text += ": nobody accepts the connection" + ("" if obj.get("listener") else " (no listener there)")
@@ -338,6 +338,8 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         elif obj.get("peer_unaccepted"):
             text += ": the listener at the other end never accepted it"
             hop.facts["end"] = "never-accepted"
+        elif obj.get("proto") == "udp" and op in ("recv", "read", "poll"):  # datagrams: no peer to wait on
+            text, hop.facts["end"] = text + ": no datagram has come to it", "no-datagram"
         elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll") and arriving(obj):
             text += f": data still arrives ({obj['received_bytes']} bytes in the last {RECEIVE_GAP} s)"
             hop.facts["receiving"] = "yes"

@@ -35,6 +35,10 @@ def object_text(obj: dict) -> str:
     if kind == "socket":
         if obj.get("proto") == "tcp":
             return f"a TCP connection from {obj.get('local')} to {obj.get('remote')} ({obj.get('state')})"
+        if obj.get("proto") == "udp" and obj.get("remote"):
+            return f"a UDP socket from {obj.get('local')} to {obj.get('remote')}"
+        if obj.get("proto") == "udp":
+            return f"a UDP socket bound to {obj.get('local')} (it receives what any process sends to that port)"
         if obj.get("proto") == "unix":
             return f"a unix socket{' ' + obj['path'] if obj.get('path') else ''}"
         return "a socket"

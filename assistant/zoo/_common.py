@@ -29,8 +29,8 @@ from typing import Callable
 
 # syscall numbers, for kernels that hide wchan (it then reads "0")
 _SYSCALLS = {
-    "x86_64": {"openat": 257, "open": 2, "write": 1, "read": 0},
-    "aarch64": {"openat": 56, "write": 64, "read": 63},
+    "x86_64": {"openat": 257, "open": 2, "write": 1, "read": 0, "recvfrom": 45},
+    "aarch64": {"openat": 56, "write": 64, "read": 63, "recvfrom": 207},
 }
 
 

@@ -465,6 +465,15 @@ def socket_tables(pid: int) -> Dict[int, dict]:
                 unowned.append(entry)
             if entry["state"] == "LISTEN":
                 listening[entry["local"].rsplit(":", 1)[1]] = inode
+    for proto in ("udp", "udp6"):  # a datagram socket: bound to a local port, connected or not (state 07)
+        text = _bounded(lambda p=proto: _read_text(f"/proc/{pid}/net/{p}", 4 << 20), f"/proc/net/{proto}") or ""
+        for line in text.splitlines()[1:]:
+            f = line.split()
+            if len(f) >= 10 and int(f[9] or 0):
+                remote = _addr(f[2])
+                connected = f[3] == "01" and not remote.endswith(":0")
+                out[int(f[9])] = {"proto": "udp", "local": _addr(f[1]), "remote": remote if connected else None}
+                out[int(f[9])]["state"] = "ESTABLISHED" if connected else "UNCONN"
     text = _bounded(lambda: _read_text(f"/proc/{pid}/net/unix", 4 << 20), "/proc/net/unix") or ""
     for line in text.splitlines()[1:]:
         f = line.split()

@@ -1469,3 +1469,16 @@ def test_a_notify_lost_before_a_bare_wait_is_told_to_wait_on_the_state_at_the_ba
         and f"lost_notify_uploader.py:{job.info['bare_wait_line']})" in (end["waits_on"]["detail"])
     ), end
     assert_first_fix_is_about(report, "signal-not-sent", "thread 'ckpt-uploader' waits for a signal")
+
+
+def test_a_udp_receive_nothing_sends_to_names_the_bound_port(knowledge, zoo):  # noqa: F811
+    """The eleventh hunt's j18: recvfrom on a UDP socket nothing sends to. The socket was not named
+    ("a receive on a socket"), and the fix was a requests timeout."""
+    job = zoo("udp_controller")
+    address = f"127.0.0.1:{job.info['port']}"
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "external-service", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert (end["kind"], end["object"], end["end"]) == ("socket", address, "no-datagram"), end
+    assert f"a UDP socket bound to {address}" in end["detail"], end
+    assert_first_fix_is_about(report, "udp-no-datagram", f"Nothing has sent a datagram to {address}")
