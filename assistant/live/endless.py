@@ -61,11 +61,27 @@ def endless_entry(argv: List[str]) -> Optional[dict]:
     return None
 
 
+# what waits for a child to end (CPython Lib/subprocess.py): run and check_output call communicate,
+# which reads to end-of-file and then waits; Popen.wait polls with _try_wait. A loop reading the
+# child's lines as they come (a log follower) is not waiting for it to end.
+WAITS_FOR_END = re.compile(r"^(Popen\.)?(communicate|_communicate|wait|_wait|_try_wait|run|check_output|call)$")
+
+
+def _parent_waits_for_end(job, ppid: int) -> bool:
+    return any(
+        not f.native and (f.file or "").endswith("subprocess.py") and WAITS_FOR_END.match(f.function or "")
+        for thread in job.threads(ppid)
+        for f in thread.frames
+    )
+
+
 def runs_forever(job, hop) -> bool:
-    """Mark hop (end `runs-forever`) when its process is a child of a process of the job and runs a
-    command that never ends on its own; False otherwise."""
+    """Mark hop (end `runs-forever`) when its process is a child of a process of the job that waits in
+    subprocess for it to end, and runs a command that never ends on its own; False otherwise."""
     info = job.procs.get(hop.pid)
     if info is None or info.ppid not in job.procs or "end" in hop.facts:
+        return False
+    if not _parent_waits_for_end(job, info.ppid):
         return False
     entry = endless_entry(list(info.cmdline or []))
     if entry is None:
