@@ -38,6 +38,7 @@ VALUES = {
     "object": "what it waits on: a path, an address",
     "object_dir": "the folder of that path",
     "object_name": "the file name of that path",
+    "not_notify_wait": "set when the wait is not for a Condition's notify",
     "udp_port": "the local port of a UDP socket waited on",
     "at_site": '" at update (train.py:40)": where the job\'s own code waits',
     "site": "the job's own frame where it waits",
@@ -676,6 +677,8 @@ def _sync(values: Dict[str, str], end: dict, reader: _Reader) -> None:
         values["waits_to_take"] = "yes"
     if what in ("a condition to be notified", "an Event nobody sets"):
         values["signal_wait"] = "yes"  # a notify or set() made before the wait began is lost for it
+    if what != "a condition to be notified":
+        values["not_notify_wait"] = "yes"
     if what == "a threading barrier":
         values["thread_barrier"] = "yes"  # a party that died, or one that was never started
     if found.group(2) and "at_site" not in values:
