@@ -6,23 +6,26 @@ from __future__ import annotations
 from typing import Callable, Dict, Optional
 
 
-def join_lock_values(
-    values: Dict[str, str],
-    end: dict,
-    source: Callable[[Optional[str], int], Optional[str]],
-    prev: Optional[dict] = None,
-) -> None:
+def held_across_wait_values(values: Dict[str, str], end: dict, prev: Optional[dict]) -> None:
+    """For a chain that closes on itself at the hop before its end (`prev`): `held_lock`, a
+    multiprocessing lock its first process holds while it waits for the process that needs it
+    (live.joinlock.process_lock_holder); `setter`, `set_at`, `set_event`, the thread that sets what the
+    others wait for only after its own wait for them (live.setafter)."""
+    held = (prev or {}).get("waits_on") or {}
+    if (end.get("waits_on") or {}).get("kind") != "cycle":
+        return
+    if held.get("kind") == "process" and held.get("lock"):
+        values["held_lock"] = str(held["lock"])
+    if held.get("setter") and held.get("set_at") and held.get("event"):
+        values["setter"], values["set_at"], values["set_event"] = held["setter"], held["set_at"], held["event"]
+
+
+def join_lock_values(values: Dict[str, str], end: dict, source: Callable[[Optional[str], int], Optional[str]]) -> None:
     """`join_lock`, `waiter_name`, `waiter_at`, `joiner_name`, `joiner_at` and `join_call` (the joiner's
     line as written, `timer.join()`) for a chain that ends in a thread waiting for a lock the thread
     joining it holds (live.joinlock)."""
     waits = end.get("waits_on") or {}
     threads = waits.get("threads") or []
-    held = (prev or {}).get("waits_on") or {}
-    if waits.get("kind") == "cycle" and held.get("kind") == "process" and held.get("lock"):
-        values["held_lock"] = str(held["lock"])  # live.joinlock.process_lock_holder: held across the wait
-    if waits.get("kind") == "cycle" and held.get("setter") and held.get("set_at") and held.get("event"):
-        # live.setafter: the thread that sets it waits first, for the threads that wait for it
-        values["setter"], values["set_at"], values["set_event"] = held["setter"], held["set_at"], held["event"]
     if waits.get("end") == "wait-under-lock" and len(threads) >= 2 and waits.get("lock"):
         _wait_lock_values(values, waits, threads)
         return

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 from debug_stuck.advice.deathlog import death_values, logged_death
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
 from debug_stuck.advice.fill import filled_value
-from debug_stuck.advice.joinlock import join_lock_values
+from debug_stuck.advice.joinlock import held_across_wait_values, join_lock_values
 from debug_stuck.advice.otherthreads import other_threads
 from debug_stuck.advice.pipeholder import background_holder, both_send, endless_values, filter_child
 from debug_stuck.advice.samecall import same_call
@@ -330,7 +330,8 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     values.update({f"store_{k}": str(waits[k]) for k in ("key", "set_key", "set_at") if waits.get(k)})
     _sync(values, end, reader)
     _lock_cycle(values, end)
-    join_lock_values(values, end, _source, prev)
+    join_lock_values(values, end, _source)
+    held_across_wait_values(values, end, prev)
     _self_lock(values, reader, end)
     _waited_thread(values, end)
     other_threads(values, reader, end)

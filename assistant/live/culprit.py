@@ -71,20 +71,19 @@ def _table_collective(knowledge: Knowledge, group: StackGroup):
     that wait is for."""
     frames = [parse_frame(frame) for frame in group.frames]
     found = innermost_wait(knowledge.frames, frames)
-    if found is not None and found[1].get("wait") == "collective" and not found[1].get("call"):
-        # gloo's buffer wait says how, the Work around it which call (an irecv's RecvWork::wait)
-        for index in range(found[0] + 1, len(frames)):
-            entry = match_frame(knowledge.frames, *frames[index])
-            if entry is not None and entry.get("wait") == "collective" and entry.get("call"):
-                return index, entry
-    if found is None or found[1].get("wait") == "collective":
+    if found is None:
+        return None
+    collective = found[1].get("wait") == "collective"
+    if collective and found[1].get("call"):
         return found
     for index in range(found[0] + 1, len(frames)):
         function, file = frames[index]
-        entry = match_frame(knowledge.frames, function, file) if (file or "").endswith(".py") else None
+        # a collective wait without its call (gloo's buffer wait) takes it from any frame around it, an
+        # irecv's RecvWork::wait; a wait of another kind only from a Python frame, new_group's
+        entry = match_frame(knowledge.frames, function, file) if collective or (file or "").endswith(".py") else None
         if entry is not None and entry.get("wait") == "collective" and entry.get("call"):
             return index, entry
-    return None
+    return found if collective else None
 
 
 def waits_in_collective(knowledge: Knowledge, group: StackGroup) -> Optional[str]:

@@ -81,10 +81,8 @@ def runs_forever(job, hop) -> bool:
     info = job.procs.get(hop.pid)
     if info is None or info.ppid not in job.procs or "end" in hop.facts:
         return False
-    if not _parent_waits_for_end(job, info.ppid):
-        return False
     entry = endless_entry(list(info.cmdline or []))
-    if entry is None:
+    if entry is None or not _parent_waits_for_end(job, info.ppid):
         return False
     command = " ".join(info.cmdline)[:120]
     hop.facts["end"] = "runs-forever"

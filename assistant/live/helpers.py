@@ -269,13 +269,13 @@ def own_for_loop(thread, pid: int) -> Optional[str]:
     """ "F (file:line), in its own loop `for x in y`" when the thread's innermost frame of the job's own
     code is at a line in the body of a `for` loop (the innermost loop holding it), read from the job's
     source; None for a `while`, or a source not read."""
-    from debug_stuck.live.selflock import source_of
+    from debug_stuck.live.selflock import frame_source
 
     own = own_frame_index(thread.frames)
     if own is None or any(not f.native for f in thread.frames[:own]):
         return None  # a Python frame of a library under it: that library's loop, not the job's
     frame = thread.frames[own]
-    source = source_of(getattr(frame, "path", None) or frame.file, pid)
+    source = frame_source(frame, pid)
     header = loop_header(source, frame.line) if source and isinstance(frame.line, int) else None
     if header is None or not header.startswith(("for ", "async for ")):
         return None
@@ -289,13 +289,13 @@ def callback_pass(thread, pid: int) -> Optional[str]:
     no loop, called from there (live.loops.call_with_callback): "by_length (x.py:25), called for each
     item by `sorted(...)` (x.py:29)". None otherwise: a frozen line with no such caller is a spin."""
     from debug_stuck.live.loops import call_with_callback, calls_nothing_outside_loops
-    from debug_stuck.live.selflock import source_of
+    from debug_stuck.live.selflock import frame_source
 
     own = own_frame_index(thread.frames)
     if own is None or any(not f.native for f in thread.frames[:own]):
         return None
     python = [f for f in thread.frames[own:] if not f.native]
-    sources = [source_of(getattr(f, "path", None) or f.file, pid) for f in python[:2]]
+    sources = [frame_source(f, pid) for f in python[:2]]
     if not sources[0] or not isinstance(python[0].line, int):
         return None
     found = call_with_callback(sources[0], python[0].line)

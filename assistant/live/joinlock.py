@@ -18,9 +18,9 @@ import ast
 import re
 from typing import List, Optional, Set, Tuple
 
-from debug_stuck.live.loops import _parsed, enclosing_function, own_frame_index
+from debug_stuck.live.loops import enclosing_function, own_frame_index
 from debug_stuck.live.parties import SYNC_FILES, joined_thread, lock_waiters, locks_of, python_frames, thread_party
-from debug_stuck.live.selflock import locks_at, source_of
+from debug_stuck.live.selflock import attribute_calls, frame_source, locks_at, parse_source
 
 MP_LOCK_FILE = re.compile(r"(^|/)multiprocessing/synchronize\.py$")
 LOGGING_FILE = re.compile(r"(^|/)logging/__init__\.py$")
@@ -52,7 +52,7 @@ def join_under_lock(job, hop, thread) -> bool:
         if index is None:
             continue
         frame = other.frames[index]
-        held, _ = locks_at(source_of(getattr(frame, "path", None) or frame.file, hop.pid), frame.line)
+        held, _ = locks_at(frame_source(frame, hop.pid), frame.line)
         if wanted not in held:
             continue
         joiner, waiter = thread_party(other), thread_party(thread)
@@ -66,15 +66,11 @@ def join_under_lock(job, hop, thread) -> bool:
     return False
 
 
-def _frame_source(frame, pid) -> Optional[str]:
-    return source_of(getattr(frame, "path", None) or frame.file, pid)
-
-
 def _held(frames, pid) -> Set[Tuple[str, str]]:
     """(file, lock) for every lock the frames hold, read from each frame's own source."""
     out = set()
     for frame in frames:
-        held, _ = locks_at(_frame_source(frame, pid), frame.line)
+        held, _ = locks_at(frame_source(frame, pid), frame.line)
         out.update((frame.path or frame.file, name) for name in held)
     return out
 
@@ -84,7 +80,7 @@ def _wanted(frames, pid) -> Set[Tuple[str, str]]:
     (logging's Handler.acquire) names the lock one way, its caller (`self.acquire()`) another."""
     out = set()
     for frame in frames[:8]:
-        _, wanted = locks_at(_frame_source(frame, pid), frame.line)
+        _, wanted = locks_at(frame_source(frame, pid), frame.line)
         if wanted:
             out.add((frame.path or frame.file, wanted))
     return out
@@ -92,33 +88,15 @@ def _wanted(frames, pid) -> Set[Tuple[str, str]]:
 
 def _blocking_call(frame, pid) -> Optional[Tuple[str, str]]:
     """(object, method) of the queue put or get, or the wait, that the frame's line calls."""
-    tree = _parsed(_frame_source(frame, pid) or "")
-    if tree is None:
-        return None
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and getattr(node, "lineno", None) == frame.line
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in RELEASED_BY
-        ):
-            return ast.unparse(node.func.value), node.func.attr
-    return None
+    calls = attribute_calls(parse_source(frame_source(frame, pid)), RELEASED_BY)
+    return next(((target, call.func.attr) for call, target in calls if call.lineno == frame.line), None)
 
 
 def _calls_on(frame, pid, target: str, methods) -> bool:
     """The function around the frame's line calls target.<one of methods>(...)."""
-    tree = _parsed(_frame_source(frame, pid) or "")
+    tree = parse_source(frame_source(frame, pid))
     scope = enclosing_function(tree, frame.line) if tree is not None else None
-    if scope is None:
-        return False
-    return any(
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in methods
-        and ast.unparse(node.func.value) == target
-        for node in ast.walk(scope)
-    )
+    return scope is not None and any(receiver == target for _, receiver in attribute_calls(scope, methods))
 
 
 def _lock_label(file: str, name: str, frames, pid) -> str:
@@ -128,7 +106,7 @@ def _lock_label(file: str, name: str, frames, pid) -> str:
     for frame in frames:
         if (frame.path or frame.file) != file:
             continue
-        tree = _parsed(_frame_source(frame, pid) or "")
+        tree = parse_source(frame_source(frame, pid))
         owner = _class_of(tree, frame.line) if tree is not None else None
         if owner:
             return f"the {owner} lock ({owner}.{frame.bare_name} holds it)"
@@ -210,7 +188,7 @@ def process_lock_holder(job, hop, thread):
     between = thread.frames[:at] if at is not None else []
     if at is None or any(not (f.native or MP_LOCK_FILE.search(f.file or "")) for f in between):
         return None  # only the lock's own acquire (multiprocessing.synchronize's __enter__) under the job's line
-    _, wanted = locks_at(_frame_source(thread.frames[at], hop.pid), thread.frames[at].line)
+    _, wanted = locks_at(frame_source(thread.frames[at], hop.pid), thread.frames[at].line)
     if not wanted:
         return None
     holders = []
@@ -222,7 +200,7 @@ def process_lock_holder(job, hop, thread):
             if index is None:
                 continue
             frame = other.frames[index]
-            held, _ = locks_at(_frame_source(frame, pid), frame.line)
+            held, _ = locks_at(frame_source(frame, pid), frame.line)
             if wanted in held:
                 holders.append((pid, other))
     if len(holders) != 1:

@@ -322,14 +322,12 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[i
     waiting thread's Python files, joined."""
     obj = wait.get("object") or {}
     pooled = POOL_WAIT.search(files) or POLLED_POOL_WAIT.search(files)
-    if hop.kind == "socket" and obj.get("proto") == "unix" and not pooled:
-        # a unix socket to a process of the job (a multiprocessing Manager, a local server): go on into
-        # it, whatever holds it up (stopped, its handler blocked). Not for a pool's results, which its
-        # workers compute: the Manager only passes them on.
-        ends = [p["pid"] for p in obj.get("peer") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
-        return ends[0] if ends else None
-    if hop.kind == "socket" and hop.op in ("send", "write") and obj.get("proto") == "tcp" and not pooled:
-        # a send waits for the other end to read: a process of the job there is the next hop
+    # a unix socket to a process of the job (a multiprocessing Manager, a local server): go on into it,
+    # whatever holds it up (stopped, its handler blocked); a send on a TCP connection waits for the other
+    # end to read, which a process of the job there does or not. Not for a pool's results, which its
+    # workers compute: the Manager only passes them on.
+    sending = hop.op in ("send", "write") and obj.get("proto") == "tcp"
+    if hop.kind == "socket" and (obj.get("proto") == "unix" or sending) and not pooled:
         ends = [p["pid"] for p in obj.get("peer") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
         return ends[0] if ends else None
     if hop.kind != "socket" or hop.facts.get("end") != "no-answer":
@@ -409,7 +407,7 @@ def lock_cycle(job: JobView, pid: int, tid: Optional[int], inside: List[str], th
 def locks_of(job: JobView, pid: int, thread) -> Optional[Tuple[List[str], str]]:
     """(locks held, the lock wanted) at the thread's own line, when that line takes a lock and the
     thread sleeps in a futex there."""
-    from debug_stuck.live.selflock import locks_at, source_of
+    from debug_stuck.live.selflock import frame_source, locks_at
 
     if (job.wait(pid, thread.tid) or {}).get("op") != "futex":
         return None
@@ -419,7 +417,7 @@ def locks_of(job: JobView, pid: int, thread) -> Optional[Tuple[List[str], str]]:
     if index is None or any(not (f.native or THREADING_FILE.search(f.file or "")) for f in thread.frames[:index]):
         return None
     frame = thread.frames[index]
-    held, wanted = locks_at(source_of(getattr(frame, "path", None) or frame.file, pid), frame.line)
+    held, wanted = locks_at(frame_source(frame, pid), frame.line)
     return (held, wanted) if wanted else None
 
 

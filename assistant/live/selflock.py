@@ -13,7 +13,7 @@ import re
 from collections import deque
 from typing import List, Optional, Sequence, Tuple
 
-from debug_stuck.live.loops import enclosing_function, is_library, job_roots
+from debug_stuck.live.loops import _parsed, enclosing_function, is_library, job_roots
 
 
 def source_of(path: Optional[str], pid) -> Optional[str]:
@@ -30,13 +30,23 @@ def source_of(path: Optional[str], pid) -> Optional[str]:
 
 
 def parse_source(text: Optional[str]) -> Optional[ast.AST]:
-    """The job's source parsed, or None (no text, or not Python this interpreter reads)."""
-    if not text:
-        return None
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
+    """The job's source parsed, or None (no text, or not Python this interpreter reads); once per text
+    (live.loops._parsed): the same few files are read frame after frame, thread after thread."""
+    return _parsed(text) if text else None
+
+
+def frame_source(frame, pid) -> Optional[str]:
+    """The source of a stack frame's file, as the job `pid` sees it."""
+    return source_of(getattr(frame, "path", None) or frame.file, pid)
+
+
+def attribute_calls(node: Optional[ast.AST], methods) -> List[Tuple[ast.Call, str]]:
+    """(call, its receiver as the code writes it) for each `x.m(...)` under node with m in methods."""
+    return [
+        (call, ast.unparse(call.func.value))
+        for call in (ast.walk(node) if node is not None else ())
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in methods
+    ]
 
 
 def locks_at(text: Optional[str], line) -> Tuple[List[str], Optional[str]]:

@@ -12,49 +12,29 @@ the chain closes on itself.
 
 from __future__ import annotations
 
-import ast
 from typing import Optional, Tuple
 
-from debug_stuck.live.loops import _parsed, enclosing_function, own_frame_index
-from debug_stuck.live.selflock import source_of
+from debug_stuck.live.loops import enclosing_function, own_frame_index
+from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
 
 SETTERS = {"wait": ("set", "notify", "notify_all")}
 
 
-def _source_tree(frame, pid):
-    return _parsed(source_of(frame.path or frame.file, pid) or "")
-
-
 def _waited(frame, pid) -> Optional[str]:
     """The object the frame's line waits on: `weights_synced` for `weights_synced.wait()`."""
-    tree = _source_tree(frame, pid)
-    for node in ast.walk(tree) if tree is not None else ():
-        if (
-            isinstance(node, ast.Call)
-            and getattr(node, "lineno", None) == frame.line
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "wait"
-        ):
-            return ast.unparse(node.func.value)
-    return None
+    calls = attribute_calls(parse_source(frame_source(frame, pid)), ("wait",))
+    return next((target for call, target in calls if call.lineno == frame.line), None)
 
 
 def _set_below(frame, pid, target: str) -> Optional[int]:
     """The first line after the frame's own, in the same function (or module code), that calls
     target.set() (notify, notify_all)."""
-    tree = _source_tree(frame, pid)
+    tree = parse_source(frame_source(frame, pid))
     if tree is None:
         return None
     scope = enclosing_function(tree, frame.line) or tree
-    lines = [
-        node.lineno
-        for node in ast.walk(scope)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in SETTERS["wait"]
-        and ast.unparse(node.func.value) == target
-        and node.lineno > frame.line
-    ]
+    calls = attribute_calls(scope, SETTERS["wait"])
+    lines = [call.lineno for call, receiver in calls if receiver == target and call.lineno > frame.line]
     return min(lines) if lines else None
 
 

@@ -18,8 +18,8 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-from debug_stuck.live.loops import _parsed, is_library, job_roots, own_frame_index
-from debug_stuck.live.selflock import source_of
+from debug_stuck.live.loops import is_library, job_roots, own_frame_index
+from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source, source_of
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
 
 # the native frames of a TCPStore client waiting for its keys (symbols of libtorch_cpu.so; frames.yaml
@@ -65,10 +65,7 @@ def _keys_waited(job, pid: int, thread) -> List[str]:
     if index is None:
         return []
     frame = thread.frames[index]
-    tree = _parsed(source_of(frame.path or frame.file, pid) or "")
-    if tree is None:
-        return []
-    for call in _calls(tree, GETTERS):
+    for call, _ in attribute_calls(parse_source(frame_source(frame, pid)), GETTERS):
         if call.lineno <= frame.line <= (call.end_lineno or call.lineno):
             return _literal_keys(call)
     return []
@@ -79,10 +76,7 @@ def _near_key(job, key: str) -> Optional[Tuple[str, str]]:
     almost alike; None when it sets `key`, or sets nothing alike."""
     found: Dict[str, str] = {}
     for path, pid in _own_files(job):
-        tree = _parsed(source_of(path, pid) or "")
-        if tree is None:
-            continue
-        for call in _calls(tree, SETTERS):
+        for call, _ in attribute_calls(parse_source(source_of(path, pid)), SETTERS):
             for name in _literal_keys(call)[:1]:
                 found.setdefault(name, f"{os.path.basename(path)}:{call.lineno}")
     if key in found or not found:
@@ -103,14 +97,6 @@ def _own_files(job) -> List[Tuple[str, int]]:
                 if not frame.native and path and os.path.isabs(path) and not is_library(frame, roots):
                     seen.setdefault(path, pid)
     return list(seen.items())[:20]
-
-
-def _calls(tree: ast.AST, methods) -> List[ast.Call]:
-    return [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in methods
-    ]
 
 
 def _literal_keys(call: ast.Call) -> List[str]:

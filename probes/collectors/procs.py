@@ -752,10 +752,10 @@ def read_states(procs: List[ProcInfo], max_workers: int = 16) -> None:
             list(pool.map(_state, procs))
 
 
-def _schedstat(pid: int) -> Optional[float]:
-    """Seconds the main thread ran plus waited for a CPU: under load a spinning process still
-    wants a whole core even when it gets only part of one, so this tells spinning from sleeping."""
-    with open(f"/proc/{pid}/schedstat") as fh:
+def _schedstat(path: str) -> float:
+    """Seconds a thread ran plus waited for a CPU (its schedstat file): under load a spinning process
+    still wants a whole core even when it gets only part of one, so this tells spinning from sleeping."""
+    with open(path) as fh:
         run_ns, wait_ns = fh.read().split()[:2]
     return (int(run_ns) + int(wait_ns)) / 1e9
 
@@ -764,16 +764,16 @@ MAX_TASKS = 64
 
 
 def _task_schedstats(pid: int) -> Dict[int, float]:
-    """_schedstat of each thread (the first MAX_TASKS): a pool's threads taking turns at the GIL, or
-    sharing a CPU with another job, each get part of one; what they ran and waited for tells they compute."""
+    """_schedstat of each thread, the main thread first, then the others up to MAX_TASKS: a pool's
+    threads taking turns at the GIL, or sharing a CPU with another job, each get part of one; what
+    they ran and waited for tells they compute."""
+    others = sorted(int(n) for n in os.listdir(f"/proc/{pid}/task") if int(n) != pid)[: MAX_TASKS - 1]
     out: Dict[int, float] = {}
-    for name in sorted(os.listdir(f"/proc/{pid}/task"), key=int)[:MAX_TASKS]:
+    for tid in [pid, *others]:
         try:
-            with open(f"/proc/{pid}/task/{name}/schedstat") as fh:
-                run_ns, wait_ns = fh.read().split()[:2]
+            out[tid] = _schedstat(f"/proc/{pid}/task/{tid}/schedstat")
         except (OSError, ValueError):
             continue
-        out[int(name)] = (int(run_ns) + int(wait_ns)) / 1e9
     return out
 
 
@@ -784,18 +784,15 @@ def sample_window(procs: List[ProcInfo], window: float = 1.0, max_workers: int =
     workers = min(max_workers, len(procs))
 
     def read(p):
-        return (
-            _counters(p.pid),
-            _bounded(lambda: _schedstat(p.pid), f"reading /proc/{p.pid}/schedstat"),
-            _bounded(lambda: _task_schedstats(p.pid), f"reading /proc/{p.pid}/task/*/schedstat") or {},
-        )
+        return _counters(p.pid), _bounded(lambda: _task_schedstats(p.pid), f"reading /proc/{p.pid}/task/*/schedstat")
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="procs") as pool:
         before = dict(zip([p.pid for p in procs], pool.map(read, procs)))
         time.sleep(window)
         after = dict(zip([p.pid for p in procs], pool.map(read, procs)))
     for info in procs:
-        (a, sa, ta), (b, sb, tb) = before[info.pid], after[info.pid]
+        (a, ta), (b, tb) = before[info.pid], after[info.pid]
+        ta, tb = ta or {}, tb or {}
         elapsed = max(1e-3, b.at - a.at)
         if a.cpu is not None and b.cpu is not None:
             info.cpu_percent = round(100.0 * (b.cpu - a.cpu) / elapsed, 1)
@@ -803,11 +800,10 @@ def sample_window(procs: List[ProcInfo], window: float = 1.0, max_workers: int =
             info.cpu_system_percent = round(100.0 * (b.system - a.system) / elapsed, 1)
         if a.faults is not None and b.faults is not None:
             info.minor_faults = b.faults - a.faults
-        if sa is not None and sb is not None:
-            info.cpu_demand = round(min(100.0, 100.0 * (sb - sa) / elapsed), 1)
         info.thread_demand = {
             tid: round(min(100.0, 100.0 * (tb[tid] - ta[tid]) / elapsed), 1) for tid in ta if tid in tb
         }
+        info.cpu_demand = info.thread_demand.get(info.pid)  # the main thread's
         if a.read is not None and b.read is not None:
             info.io_read_bytes = b.read - a.read
             info.io_write_bytes = b.write - a.write

@@ -472,8 +472,12 @@ def socket_tables(pid: int) -> Dict[int, dict]:
             if len(f) >= 10 and int(f[9] or 0):
                 remote = _addr(f[2])
                 connected = f[3] == "01" and not remote.endswith(":0")
-                out[int(f[9])] = {"proto": "udp", "local": _addr(f[1]), "remote": remote if connected else None}
-                out[int(f[9])]["state"] = "ESTABLISHED" if connected else "UNCONN"
+                out[int(f[9])] = {
+                    "proto": "udp",
+                    "local": _addr(f[1]),
+                    "remote": remote if connected else None,
+                    "state": "ESTABLISHED" if connected else "UNCONN",
+                }
     text = _bounded(lambda: _read_text(f"/proc/{pid}/net/unix", 4 << 20), "/proc/net/unix") or ""
     for line in text.splitlines()[1:]:
         f = line.split()
