@@ -28,120 +28,10 @@ from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.swallowed import skipped_step
 from debug_stuck.advice.threadlog import thread_traceback
 from debug_stuck.advice.uneven import uneven_inputs, uneven_words
+from debug_stuck.advice.values import ASYNC_UNMET, OPTIONAL, VALUES
 from debug_stuck.advice.worldcount import missing_members
 from debug_stuck.core.libfacts import called_function, match_frame, unwrap_call
 from debug_stuck.core.report import FixItem, safety_dict
-
-# The values a remedy's text may name (besides the job's placeholders: pid, main_pid, log, cwd...).
-VALUES = {
-    "who": "the process (and thread) at the end of the wait",
-    "object": "what it waits on: a path, an address",
-    "object_dir": "the folder of that path",
-    "object_name": "the file name of that path",
-    "not_notify_wait": "set when the wait is not for a Condition's notify",
-    "udp_port": "the local port of a UDP socket waited on",
-    "at_site": '" at update (train.py:40)": where the job\'s own code waits',
-    "site": "the job's own frame where it waits",
-    "where": "the innermost frame of the waiting thread",
-    "first_who": "the first waiter of the chain",
-    "first_pid": "its PID",
-    "first_at_site": "where its own code waits",
-    "first_waiter": '", and rank 0 (pid 41) waits for it": the first waiter, when it is another process',
-    "prev_who": "the hop before the end",
-    "prev_pid": "its PID",
-    "prev_argv": "the command line of the hop before the end, as a Python list (a child its parent waits for)",
-    "remote": "the address at the other end of a connection",
-    "remote_host": "its host",
-    "remote_port": "its port",
-    "hub_client": "set when the waiting thread is in huggingface_hub (its timeouts are its own settings)",
-    "remote_silence": "never answers, or stopped sending part-way (a response body that stalled)",
-    "self_lock": "the lock a thread waits for that its own outer frame holds (`_lock`)",
-    "self_lock_name": "that lock's expression as the code writes it (_lock, self.lock)",
-    "self_outer": "the outer frame that holds it (record (metrics.py:12))",
-    "self_inner": "the inner frame that asks for it again",
-    "peer_pid": "the local process at the other end",
-    "peer_text": "what the other end does",
-    "holder_pid": "the process that holds a lock",
-    "holder_cmd": "its command",
-    "holder_doing": "what it does",
-    "lock_path": "the locked file",
-    "filelock_lock": "the locked file, when the job takes it with the filelock library (FileLock has a timeout)",
-    "fcntl_lock": "set when the job takes the lock with flock or fcntl itself (no library with a timeout of its own)",
-    "lock_file": "a lock file the job waits to disappear",
-    "death": "how a process died",
-    "prompt_text": "the question a process asks on its terminal",
-    "cycle": "the threads of a lock-order deadlock, with the lock each holds and waits for",
-    "sides": "the collectives of each side of a mismatch",
-    "debugger_site": "where a process stopped in pdb (the line after its breakpoint())",
-    "debugger_who": "the process stopped in pdb",
-    "thread_name": "a thread the end of the wait waits for (Python's exit waits for it)",
-    "thread_site": "where that thread's own code waits (uploader (train.py:12))",
-    "fork_parent": "the process that forked the waiting one (multiprocessing's fork start method)",
-    "endless_cmd": "a child's command that runs until it is stopped (top without -n)",
-    "endless_bound": "what bounds it, from its manual (-n 1)",
-    "endless_argv": "that command with the bound added, as a Python list",
-    "signal_handler": "a signal handler of the job's that asks for the lock the code it interrupted holds",
-    "setter": "the thread whose code sets the Event the others wait for, below the line where it waits for them",
-    "set_at": "where it sets it",
-    "set_event": "the Event (or Condition) as the code names it",
-    "held_lock": "a multiprocessing lock the chain's first process holds while it waits for the process that needs it",
-    "fork_lock": "the lock the parent held where it forked the waiting process (inside its `with`)",
-    "fork_site": "the parent's frame that forked it, holding that lock",
-    "start_call": "the line that started the process, as the job writes it (writer.start())",
-    "signal_wait": "set when the wait is for a Condition's notify or an Event's set(), which a wait begun later misses",
-    "thread_barrier": "set when the wait is at a threading.Barrier: a party died, or it counts more than start",
-    "gil_lib": "the shared library whose function a thread called through ctypes and blocks in, holding the GIL",
-    "stopped_pids": "every stopped process of the job (state T), the end of the wait first",
-    "waits_to_put": "set when the wait is a put into a full queue (its consumer is what is missing)",
-    "waits_to_take": "set when the wait is for something to take (an item, a result, a signal)",
-    "death_verb": "'has died', or 'has exited' for a process whose code returned (exit code 0)",
-    "death_unclean": "set unless the dead process exited with code 0 (a crash or a kill: dmesg may say why)",
-    "stray_pid": "a process outside the job's tree (re-parented) that holds open a pipe the job reads to its end",
-    "stray_cmd": "its command line, as a shell command",
-    "stray_short": "its program's name",
-    "stray_started_by": "' by pid N, the child ... started, which has exited': who started it in the background",
-    "join_lock": "the lock a thread waits for while the thread joining it holds it (state_lock)",
-    "waiter_name": "the thread that waits for that lock",
-    "waiter_at": "where it waits for it",
-    "joiner_name": "the thread that holds the lock and joins it",
-    "joiner_at": "where it joins",
-    "join_call": "the join as the job's line writes it (timer.join())",
-    "thread_end": "'has died' (a thread's traceback in the log, or logs not read whole), else 'has ended'",
-    "filter_pid": "a child the job writes all its input to before reading its output, blocked writing it back",
-    "filter_short": "that child's program",
-    "waits_on_own_socket": "set when the wait is for data on a socket whose other end the same process holds",
-    "fetching_site": "where a DataLoader worker's dataset code waits, inside its fetcher's fetch",
-    "persistent_workers": "the job's file that makes its DataLoader workers persistent (persistent_workers=True)",
-    "pair_a_pid": "of two processes each holding the file lock the other waits for: the first",
-    "pair_a_wants": "the lock it waits for (the other holds it)",
-    "pair_a_at": "' at _prune (train.py:45)': where its own code waits for it",
-    "pair_b_pid": "the second of the two",
-    "pair_b_wants": "the lock it waits for (the first holds it)",
-    "pair_b_at": "where its own code waits for it",
-    "stopped_others": "' (and pid P, stopped too)' when other processes of the job are stopped beside the end",
-    "thread_traceback": "set unless every log was read whole and none shows a thread's uncaught exception",
-    "no_thread_traceback": "the sentence saying the logs, read whole, show no thread's uncaught exception",
-    "skipped": "a side of a mismatch inside a try whose except goes on: one rank skipped the step",
-    "peer_python": "set when the process at the other end of the connection is Python, outside the job",
-    "agent_nodes": "the nodes torchrun's agent waits for in its rendezvous (the least of --nnodes)",
-    "agent_nnodes": "its --nnodes as given (2, or a range 1:4)",
-    "agent_rdzv": "' exp42 at node0:29400': the rendezvous id and endpoint, when the command names them",
-    "agent_one_node": "the agent's command with --nnodes=1",
-    "world_size": "the world size the ranks wait for in process-group setup",
-    "ranks_here": "how many ranks of the job this machine runs",
-    "ranks_here_list": "' (rank 0, 1)': their ranks",
-    "ranks_short": "how many the world size wants beyond them",
-}
-
-# phrases a remedy's prose may leave out when the report does not know them
-OPTIONAL = (
-    "at_site", "at_site_short", "first_at_site", "at_call", "at_call_sentence", "lock_library", "death",
-    "death_short", "dead_advice", "in_wchan", "on_mount", "prompt_text", "prompt_short", "prompt_release",
-    "inside_text", "in_functions", "order_edit", "holder_doing", "peer_name", "peer_state", "peer_doing",
-    "stream", "pipe_op", "first_waiter", "stopped_others", "pair_a_at", "pair_b_at", "no_thread_traceback",
-    "stdin_redirect", "stdin_inside", "other_threads", "same_call", "same_call_ranks", "agent_rdzv", "ranks_here_list",
-    "stray_started_by",
-)  # fmt: skip
 
 
 def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
@@ -328,6 +218,8 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     endless_values(values, reader.processes.get(end.get("pid")) or {}, waits)
     # a c10d store's key waited for, and one the job sets spelled alike (live.storewait)
     values.update({f"store_{k}": str(waits[k]) for k in ("key", "set_key", "set_at") if waits.get(k)})
+    # an asyncio Event or Queue the job's code awaits and never completes (live.asyncwaits)
+    values.update({k: str(waits[k]) for k in ASYNC_UNMET if waits.get(k)})
     _sync(values, end, reader)
     _lock_cycle(values, end)
     join_lock_values(values, end, _source)

@@ -13,8 +13,8 @@ snapshot (the waits of debug_stuck.probes.collectors.waits, the stacks, the proc
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
+from dataclasses import dataclass
+from typing import List, Optional, Set, Tuple
 
 from debug_stuck.core.libfacts import (
     DECORATOR_WRAPPERS,
@@ -28,7 +28,8 @@ from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.endless import runs_forever
 from debug_stuck.live.eventloop import stuck_event_loop, through_event_loop, waits_on_connections
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
-from debug_stuck.live.jobfacts import DATALOADER_FILE, frames_prove, frames_table
+from debug_stuck.live.hop import Hop
+from debug_stuck.live.jobfacts import frames_prove, frames_table
 from debug_stuck.live.joinlock import join_under_lock, process_lock_holder, wait_under_lock
 from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop, sleeping_frames
 from debug_stuck.live.observe import describe_ranks
@@ -82,11 +83,6 @@ from debug_stuck.probes.collectors.waits import RECEIVE_GAP
 
 MAX_HOPS = 8
 HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER_GAP s is at work
-# the hop facts a report's waits_on carries (docs/contract.md, chain)
-WAIT_FACTS = (
-    "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
-    "forked_by", "gil", "receiving", "peer", "lock", "lock_module", "key", "set_key", "set_at", "setter", "event",
-)  # fmt: skip
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
 DISTRIBUTED_FILE = re.compile(r"torch/distributed/|deepspeed/|accelerate/|lightning/fabric/strategies|c10d")
@@ -98,98 +94,6 @@ PROCESS_POOL_FILE = re.compile(r"concurrent/futures/process\.py$")
 # CPython 3.11.7 Lib/threading.py: _shutdown joins every non-daemon thread at interpreter exit;
 # Lib/concurrent/futures/thread.py: _python_exit (atexit) and shutdown(wait=True) join the pool's threads.
 EXIT_JOIN = re.compile(r"^(_shutdown|_python_exit)$")
-
-
-@dataclass
-class Hop:
-    pid: int
-    role: str
-    rank: Optional[int]
-    tid: Optional[int]
-    thread: Optional[str]
-    where: Optional[str]  # the innermost Python frame, "function (file:line)"
-    inside: List[str] = field(default_factory=list)  # the Python functions around it, innermost first
-    kind: str = "unknown"  # what it waits on: fifo, pipe, file, socket, process, lock, thread, rank,
-    # worker, child, sleep, cpu, futex, unknown
-    object: Optional[str] = None
-    detail: str = ""
-    op: Optional[str] = None
-    evidence: List[str] = field(default_factory=list)
-    facts: Dict[str, str] = field(default_factory=dict)  # for the classifier's "chain" lines
-    terminal: bool = False
-    frames: list = field(default_factory=list, repr=False)  # the thread's frames, innermost first
-    host: Optional[str] = None  # on a job of several nodes
-    group: Optional[str] = None  # "ranks 0,2,3": the hop stands for every rank of a stack group
-    dataloader_job: bool = True  # some process of the job is in a DataLoader (a dead worker has no frames)
-    parties: List[dict] = field(default_factory=list)  # lock-cycle: each waiting thread and its frame
-    program: Optional[str] = None  # a process of the job that runs no Python (sh, git, a compiler): its name
-
-    @property
-    def who(self) -> str:
-        if self.group:
-            return self.group
-        where = f"{self.host}, " if self.host else ""
-        label = f"rank {self.rank} ({where}pid {self.pid})" if self.role == "rank" and self.rank is not None else None
-        if label is None:
-            role = {"dataloader-worker": "DataLoader worker", "launcher": "the launcher"}.get(self.role, "process")
-            if self._worker_outside_dataloader():
-                role = "worker process"
-            label = f"{role} pid {self.pid}" + (f" (rank {self.rank})" if self.rank is not None else "")
-            label += f" ({self.program})" if self.program else ""
-            label += f" on {self.host}" if self.host else ""
-        if self.thread and self.tid and self.tid != self.pid:
-            label += f", thread {self.thread!r}"
-        return label
-
-    def _worker_outside_dataloader(self) -> bool:
-        """A forked child of the trainer (role dataloader-worker from its place in the tree) that runs
-        no DataLoader: its own frames say so, or, without frames (a dead worker), the whole job's."""
-        if self.role != "dataloader-worker":
-            return False
-        if self.frames:
-            return not any(DATALOADER_FILE.search(f.file or "") for f in self.frames if not f.native)
-        return not self.dataloader_job
-
-    @property
-    def reported_role(self) -> str:
-        """The role the report and the playbooks read: a worker outside any DataLoader is a worker-process."""
-        return "worker-process" if self._worker_outside_dataloader() else self.role
-
-    def to_dict(self) -> dict:
-        out = {
-            "pid": self.pid,
-            "role": self.reported_role,
-            "rank": self.rank,
-            "thread": {"tid": self.tid, "name": self.thread} if self.tid else None,
-            "where": self.where,
-            "waits_on": {"kind": self.kind, "object": self.object, "detail": self.detail},
-            "evidence": list(self.evidence),
-            "who": self.who,
-        }
-        # what the advice keys its remedy on (debug_stuck.advice.remedy): the system call, how the
-        # wait ends (no-writer, no-accept, deadlock...), and for a lock cycle each thread's frame
-        for key in ("op",):
-            if getattr(self, key):
-                out["waits_on"][key] = getattr(self, key)
-        for key in WAIT_FACTS:
-            if self.facts.get(key):
-                out["waits_on"][key] = self.facts[key]
-        if self.parties:
-            out["waits_on"]["threads"] = [dict(p) for p in self.parties]
-        if self.host:
-            out["host"] = self.host
-        if self.terminal:
-            out["terminal"] = True
-        return out
-
-    def fact_line(self) -> str:
-        """One line for the classifier (playbook signals with `source: chain` match it)."""
-        parts = [f"hop={'terminal' if self.terminal else 'link'}", f"role={self.reported_role}", f"kind={self.kind}"]
-        if self.op:
-            parts.append(f"op={self.op}")
-        parts += [f"{k}={v}" for k, v in self.facts.items()]
-        parts.append("in=" + ",".join(self.inside[:8]))
-        return " ".join(parts)
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
+from debug_stuck.live.asyncwaits import never_completed
 from debug_stuck.live.parties import SYNC_FILES, in_thread_sync, python_frames, silent_among
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer
@@ -80,6 +81,13 @@ def stuck_event_loop(job, hop, wait: dict) -> bool:
         "Queue, Event, Future or Lock), and no task is left to run"
     )
     hop.facts.update(end="no-task", event_loop="asyncio")
+    unmet = never_completed(hop.pid, hop.frames)
+    if unmet is not None:
+        hop.facts.update(unmet)
+        hop.detail += (
+            f"; the job's code awaits {unmet['awaited']} in {unmet['awaited_at']}, an {unmet['primitive']} "
+            f"made at {unmet['created_at']} on which no line of that file calls {unmet['completes']}"
+        )
     return True
 
 

@@ -4,7 +4,7 @@ runs no DataLoader is no DataLoader worker to the playbooks either (a SIGSTOPped
 
 from __future__ import annotations
 
-from debug_stuck.live.chain import Hop
+from debug_stuck.live.hop import Hop
 from debug_stuck.probes.collectors.stacks import Frame
 
 LOADER = [Frame("__getitem__", "data.py", 9), Frame("_worker_loop", "torch/utils/data/_utils/worker.py", 308)]

@@ -429,6 +429,23 @@ def test_an_asyncio_loop_that_no_task_can_wake_is_a_task_that_died(knowledge, zo
     assert not ranked & (NEEDS_A_RANK | {"dataloader"}), ranked
 
 
+def test_an_asyncio_event_the_code_never_sets_is_named_with_its_awaiting_line(knowledge, zoo):  # noqa: F811
+    """The prefetch task returns without ready.set(); the trainer awaits pf.ready.wait(). Nothing
+    died: the fix names the await and the missing set(), read from the job's source, not a dead task."""
+    job = zoo("asyncio_flag_unset")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "no-task" and end.get("awaited") == "pf.ready.wait()", end
+    assert end.get("completes") == "ready.set()" and end.get("primitive") == "asyncio.Event", end
+    source = (spawn.ZOO_DIR / "asyncio_flag_unset.py").read_text().splitlines()
+    line = int(end["awaited_at"].rsplit(":", 1)[1].rstrip(")"))
+    assert source[line - 1].strip() == "await pf.ready.wait()", end["awaited_at"]
+    fix = first_fix(report)
+    assert fix.title.startswith("Coroutine train (") and "ready.set()" in fix.title, fix.title
+    assert "TaskGroup" not in " ".join(fix.commands), fix.commands
+
+
 def test_a_queue_whose_producer_process_was_killed_blames_the_dead_child_not_a_dataloader(knowledge, zoo):  # noqa: F811
     """The producer is a multiprocessing.Process, killed by SIGKILL and left a zombie; the job runs no
     DataLoader, so the dead child is no DataLoader worker and its parent's pipe read is a wait on its

@@ -1,0 +1,94 @@
+"""What an idle asyncio loop's coroutines await, read from the job's source (never run): an
+asyncio.Event the code awaits but never sets, an asyncio.Queue it awaits but never fills.
+
+    self.ready = asyncio.Event()      # created here...
+    await pf.ready.wait()             # ...awaited here, and no `.ready.set()` anywhere in the file
+
+A suspended coroutine is on no thread's stack, so the line that awaits is not in the snapshot: the
+file that starts the loop is read instead. Only a primitive the same file creates counts, and only
+when exactly one awaited primitive has no completing call anywhere in that file (another module could
+hold the call that completes it, which a file the job does not run from is not read for)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Dict, List, Optional, Tuple
+
+from debug_stuck.live.loops import own_frame_index
+from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
+
+# awaited method -> (the asyncio class that has it, the calls that complete the await): CPython 3.11
+# Lib/asyncio/locks.py Event.wait ("Block until the internal flag is true"; set() sets it) and
+# Lib/asyncio/queues.py Queue.get ("If queue is empty, wait until an item is available"; put, put_nowait)
+COMPLETES = {"wait": ("Event", ("set",)), "get": ("Queue", ("put", "put_nowait"))}
+
+
+def _last(receiver: str) -> str:
+    return receiver.rsplit(".", 1)[-1]
+
+
+def _created(tree: ast.AST) -> Dict[str, Tuple[str, int]]:
+    """name (its last part) -> (asyncio class, line) for `x = asyncio.Event()` and
+    `self.x = asyncio.Queue(...)` (Event, Queue, LifoQueue, PriorityQueue)."""
+    made: Dict[str, Tuple[str, int]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or not isinstance(node.value, ast.Call):
+            continue
+        func = ast.unparse(node.value.func)
+        kind = func.rsplit(".", 1)[-1]
+        if not (func.startswith("asyncio.") or func in ("Event", "Queue")):
+            continue
+        kind = "Queue" if kind.endswith("Queue") else kind
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, (ast.Name, ast.Attribute)):
+                made[_last(ast.unparse(target))] = (kind, node.lineno)
+    return made
+
+
+def _awaits(tree: ast.AST) -> List[Tuple[ast.Call, str, str]]:
+    """(call, receiver, the coroutine's name) for each `await x.wait()` / `await x.get()` inside an
+    async def."""
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Await) and isinstance(node.value, ast.Call):
+                for call, receiver in attribute_calls(node.value, tuple(COMPLETES)):
+                    if call is node.value:
+                        found.append((call, receiver, function.name))
+    return found
+
+
+def never_completed(pid: int, frames) -> Optional[Dict[str, str]]:
+    """The one await in the loop-starting file on an asyncio Event or Queue that the file creates and
+    never completes: {awaited, awaited_at, primitive, created_at, completes}. None when there is not
+    exactly one."""
+    index = own_frame_index(frames)
+    if index is None:
+        return None
+    frame = frames[index]
+    tree = parse_source(frame_source(frame, pid))
+    if tree is None:
+        return None
+    made = _created(tree)
+    unmet = []
+    for call, receiver, coroutine in _awaits(tree):
+        kind, completers = COMPLETES[call.func.attr]
+        name = _last(receiver)
+        if made.get(name, ("", 0))[0] != kind:
+            continue
+        if any(_last(other) == name for _, other in attribute_calls(tree, completers)):
+            continue
+        unmet.append((call, receiver, coroutine, kind, completers))
+    if len({receiver for _, receiver, *_ in unmet}) != 1:
+        return None
+    call, receiver, coroutine, kind, completers = unmet[0]
+    return {
+        "awaited": f"{receiver}.{call.func.attr}()",
+        "awaited_at": f"{coroutine} ({frame.file}:{call.lineno})",
+        "primitive": f"asyncio.{kind}",
+        "created_at": f"{frame.file}:{made[_last(receiver)][1]}",
+        "completes": f"{_last(receiver)}.{completers[0]}()",
+    }

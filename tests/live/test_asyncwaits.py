@@ -1,0 +1,110 @@
+"""An idle asyncio loop's await on an Event or a Queue that the job's file never completes
+(live.asyncwaits), read from real source files: the frames are the loop thread's as py-spy gives them."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+from debug_stuck.live.asyncwaits import never_completed
+from debug_stuck.probes.collectors.stacks import Frame
+
+PREFETCH = """
+    import asyncio
+
+    class Prefetcher:
+        def __init__(self):
+            self.ready = asyncio.Event()
+            self.batches = []
+
+        async def fill(self, n):
+            for i in range(n):
+                await asyncio.sleep(0.01)
+                self.batches.append(i)
+            {completion}
+
+    async def main():
+        pf = Prefetcher()
+        asyncio.get_running_loop().create_task(pf.fill(20))
+        await pf.ready.wait()
+
+    asyncio.run(main())
+"""
+
+QUEUE = """
+    import asyncio
+
+    async def produce(results, out):
+        for i in range(4):
+            out.append(i)  # meant: await results.put(i)
+
+    async def main():
+        results = asyncio.Queue(maxsize=8)
+        asyncio.create_task(produce(results, []))
+        while True:
+            item = await results.get()
+"""
+
+
+def _loop_frames(path: str, line: int) -> list:
+    return [
+        Frame("EpollSelector.select", "selectors.py", 468, path="/usr/lib/python3.11/selectors.py"),
+        Frame(
+            "BaseEventLoop._run_once", "asyncio/base_events.py", 1884, path="/usr/lib/python3.11/asyncio/base_events.py"
+        ),
+        Frame("run", "asyncio/runners.py", 190, path="/usr/lib/python3.11/asyncio/runners.py"),
+        Frame("<module>", os.path.basename(path), line, path=path),
+    ]
+
+
+def _write(tmp_path, text: str) -> str:
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def _line_of(path: str, text: str) -> int:
+    return next(i for i, line in enumerate(open(path).read().splitlines(), 1) if line.strip() == text)
+
+
+def _run_line(path: str) -> int:
+    return _line_of(path, "asyncio.run(main())")
+
+
+def test_an_event_the_file_never_sets_is_named_with_its_await(tmp_path):
+    path = _write(tmp_path, PREFETCH.replace("{completion}", "# forgot self.ready.set()"))
+    found = never_completed(os.getpid(), _loop_frames(path, _run_line(path)))
+    assert found is not None
+    assert found["awaited"] == "pf.ready.wait()" and found["completes"] == "ready.set()", found
+    awaited, created = _line_of(path, "await pf.ready.wait()"), _line_of(path, "self.ready = asyncio.Event()")
+    assert found["awaited_at"] == f"main (train.py:{awaited})" and found["created_at"] == f"train.py:{created}", found
+    assert found["primitive"] == "asyncio.Event", found
+
+
+def test_an_event_the_file_sets_is_not_named(tmp_path):
+    path = _write(tmp_path, PREFETCH.replace("{completion}", "self.ready.set()"))
+    assert never_completed(os.getpid(), _loop_frames(path, _run_line(path))) is None
+
+
+def test_a_queue_nothing_puts_on_is_named(tmp_path):
+    path = _write(tmp_path, QUEUE)
+    found = never_completed(os.getpid(), _loop_frames(path, _line_of(path, "item = await results.get()")))
+    assert found is not None and found["awaited"] == "results.get()", found
+    assert found["completes"] == "results.put()" and found["primitive"] == "asyncio.Queue", found
+
+
+def test_two_awaits_left_open_name_neither(tmp_path):
+    """Which of two never-completed awaits the loop is stuck in is not in the source: no guess."""
+    text = PREFETCH.replace("{completion}", "# forgot self.ready.set()").replace(
+        "await pf.ready.wait()", "await pf.ready.wait()\n        await done.wait()"
+    )
+    text = text.replace("    pf = Prefetcher()", "    pf = Prefetcher()\n        done = asyncio.Event()")
+    path = _write(tmp_path, text)
+    assert never_completed(os.getpid(), _loop_frames(path, _run_line(path))) is None
+
+
+def test_a_primitive_made_in_another_module_is_not_judged(tmp_path):
+    """An Event the file does not make could be set by the module that made it."""
+    text = PREFETCH.replace("{completion}", "").replace("asyncio.Event()", "shared.make_flag()")
+    path = _write(tmp_path, text)
+    assert never_completed(os.getpid(), _loop_frames(path, _run_line(path))) is None
