@@ -21,6 +21,7 @@ from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own
 from debug_stuck.advice.fill import filled_value
 from debug_stuck.advice.joinlock import held_across_wait_values, join_lock_values
 from debug_stuck.advice.otherthreads import other_threads
+from debug_stuck.advice.p2ptags import tag_mismatch
 from debug_stuck.advice.pipeholder import background_holder, both_send, endless_values, filter_child
 from debug_stuck.advice.samecall import same_call
 from debug_stuck.advice.selflock import self_lock_values
@@ -48,9 +49,10 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     if recorded is not None:
         return recorded
     if finding.get("kind") == "mismatch" and finding.get("sides"):
-        entry = table.get("p2p_mismatch" if finding.get("ops") == "p2p" else "mismatch") or {}
-        skipped = skipped_step(finding, _Reader(report, knowledge))
-        return _mismatch(entry, finding, uneven_inputs(report), skipped)
+        reader = _Reader(report, knowledge)
+        tags = tag_mismatch(finding, reader)  # a send and a recv whose tags differ as the source writes them
+        entry = table.get("p2p_tags" if tags else "p2p_mismatch" if finding.get("ops") == "p2p" else "mismatch")
+        return _mismatch(entry or {}, finding, uneven_inputs(report), skipped_step(finding, reader), tags)
     chain = report.chain or []
     if not chain:
         return None
@@ -682,7 +684,7 @@ def _code(text: str) -> str:
 # -- a collective mismatch ---------------------------------------------------------------------------
 
 
-def _mismatch(entry: dict, finding: dict, uneven: str = "", skipped: str = "") -> Optional[FixItem]:
+def _mismatch(entry: dict, finding: dict, uneven: str = "", skipped: str = "", tags: str = "") -> Optional[FixItem]:
     if not entry:
         return None
     sides = []
@@ -694,6 +696,7 @@ def _mismatch(entry: dict, finding: dict, uneven: str = "", skipped: str = "") -
     values = {"sides": "; ".join(sides), "odd": finding.get("odd") or ""}
     values["uneven"] = uneven_words(finding, uneven)
     values["skipped"] = skipped  # empty: no step is skipped on one rank, and the snippet needs it
+    values["tags"] = tags
     fix = _fill(dict(entry, steps=entry.get("steps") or []), values)
     fix.basis = f"{entry.get('id')}: mismatch"
     fix.covers = tuple(entry.get("covers") or ())

@@ -125,7 +125,8 @@ class Mismatch:
             return "each side waits for the other for ever"
         if all(name in P2P_RECV for name, _ in self.sides):
             return "every rank waits to receive and none sends, so no recv can complete"
-        if {name for name, _ in self.sides} == {"send", "recv"}:
+        kinds = {"send" if name in P2P_SEND else "recv" if name in P2P_RECV else name for name, _ in self.sides}
+        if kinds == {"send", "recv"}:
             return (
                 "a send and a recv wait for each other yet do not meet: the send's dst, the recv's src or their "
                 "tags differ (a recv takes only a send from its src with the same tag)"

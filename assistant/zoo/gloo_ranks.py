@@ -28,6 +28,10 @@ common launcher, as ``srun`` or ``pdsh`` start them).
 - ``irecv``: at step 3 rank 0 posts ``dist.irecv(grad, src=1)`` for a correction and waits on it
   (``pending.wait()``); rank 1 has none to send and goes on into the next ``all_reduce`` (the ninth
   hunt's h02, whose irecv was named "a collective": its wait has no torch.distributed Python frame).
+- ``isend_tag``: at step 3 rank 0 posts ``dist.isend(grad, dst=1, tag=step)`` and rank 1
+  ``dist.irecv(grad, src=0, tag=0)``, and both wait on the request at one line (``req.wait()``): the
+  same Python stack on both ranks, a send on one and a recv on the other only in native frames
+  (gloo's SendWork and RecvWork; the eleventh hunt's j12, where one rank's native frames were not read).
 - ``skip_bad``: each step's work and its ``all_reduce`` sit in a ``try`` whose ``except`` logs the
   error and goes on to the next batch (``continue``); at step 3 rank 1 meets a bad label and skips
   that step's ``all_reduce``. At the end of the epoch rank 1 is in ``barrier`` while rank 0 waits in
@@ -137,6 +141,7 @@ SCENARIOS = (
     "broadcast_src",
     "send_tag",
     "irecv",
+    "isend_tag",
 )
 
 
@@ -182,7 +187,15 @@ def train() -> None:
     step = 0
     while True:
         grad = data[step] * 2.0
-        if step == STALL_STEP:
+        if step == STALL_STEP and scenario == "isend_tag":
+            if rank == 0:
+                _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
+                req = dist.isend(grad, dst=1, tag=step)  # tagged with the step
+            else:
+                rank0_waits_then_ready(step)
+                req = dist.irecv(grad, src=0, tag=0)  # the slip: the default tag, not the step
+            req.wait()
+        elif step == STALL_STEP:
             if rank == 0:
                 _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
                 if scenario == "store_key":

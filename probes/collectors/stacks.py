@@ -753,7 +753,8 @@ def sample_stacks(
 
     `native`: unwinding native frames costs ~0.5 s of CPU per large (libtorch) process, so with
     several rounds the earlier ones are Python-only and the last one unwinds natively one process
-    per distinct stack (8 ranks waiting in the same all_reduce need one native unwind, not 8).
+    per distinct stack (8 ranks waiting in the same all_reduce need one native unwind, not 8); a
+    job of up to UNWIND_ALL_UP_TO processes has each unwound.
     Motion is judged on Python frames only, so mixing is sound.
     """
     unique = list(dict.fromkeys(int(p) for p in pids))
@@ -792,9 +793,17 @@ def sample_stacks(
     return series
 
 
+# Up to this many processes are all unwound: two ranks at one line can wait in different native
+# calls (rank 0's isend and rank 1's irecv both in `req.wait()`: gloo's SendWork and RecvWork).
+UNWIND_ALL_UP_TO = 4
+
+
 def _one_per_stack(series: dict, pids: list) -> set:
     """One pid per distinct main-thread Python stack of the samples so far (and every pid that has
-    no sample yet): the processes worth a native unwind."""
+    no sample yet): the processes worth a native unwind. A small job has each of its processes
+    unwound."""
+    if len(pids) <= UNWIND_ALL_UP_TO:
+        return set(pids)
     chosen, seen = set(), set()
     for pid in pids:
         latest = series[pid].latest()

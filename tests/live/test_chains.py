@@ -963,7 +963,32 @@ def test_a_send_and_a_recv_whose_tags_differ_are_an_unpaired_p2p_not_a_collectiv
     assert finding["kind"] == "mismatch" and finding.get("ops") == "p2p", finding
     assert "their tags differ" in finding["why"], finding
     first = advise(report, load_knowledge()).diagnoses[0].fixes[0]
-    assert first.basis.startswith("p2p-unpaired"), (first.title, first.basis)
+    assert first.basis.startswith("p2p-tags-differ"), (first.title, first.basis)
+    assert re.search(
+        r"rank 0 sends with tag=step \+ 1 \(gloo_ranks\.py:\d+\) and rank 1 receives with tag=step ", first.title
+    )
+
+
+def test_an_isend_and_an_irecv_waited_on_at_one_line_are_told_apart_by_their_native_frames(knowledge, zoo):  # noqa: F811
+    """The eleventh hunt's j12: both ranks wait in `req.wait()` at one line, rank 0's request an isend
+    with tag=step, rank 1's an irecv with tag=0. Only native frames tell the send from the recv; each
+    rank of a small job is unwound (one per stack left rank 1 without them: "a collective", rank 0
+    alone). The fix names both tags, from the source."""
+    from debug_stuck.advice import advise
+
+    job = zoo("gloo_ranks", args=["isend_tag"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    finding = report.verdict.finding or {}
+    sides = {side["collective"]: side["pids"] for side in finding.get("sides") or []}
+    assert finding.get("ops") == "p2p" and sides == {
+        "isend": [job.info["rank0_pid"]],
+        "irecv": [job.info["rank1_pid"]],
+    }, finding
+    assert "their tags differ" in finding["why"], finding
+    first = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    assert first.basis.startswith("p2p-tags-differ"), (first.title, first.basis)
+    assert re.search(r"rank 0 sends with tag=step \(gloo_ranks\.py:\d+\) and rank 1 receives with tag=0 ", first.title)
 
 
 def test_an_irecv_waited_on_is_named_irecv_in_the_mismatch(knowledge, zoo):  # noqa: F811
