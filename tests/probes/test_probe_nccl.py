@@ -351,6 +351,10 @@ def test_mismatched_collective_fails(gloo_env):
     assert all_gone(result.data["pids"]) == []
 
 
+def _is_rank(argv: list) -> bool:
+    return any(arg.endswith("probe_ddp.py") for arg in argv) and "torch.distributed.run" not in argv
+
+
 @pytest.fixture
 def live_missing_rank_job(session_job):
     """A torchrun job stalled in the rendezvous (WORLD_SIZE=3, two ranks); its tree ends with the test."""
@@ -361,7 +365,9 @@ def live_missing_rank_job(session_job):
     ranks = []
     while time.monotonic() < deadline:
         try:
-            ranks = [c for c in psutil.Process(proc.pid).children() if "probe_ddp.py" in " ".join(c.cmdline())]
+            # a rank runs probe_ddp.py; a child torchrun forked without exec (a multiprocessing helper)
+            # keeps torchrun's command line, which names probe_ddp.py too, and is no rank
+            ranks = [c for c in psutil.Process(proc.pid).children() if _is_rank(c.cmdline())]
         except psutil.Error:
             ranks = []
         if len(ranks) == 2:
