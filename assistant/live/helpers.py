@@ -22,6 +22,7 @@ from typing import List, Optional
 from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import chosen_wait, innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
+from debug_stuck.live.eventloop import runs_event_loop
 from debug_stuck.live.loops import library_at_work, loop_header, own_frame_index
 from debug_stuck.live.progress import BUSY_CPU, cpu_used, running, thread_motion
 from debug_stuck.probes.collectors.procs import is_library_helper
@@ -88,6 +89,13 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         # progress already)
         children = [p for p in snap.processes if p.ppid == pid and not is_library_helper(p.cmdline)]
         return _processes(snap, knowledge, children, "child processes", "child process")
+    if runs_event_loop(thread):
+        # asyncio's create_subprocess_exec(...) and `await proc.communicate()`: the loop waits in its
+        # selector on the child's pipes (CPython 3.11 Lib/asyncio/subprocess.py), no subprocess frame
+        children = [p for p in snap.processes if p.ppid == pid and not is_library_helper(p.cmdline)]
+        found = _processes(snap, knowledge, children, "child processes", "child process")
+        if found is not None:
+            return found
     polling = _sleeps_beside_children(snap, knowledge, pid, thread) if _sleeps(snap, pid, thread.tid) else None
     polling = polling or _sleeps_between_calls(snap, pid, thread) or _backs_off(snap, entries, pid, thread)
     if polling is not None:

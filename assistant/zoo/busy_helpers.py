@@ -13,6 +13,10 @@
   thread waits in the queue's ``get``.
 - ``child_computes``: not hung. ``subprocess`` child that computes for ten minutes and writes nothing
   (a preprocessing step run as a script); the main thread waits for it in ``_try_wait``.
+- ``asyncio_child``: not hung. An asyncio trainer runs its evaluation as a child
+  (``asyncio.create_subprocess_exec``, stdout a pipe) that computes for ten minutes and awaits
+  ``proc.communicate()``: the loop waits in its selector on the child's pipe, no subprocess frame
+  (the twelfth hunt's h06, called hung: "keeps running, never waiting").
 - ``mp_child_computes``: not hung. A held-out evaluation run in a ``multiprocessing`` spawn child
   (``Process(name="evaluator")``) that multiplies torch matrices for ten minutes (native code, the
   stack still); the main thread waits for it in ``Process.join``.
@@ -75,7 +79,7 @@ server.serve_forever()
 """
 SCENARIOS = (
     "threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes", "join_blas",
-    "polls_child", "polls_service", "mp_child_computes",
+    "polls_child", "polls_service", "mp_child_computes", "asyncio_child",
 )  # fmt: skip
 
 
@@ -156,6 +160,27 @@ def child_computes() -> None:
     )
     print("preprocessing the dataset", flush=True)
     child.wait()
+
+
+def asyncio_child() -> None:
+    import asyncio
+
+    started = _common.workdir() / "child-started"
+
+    async def run_eval() -> bytes:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-c", CHILD_COMPUTES, str(started), stdout=asyncio.subprocess.PIPE
+        )
+        waits = _common._main_sleeps_in("select")
+        _common.ready_when(
+            lambda: started.exists() and waits(),
+            lambda: {"pid": os.getpid(), "scenario": SCENARIO, "child": child.pid},
+        )
+        out, _ = await child.communicate()
+        return out
+
+    print("running the offline metric in a child", flush=True)
+    asyncio.run(run_eval())
 
 
 def evaluate(started: str) -> None:
@@ -260,5 +285,5 @@ if __name__ == "__main__":
         sys.exit(f"usage: busy_helpers.py [{'|'.join(SCENARIOS)}]; not {SCENARIO!r}")
     scenarios = {"pool_imap": pool_imap, "prefetch_thread": prefetch_thread, "child_computes": child_computes}
     scenarios.update(child_writes=child_writes, join_blas=join_blas, polls_child=polls_child)
-    scenarios.update(polls_service=polls_service, mp_child_computes=mp_child_computes)
+    scenarios.update(polls_service=polls_service, mp_child_computes=mp_child_computes, asyncio_child=asyncio_child)
     scenarios.get(SCENARIO, pool_jobs)()
