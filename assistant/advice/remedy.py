@@ -439,6 +439,9 @@ def _lock_holder(values: Dict[str, str], reader: _Reader, chain: List[dict]) -> 
     waits = lock.get("waits_on") or {}
     if waits.get("object"):
         values["lock_path"] = str(waits["object"])
+    for key in ("holder_thread", "holder_at"):  # its own process holds it (live.selflock.own_lock_holder)
+        if waits.get(key):
+            values[key] = str(waits[key])
         files = [str(f.get("path") or f.get("file") or "") for f in reader.python_frames(lock)]
         if any(in_package(file, "filelock") for file in files):
             values["filelock_lock"] = str(waits["object"])  # filelock 4.3.1: FileLock(path, timeout=...)

@@ -105,6 +105,8 @@ VALUES = {
     "primitive": "asyncio.Event or asyncio.Queue",
     "created_at": "where the job's code makes it",
     "completes": "the call that would complete the await (ready.set()), found nowhere in that file",
+    "holder_thread": "the thread of the waiting process that holds the file lock it waits for",
+    "holder_at": "where that thread's own code is, inside the `with` that took it",
 }
 ASYNC_UNMET = ("awaited", "awaited_at", "primitive", "created_at", "completes")
 

@@ -66,7 +66,7 @@ from debug_stuck.live.parties import (
 from debug_stuck.live.pipeholders import watched_pipe_writers
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
-from debug_stuck.live.selflock import self_held_wait
+from debug_stuck.live.selflock import own_lock_holder, self_held_wait
 from debug_stuck.live.setafter import set_after_wait
 from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
@@ -287,6 +287,12 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
             if wrote is not None and wrote >= HOLDER_AT_WORK_BYTES:
                 hop.facts["holder_wrote"] = str(wrote)
                 hop.detail += f"; it wrote {wrote >> 10} KiB in {HOLDER_GAP} s: at work"
+            return
+        if lock_file.get("self_locked"):
+            # /proc/locks names the waiter's own pid: a lock on the file that its own process holds
+            hop.kind, hop.facts["end"] = "lock", "own-process"
+            hop.detail = f"waits for a lock on {hop.object}" + (f" at {hop.where}" if hop.where else "")
+            hop.detail += f", polling; its own process (pid {hop.pid}) holds it (/proc/locks)"
             return
         hop.detail = f"waits for the lock file {hop.object} to go away" + (f" at {hop.where}" if hop.where else "")
         if holders:
@@ -514,6 +520,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         holder = wait["lock_holders"][0]
         if holder in job.procs:
             return holder, None
+    if hop.facts.get("end") == "own-process" and thread is not None:
+        return own_lock_holder(job, hop, thread)
     if hop.role != "dataloader-worker" and _waits_on_process_pool(job, hop, files):
         worker = _pool_wait(job, hop)
         if worker is not None:

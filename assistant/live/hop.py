@@ -12,7 +12,7 @@ from debug_stuck.live.jobfacts import DATALOADER_FILE
 WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
     "forked_by", "gil", "receiving", "peer", "lock", "lock_module", "key", "set_key", "set_at", "setter", "event",
-    "awaited", "awaited_at", "primitive", "created_at", "completes",
+    "awaited", "awaited_at", "primitive", "created_at", "completes", "holder_thread", "holder_at",
 )  # fmt: skip
 
 

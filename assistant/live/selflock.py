@@ -13,7 +13,7 @@ import re
 from collections import deque
 from typing import List, Optional, Sequence, Tuple
 
-from debug_stuck.live.loops import _parsed, enclosing_function, is_library, job_roots
+from debug_stuck.live.loops import _parsed, enclosing_function, is_library, job_roots, own_frame_index
 
 
 def source_of(path: Optional[str], pid) -> Optional[str]:
@@ -176,3 +176,28 @@ def self_held_wait(pid: int, frames, where: Optional[str]) -> Optional[Tuple[str
             "and still holds: Python runs a handler in the main thread, between two steps of that code"
         )
     return "self-held", f"waits at {where} for `{lock}`, which it took itself at {took} and still holds"
+
+
+def own_lock_holder(job, hop, thread) -> Optional[Tuple[int, int]]:
+    """(pid, tid) of the other thread of hop's process whose own frame sits inside the `with` (or
+    after the acquire()) of the lock that thread's own frame asks for, by the source of each: a file
+    lock its own process holds (/proc/locks) is held by one of its threads. The hop names it
+    (`holder_thread`, `holder_at`: where that thread is, inside the `with`); None when no thread's source says so."""
+    index = own_frame_index(thread.frames)
+    if index is None:
+        return None
+    frame = thread.frames[index]
+    _, wanted = locks_at(frame_source(frame, hop.pid), frame.line)
+    if wanted is None:
+        return None
+    for other in job.threads(hop.pid):
+        at = own_frame_index(other.frames) if other.tid != thread.tid else None
+        if at is None:
+            continue
+        site = other.frames[at]
+        held, _ = locks_at(frame_source(site, hop.pid), site.line)
+        if wanted in held:
+            hop.facts.update(holder_thread=other.name or str(other.tid), holder_at=site.text())
+            hop.detail += f"; thread {other.name or other.tid!r} holds it at {site.text()}, inside `with {wanted}`"
+            return hop.pid, other.tid
+    return None

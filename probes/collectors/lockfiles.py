@@ -79,7 +79,8 @@ HOLDER_GAP = 0.5  # seconds between the two readings of a lock holder's I/O coun
 
 def describe_lock_file(pid: int, path: str, seconds: float = 3.0) -> Dict[str, object]:
     """{"path", "exists", "holders": [pids with it open], "locked_by": [pids holding a flock/POSIX
-    lock on it], "holder_cmdlines", "recorded_pid", "recorded_alive"}: read as
+    lock on it], "self_locked" (pid itself holds one), "holder_cmdlines", "recorded_pid",
+    "recorded_alive"}: read as
     process `pid` sees the path (its mount namespace), every read bounded."""
     from debug_stuck.bounded import call_or
     from debug_stuck.inputs import InputError, read_input
@@ -100,7 +101,11 @@ def describe_lock_file(pid: int, path: str, seconds: float = 3.0) -> Dict[str, o
     # holds on the file (LOCK_NB, then sleep): /proc/locks names that holder, alive by definition.
     inode = call_or(None, lambda: os.stat(where).st_ino, seconds, f"stat {path}") if out["exists"] else None
     if inode is not None:
-        out["locked_by"] = [p for p in locks_on(inode) if p != pid]
+        lockers = locks_on(inode)
+        out["locked_by"] = [p for p in lockers if p != pid]
+        # the waiter's own process holds it: a flock belongs to an open file, so a thread that opens
+        # the file again waits for the lock another thread (or an outer frame) of its process took
+        out["self_locked"] = pid in lockers
         out["holder_cmdlines"] = {p: _cmdline(p) for p in out["locked_by"][:3]}
     first = head.split()[0] if head.split() else ""
     if first.isdigit():

@@ -1507,3 +1507,21 @@ def test_a_udp_receive_nothing_sends_to_names_the_bound_port(knowledge, zoo):  #
     assert (end["kind"], end["object"], end["end"]) == ("socket", address, "no-datagram"), end
     assert f"a UDP socket bound to {address}" in end["detail"], end
     assert_first_fix_is_about(report, "udp-no-datagram", f"Nothing has sent a datagram to {address}")
+
+
+def test_a_file_lock_held_by_the_waiting_threads_own_process_is_a_deadlock_not_a_stale_file(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j25: the main thread holds a FileLock while pool threads that take the same
+    lock file poll for it. /proc/locks names the job's own pid: never "no process has it open", never
+    an rm of the file; the holding thread is named, from its `with`."""
+    pytest.importorskip("filelock")
+    from debug_stuck.advice import advise
+
+    job = zoo("filelock_own_thread")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    lock = next(hop["waits_on"] for hop in report.chain if hop["waits_on"].get("end") == "own-process")
+    assert lock["holder_thread"] == "MainThread" and "filelock_own_thread.py:" in lock["holder_at"], lock
+    assert "no process has it open" not in report.verdict.summary, report.verdict.summary
+    fixes = [fix for d in advise(report, knowledge).diagnoses for fix in d.fixes]
+    assert fixes[0].title.startswith("Thread 'MainThread' holds the lock on "), fixes[0].title
+    assert not any(command.startswith("rm ") for fix in fixes for command in fix.commands), fixes
