@@ -358,7 +358,8 @@ def chain_culprit(chain: Optional[Chain], snap: Optional[Snapshot] = None) -> Op
     if chain is None or len(chain.hops) < 2:
         return None
     first = chain.hops[0]
-    if end.pid == first.pid or end.kind == "cycle":
+    # a Manager's server whose every client waits in it blames no process: the one to blame has ended
+    if end.pid == first.pid or end.kind == "cycle" or end.facts.get("end") == "clients-waiting":
         return None
     return {"pid": end.pid, "rank": end.rank, "role": end.reported_role, "reason": f"{end.who} {end.detail}"}
 

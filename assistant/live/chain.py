@@ -32,6 +32,7 @@ from debug_stuck.live.hop import Hop
 from debug_stuck.live.jobfacts import frames_prove, frames_table
 from debug_stuck.live.joinlock import join_under_lock, process_lock_holder, wait_under_lock
 from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop, sleeping_frames
+from debug_stuck.live.managers import is_manager_server, manager_next, serving_thread
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.ownend import own_end
 from debug_stuck.live.parties import (
@@ -467,6 +468,10 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     files = " ".join(f.file for f in python_frames(thread.frames)) if thread is not None else ""
     if hop.facts.get("stdin") == "prompt" or runs_forever(job, hop):
         return None
+    if thread is not None:
+        handled, after = manager_next(job, hop, thread, None)
+        if handled:
+            return after
     dead = dead_child_of_poll(job, hop)
     if dead is not None:
         hop.detail += f"; its child pid {dead}, which would most likely have made it, has exited with an error"
@@ -500,7 +505,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             return target, None
     server = blocked_server_peer(job, hop, wait, files)
     if server is not None:
-        return server, None
+        # a Manager's server: the handler thread that runs this client's call, not its idle main thread
+        return server, serving_thread(job, server, hop.pid) if is_manager_server(job, server) else None
     elsewhere = awaited_elsewhere(job, hop, thread)
     if elsewhere is not None:
         return elsewhere

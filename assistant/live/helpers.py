@@ -24,6 +24,7 @@ from debug_stuck.core.libfacts import chosen_wait, innermost_wait, match_frame
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.eventloop import runs_event_loop
 from debug_stuck.live.loops import library_at_work, loop_header, own_frame_index
+from debug_stuck.live.managers import calls_manager, serves_manager
 from debug_stuck.live.progress import BUSY_CPU, cpu_used, running, thread_motion
 from debug_stuck.probes.collectors.procs import is_library_helper
 from debug_stuck.probes.collectors.stacks import main_thread
@@ -89,6 +90,14 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         # progress already)
         children = [p for p in snap.processes if p.ppid == pid and not is_library_helper(p.cmdline)]
         return _processes(snap, knowledge, children, "child processes", "child process")
+    if calls_manager(thread):
+        # a proxy call to a multiprocessing Manager (a queue's get): its other clients would fill it;
+        # the manager's server process idles between requests by design
+        clients = [p for p in snap.processes if p.ppid == pid and not is_library_helper(p.cmdline)]
+        clients = [p for p in clients if not serves_manager(_latest_threads(snap, p.pid))]
+        found = _processes(snap, knowledge, clients, "processes that use its multiprocessing Manager", "process")
+        if found is not None:
+            return found
     if runs_event_loop(thread):
         # asyncio's create_subprocess_exec(...) and `await proc.communicate()`: the loop waits in its
         # selector on the child's pipes (CPython 3.11 Lib/asyncio/subprocess.py), no subprocess frame

@@ -1170,3 +1170,42 @@ def test_a_check_output_of_a_command_that_follows_for_ever_names_the_flag(knowle
     assert fix.title.startswith(f"Process pid {child} (tail) runs `tail -f -n 5 "), fix.title
     assert "bound it with no -f" in fix.title, fix.title
     assert f"subprocess_output.py:{job.info['call_line']})" in fix.why, fix.why
+
+
+def test_a_manager_queue_whose_producer_died_blames_the_dead_producer_not_the_manager(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j01: the trainer waits in a Manager queue's get(); the producer process
+    raised and is a zombie. The chain goes through the handler thread that serves the get (not the
+    server's idle main thread, "an Event nobody sets") to the dead producer."""
+    job = zoo("manager_clients", args=["producer_died"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    producer = job.info["children"][0]
+    assert report.culprit is not None and report.culprit["pid"] == producer, report.culprit
+    server = next(hop for hop in report.chain if hop["pid"] == job.info["manager_pid"])
+    assert "serves a client's call to get()" in server["waits_on"]["detail"], server
+    assert "Event nobody sets" not in report.verdict.summary, report.verdict.summary
+
+
+def test_a_manager_lock_whose_holder_was_killed_blames_no_live_process(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j22: a prep worker was SIGKILLed inside `with lock:` on a Manager lock and
+    reaped; the trainer and the other workers wait for the lock. No live process is to blame: every
+    live client waits in the manager, and the fix says the holder ended."""
+    job = zoo("manager_clients", args=["holder_killed"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.culprit is None, report.culprit
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "clients-waiting" and end.get("manager") == "yes", end
+    assert report.chain[-1]["pid"] == job.info["manager_pid"], report.chain[-1]
+    fix = first_fix(report)
+    assert fix.title.startswith("Every live client of the multiprocessing Manager"), fix.title
+    assert "lock.acquire(timeout=30)" in fix.commands[-1], fix.commands
+
+
+def test_a_manager_queue_fed_by_computing_producers_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's h05: two producers compute a minute per item for a Manager queue the trainer
+    waits on. Helpers at work: undecided, nobody blamed (it was HUNG, cpu-spin 90%)."""
+    job = zoo("manager_clients", args=["producers_compute"])
+    report = diagnose(knowledge, job.proc.pid)
+    summary = undecided_summary(report)
+    assert f"pid {job.proc.pid} (rank) waits for its processes that use its multiprocessing Manager" in summary
