@@ -23,6 +23,7 @@ from debug_stuck.advice.joinlock import held_across_wait_values, join_lock_value
 from debug_stuck.advice.otherthreads import other_threads
 from debug_stuck.advice.p2ptags import tag_mismatch
 from debug_stuck.advice.pipeholder import background_holder, both_send, endless_values, filter_child
+from debug_stuck.advice.respawn import respawn_values
 from debug_stuck.advice.samecall import same_call
 from debug_stuck.advice.selflock import self_lock_values
 from debug_stuck.advice.stdin import stdin_redirect
@@ -60,6 +61,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     signature = ">".join(reader.token(hop) for hop in chain)
     values = _values(reader, chain, facts, table)
     thread_traceback(values, report)
+    respawn_values(values, report)
     logged_death(values, report, chain[-1])
     same_call(values, report, reader, chain[-1])
     missing_members(values, report, reader, chain[-1])

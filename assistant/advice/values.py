@@ -105,6 +105,9 @@ VALUES = {
     "primitive": "asyncio.Event or asyncio.Queue",
     "created_at": "where the job's code makes it",
     "completes": "the call that would complete the await (ready.set()), found nowhere in that file",
+    "respawn_exception": "the exception every Pool worker in the log died of as it started",
+    "respawn_at": "where they raised it (init_worker (train.py:8))",
+    "respawn_count": "how many such dead workers the log's tail holds",
     "holder_thread": "the thread of the waiting process that holds the file lock it waits for",
     "holder_at": "where that thread's own code is, inside the `with` that took it",
 }

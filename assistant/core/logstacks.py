@@ -159,6 +159,22 @@ def process_errors(lines: List[str]) -> List[dict]:
     return out
 
 
+def only_repeated_errors(lines: List[str]) -> Optional[str]:
+    """The exception line, when the lines are nothing but two or more multiprocessing child
+    tracebacks of one error at one place (a Pool whose initializer raises respawns its workers, each
+    printing the same traceback): a log that grows so is no progress. None for any other text."""
+    errors = process_errors(lines)
+    if len(errors) < 2 or len({(e["exception"], e["at"]) for e in errors}) != 1:
+        return None
+    exception = errors[0]["exception"]
+    for line in (_strip(line) for line in lines):
+        text = line.strip()
+        if not text or line[:1].isspace() or _PROCESS.match(text) or _TB_START.search(text) or text == exception:
+            continue
+        return None  # a line of the job's own among them
+    return exception
+
+
 # The first line of a dump a debugging tool prints, not the job: py-spy's "Process 123: cmd", pystack's
 # "Traceback for thread", gdb's "Thread 1 (Thread 0x7f... (LWP 12))" or its first frame.
 _TOOL_DUMP_HEAD = re.compile(r"^(Process \d+: |Traceback for thread \d+|Thread \d+ \(Thread 0x[0-9a-f]+|#0\s)")

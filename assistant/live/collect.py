@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from debug_stuck.errors import NotInspectable
+from debug_stuck.probes.collectors.logtail import repeated_error_growth
 from debug_stuck.probes.collectors.procs import (
     InspectError,
     ProcInfo,
@@ -47,6 +48,7 @@ class LogGrowth:
     size_after: Optional[int]
     read_path: Optional[str] = None  # /proc/P/fd/N for a file the job holds open: read it there
     role: str = "log"  # stdout | stderr | written | log (given with --log)
+    repeated_error: Optional[str] = None  # all it gained is one child traceback, again and again
 
     @property
     def text_log(self) -> bool:
@@ -262,6 +264,8 @@ def collect(
     after = sizes_of(watched)  # after the watch too: a log written between two sleeps counts
     snap.logs = [LogGrowth(jf.path, before[jf.read_path], after[jf.read_path], jf.read_path, jf.role) for jf in files]
     snap.logs += [LogGrowth(path, before[path], after[path]) for path in given]
+    for grown in (lg for lg in snap.logs if lg.grew and lg.text_log):
+        grown.repeated_error = repeated_error_growth(grown.read_path or grown.path, grown.size_before, grown.size_after)
     for info in procs:
         snap.errors.extend(f"{info.label()}: {e}" for e in info.errors)
     for pid, series in snap.stacks.items():

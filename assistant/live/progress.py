@@ -239,7 +239,7 @@ class LogRhythm:
 
 
 def rhythms(snap: Snapshot, tails: Sequence = ()) -> List[LogRhythm]:
-    grew = {lg.path for lg in snap.logs if lg.grew}
+    grew = {lg.path for lg in snap.logs if lg.grew and not lg.repeated_error}
     out = []
     now = time.time()
     for tail in tails:
@@ -270,8 +270,9 @@ def judge_progress(
     workers, a pool's workers), when every one of them computes; `computes(pid) -> frame or None`: where
     its main thread computes inside a library, waiting for nothing (live.helpers.computes_in_library)."""
     logs = rhythms(snap, tails)
-    grew = [lg.path for lg in snap.logs if lg.grew]
-    grown = next((lg for lg in snap.logs if lg.grew), None)
+    # a log that gained only one child traceback after another (workers dying as they start) is no progress
+    grew = [lg.path for lg in snap.logs if lg.grew and not lg.repeated_error]
+    grown = next((lg for lg in snap.logs if lg.grew and not lg.repeated_error), None)
     ranks = [p for p in snap.processes if p.role == "rank"]
     if not ranks and retrying is not None:
         # no rank started yet: torchrun's agent retrying in the elastic rendezvous is what the job does
@@ -316,6 +317,13 @@ def judge_progress(
         verdict = _waited_for(snap, ranks, waiting, motion, moved, stuck_logs, phases)
         if verdict is not None:
             return verdict
+    respawned = next((lg for lg in snap.logs if lg.repeated_error), None)
+    if respawned is not None and ranks and grown is None and all(motion.get(p.pid) == "frozen" for p in ranks):
+        text = (
+            f"log {respawned.path} gained nothing during the {snap.window:.0f} s window but one child process "
+            f"traceback after another ({respawned.repeated_error}): children die as they start and are started again"
+        )
+        return Progress(True, [text])
     reasons = []
     if grown is not None:
         if grown.role == "written":

@@ -241,8 +241,10 @@ def _kernel_from_wire(data: Optional[dict]):
 
 def _log_to_wire(lg: LogGrowth) -> list:
     row = [lg.path, lg.size_before, lg.size_after]
-    if lg.read_path or lg.role != "log":
+    if lg.read_path or lg.role != "log" or lg.repeated_error:
         row += [lg.read_path, lg.role]  # later elements, so readers of three-element rows still work
+    if lg.repeated_error:
+        row.append(lg.repeated_error)
     return row
 
 
@@ -306,7 +308,7 @@ def snapshot_from_wire(data: dict) -> Snapshot:
             gpus=_gpus_from_wire(data.get("gpus")),
             kernel=_kernel_from_wire(data.get("kernel")),
             shm=data.get("shm"),
-            logs=[LogGrowth(*entry[:5]) for entry in data.get("logs") or []],
+            logs=[LogGrowth(*entry[:6]) for entry in data.get("logs") or []],
             errors=list(data.get("errors") or []),
             notes=list(data.get("notes") or []),
             missing=[dict(m) for m in data.get("missing") or [] if isinstance(m, dict)],

@@ -49,3 +49,25 @@ def _read_raw(path: str, max_bytes: int):
         cut = offset > 0 and read_span(fd, offset - 1, 1) not in (b"\n", b"\x00")
         raw = read_span(fd, offset, st.st_size - offset)
     return raw, st.st_size, st.st_mtime, offset, bom, cut
+
+
+GROWN_BYTES = 64 * 1024  # of what a log gained in the window, at most this much is read
+
+
+def repeated_error_growth(path: str, start: int, end: int, timeout: float = 2.0) -> Optional[str]:
+    """The exception line when all a log gained from byte `start` to `end` (its last GROWN_BYTES) is
+    the same child traceback again and again (core.logstacks.only_repeated_errors); None otherwise,
+    or when it cannot be read in `timeout` seconds."""
+    from debug_stuck.core.logstacks import only_repeated_errors
+
+    def read() -> bytes:
+        with open_input(path, "log", LOG_EXPECTED) as (fd, _st):
+            offset = max(start, end - GROWN_BYTES)
+            raw = read_span(fd, offset, end - offset)
+            return raw if offset == start else raw.split(b"\n", 1)[-1]  # a first line cut in two is left out
+
+    try:
+        raw = call_with_timeout(read, timeout, what=f"reading {path}")
+    except (CallTimedOut, InputError, OSError):
+        return None
+    return only_repeated_errors(raw.decode("utf-8", "replace").splitlines())

@@ -1209,3 +1209,16 @@ def test_a_manager_queue_fed_by_computing_producers_is_not_called_hung(knowledge
     report = diagnose(knowledge, job.proc.pid)
     summary = undecided_summary(report)
     assert f"pid {job.proc.pid} (rank) waits for its processes that use its multiprocessing Manager" in summary
+
+
+def test_a_pool_whose_initializer_raises_in_every_worker_is_hung_not_progressing(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j17: Pool(initializer=...) raising FileNotFoundError in each worker; the pool
+    starts new ones for ever and the log grows only with their tracebacks. Not progress: hung, and the
+    first fix names the error and where the workers raise it."""
+    job = zoo("pool_init_fails")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert "one child process traceback after another (FileNotFoundError" in report.verdict.summary
+    fix = first_fix(report)
+    assert fix.title.startswith("The pool's workers die as they start (FileNotFoundError"), fix.title
+    assert "at load_vocab (" in fix.title and "pool_init_fails.py:" in fix.title, fix.title
