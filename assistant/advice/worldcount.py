@@ -35,6 +35,13 @@ def missing_members(values: Dict[str, str], report, reader, end: dict) -> None:
         _agent(values, command_argv(proc.get("cmdline")))
         return
     ranks = [p for p in report.processes or [] if p.get("role") == "rank" and p.get("state") != "Z"]
+    addresses = {_address(p) for p in ranks}
+    if len(addresses) > 1 and None not in addresses:
+        # each rank waits at its own address: a port (or host) given to one rank only
+        values["rdzv_split"] = "; ".join(
+            f"rank {p.get('rank')} (pid {p.get('pid')}) {_address(p)}" for p in sorted(ranks, key=_rank_order)
+        )
+        return
     sizes = {p.get("world_size") for p in ranks}
     if len(sizes) != 1 or not isinstance(next(iter(sizes)), int):
         return
@@ -46,6 +53,16 @@ def missing_members(values: Dict[str, str], report, reader, end: dict) -> None:
     values["ranks_here"] = str(len(ranks))
     values["ranks_here_list"] = f" (rank {', '.join(map(str, here))})" if len(here) == len(ranks) else ""
     values["ranks_short"] = str(world - len(ranks))
+
+
+def _address(proc: dict) -> Optional[str]:
+    """MASTER_ADDR:MASTER_PORT as the rank's environment gives them (the env:// rendezvous)."""
+    env = proc.get("env") or {}
+    return f"MASTER_ADDR={env.get('MASTER_ADDR')} MASTER_PORT={env['MASTER_PORT']}" if env.get("MASTER_PORT") else None
+
+
+def _rank_order(proc: dict) -> tuple:
+    return (proc.get("rank") is None, proc.get("rank") or 0, proc.get("pid") or 0)
 
 
 def _agent(values: Dict[str, str], argv: List[str]) -> None:

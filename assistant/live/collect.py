@@ -29,6 +29,7 @@ from debug_stuck.probes.collectors.procs import (
     read_states,
     sample_window,
     shm_usage,
+    split_rendezvous,
 )
 
 TRAINING_ROLES = ("launcher", "rank", "dataloader-worker")
@@ -188,16 +189,23 @@ def _with_siblings(pids: List[int], notes: List[str]) -> List[int]:
     keys = {k for k in keys if k[0] != "pid"}
     if not keys:
         return pids
-    added = []
+    added, split = [], []
     for key, members in group_jobs(find_training_processes()):
         if key in keys:
             added += [p for p in members if p not in pids]
+        elif key[0] == "rendezvous" and split_rendezvous(pids + members):
+            split += [p for p in members if p not in pids]  # ranks of this job at another MASTER_PORT
     if added:
         notes.append(
             f"also took pid(s) {', '.join(map(str, added))}: ranks of the same job "
             f"({', '.join(describe_job_key(k) for k in keys)}) started without a common launcher"
         )
-    return list(dict.fromkeys(pids + added))
+    if split:
+        notes.append(
+            f"also took pid(s) {', '.join(map(str, split))}: run by the same parent with the same command and "
+            "WORLD_SIZE and another RANK, but another MASTER_ADDR:MASTER_PORT"
+        )
+    return list(dict.fromkeys(pids + added + split))
 
 
 def collect(

@@ -434,6 +434,8 @@ def check_target(info: ProcInfo, given: Iterable[int] = ()) -> None:
     jobs = len({_job_of(p, cmd) for p, cmd in roots})
     if jobs > 1 and not _holder_reason(info) and families_linked(pid, [_family(p) for p, _ in roots]):
         jobs = 1  # a launch script's trainer and sidecar, talking over a pipe or TCP
+    if jobs > 1 and not _holder_reason(info) and split_rendezvous([p for p, _ in roots]):
+        jobs = 1  # its ranks, given different MASTER_PORTs: the bug to diagnose, not two jobs
     reason = _holder_reason(info) or (f"it runs {jobs} unrelated jobs" if jobs > 1 else "")
     if not reason:
         return  # a wrapper of one job (or of none: then it is "not a Python process")
@@ -625,6 +627,30 @@ def job_key(pid: int) -> tuple:
     if env.get("MASTER_PORT") and world and world > 1:
         return ("rendezvous", env.get("MASTER_ADDR", "127.0.0.1"), env["MASTER_PORT"], world)
     return ("pid", pid)
+
+
+def split_rendezvous(pids: List[int]) -> bool:
+    """Sibling processes (one parent) that run one command line with one WORLD_SIZE above 1 and
+    distinct RANKs, but do not agree on MASTER_ADDR:MASTER_PORT: the ranks of one job whose launch
+    gave them different rendezvous addresses (a port changed on one line of a launch script), not
+    unrelated jobs. Each rank then waits for the others at its own address."""
+
+    def read(pid: int):
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return proc.ppid(), tuple(proc.cmdline()), proc.environ()
+
+    seen = [_bounded(lambda pid=pid: read(pid), f"reading /proc/{pid}", None) for pid in pids]
+    if len(seen) < 2 or any(s is None for s in seen):
+        return False
+    ranks = [_int(env.get("RANK")) for _, _, env in seen]
+    return (
+        len({(ppid, cmd, env.get("WORLD_SIZE")) for ppid, cmd, env in seen}) == 1
+        and (_int(seen[0][2].get("WORLD_SIZE")) or 0) > 1
+        and None not in ranks
+        and len(set(ranks)) == len(ranks)
+        and len({(env.get("MASTER_ADDR"), env.get("MASTER_PORT")) for _, _, env in seen}) > 1
+    )
 
 
 def describe_job_key(key: tuple) -> str:

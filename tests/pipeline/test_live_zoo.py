@@ -531,3 +531,28 @@ def test_a_job_waiting_for_the_cpp_compiler_it_started_is_compiling_not_hung(kno
         report.verdict.summary
     ), report.verdict.summary
     assert f"ps --ppid {job.proc.pid} -o pid,etime,args" in report.verdict.summary
+
+
+def test_ranks_a_launch_script_gave_different_master_ports_are_one_job_told_to_use_one_port(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j20: a shell starts rank 0 with MASTER_PORT=P and rank 1 with Q. Given the
+    shell, it is one job (not "2 unrelated jobs"); given rank 0, rank 1 comes along (not "never
+    started"); the first fix names both addresses."""
+    needs_torch()
+    from debug_stuck.advice import advise
+    from debug_stuck.zoo import spawn
+
+    script = spawn.ZOO_DIR / "port_split.py"
+    first, second = spawn.free_port(), spawn.free_port()
+    line = "MASTER_ADDR=127.0.0.1 WORLD_SIZE=2 GLOO_SOCKET_IFNAME=lo"
+    ranks = [f"{line} RANK={r} MASTER_PORT={port} {sys.executable} {script} &" for r, port in ((0, first), (1, second))]
+    launcher = " ".join(ranks) + " wait"
+    job = zoo("port_split", argv=["bash", "-c", launcher], wait_ready=True)
+    rank0 = job.info["pid"]
+    for pid in (job.proc.pid, rank0):
+        report = diagnose(knowledge, pid)
+        assert report.verdict.cause == "rendezvous", (pid, causes(report))
+        ranks = sorted(p["rank"] for p in report.processes if p.get("role") == "rank")
+        assert ranks == [0, 1], (pid, ranks)
+        fix = advise(report, knowledge).diagnoses[0].fixes[0]
+        assert fix.title.startswith("The ranks were given different rendezvous addresses"), fix.title
+        assert f"MASTER_PORT={first}" in fix.title and f"MASTER_PORT={second}" in fix.title, fix.title
