@@ -18,6 +18,8 @@ def held_across_wait_values(values: Dict[str, str], end: dict, prev: Optional[di
         values["held_lock"] = str(held["lock"])
     if held.get("setter") and held.get("set_at") and held.get("event"):
         values["setter"], values["set_at"], values["set_event"] = held["setter"], held["set_at"], held["event"]
+        if held.get("setter_pid"):  # the parent sets it after joining the child that waits for it
+            values["setter_pid"] = str(held["setter_pid"])
 
 
 def join_lock_values(values: Dict[str, str], end: dict, source: Callable[[Optional[str], int], Optional[str]]) -> None:

@@ -105,6 +105,7 @@ VALUES = {
     "primitive": "asyncio.Event or asyncio.Queue",
     "created_at": "where the job's code makes it",
     "completes": "the call that would complete the await (ready.set()), found nowhere in that file",
+    "setter_pid": "the parent process that sets the Event its child waits for, after it waits for that child to end",
     "rdzv_split": "each rank's MASTER_ADDR and MASTER_PORT, when the job's ranks were given different ones",
     "respawn_exception": "the exception every Pool worker in the log died of as it started",
     "respawn_at": "where they raised it (init_worker (train.py:8))",

@@ -68,7 +68,7 @@ from debug_stuck.live.pipeholders import watched_pipe_writers
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.selflock import own_lock_holder, self_held_wait
-from debug_stuck.live.setafter import set_after_wait
+from debug_stuck.live.setafter import parent_sets_after_join, set_after_wait
 from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
     barrier_feeders,
@@ -539,7 +539,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         and thread is not None
         and any(MP_SYNC_FILE.search(f.file or "") for f in python_frames(thread.frames))
     ):
-        holder = process_lock_holder(job, hop, thread)
+        holder = process_lock_holder(job, hop, thread) or parent_sets_after_join(job, hop, thread)
         if holder is not None:
             return holder
         party = sync_party(job, hop.pid)

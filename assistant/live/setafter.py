@@ -38,6 +38,14 @@ def _set_below(frame, pid, target: str) -> Optional[int]:
     return min(lines) if lines else None
 
 
+def _sets_below(frame, pid) -> list:
+    """(line, receiver) of each x.set() below the frame's line, in its function (or module code)."""
+    tree = parse_source(frame_source(frame, pid))
+    scope = (enclosing_function(tree, frame.line) or tree) if tree is not None else None
+    calls = attribute_calls(scope, ("set",)) if scope is not None else []
+    return sorted((call.lineno, receiver) for call, receiver in calls if call.lineno > frame.line)
+
+
 def set_after_wait(job, hop, thread) -> Optional[Tuple[int, int]]:
     """(pid, tid) of the thread whose own code sets what hop's thread waits for, below the line where
     that thread itself waits; the hop's words say so (`setter`, `set_at`). None when no such thread."""
@@ -66,3 +74,37 @@ def set_after_wait(job, hop, thread) -> Optional[Tuple[int, int]]:
         )
         return hop.pid, other.tid
     return None
+
+
+def parent_sets_after_join(job, hop, thread) -> Optional[Tuple[int, int]]:
+    """(parent pid, its main thread) when hop's process waits at a multiprocessing Event (or
+    Condition) its parent sets only below the line where the parent waits for this process to end
+    (`ev.join()`, then `ckpt_ready.set()`): read from the parent's source (never run), the Event as
+    each side's code names it. The hop's words say so (`setter`, `set_at`, `event`, `setter_pid`)."""
+    index = own_frame_index(thread.frames) if thread is not None else None
+    target = _waited(thread.frames[index], hop.pid) if index is not None else None
+    info = job.procs.get(hop.pid)
+    parent = job.procs.get(info.ppid) if info is not None and target is not None else None
+    main = job.thread(parent.pid) if parent is not None else None
+    if main is None or (job.wait(parent.pid, main.tid) or {}).get("op") != "wait-child":
+        return None
+    at = own_frame_index(main.frames)
+    if at is None:
+        return None
+    frame = main.frames[at]
+    line = _set_below(frame, parent.pid, target)
+    if line is None:
+        # the child names the Event as its parameter (`ready`), the parent as its own variable: the one
+        # Event the parent's code sets below its join
+        found = _sets_below(frame, parent.pid)
+        if len({receiver for _, receiver in found}) != 1:
+            return None
+        line, target = found[0]
+    hop.kind, hop.object = "process", str(parent.pid)
+    set_at = f"{frame.bare_name} ({frame.file}:{line})"
+    hop.facts.update(setter=main.name or "MainThread", setter_pid=str(parent.pid), set_at=set_at, event=target)
+    hop.detail = (
+        f"waits for {target} at {thread.frames[index].text()}, which its parent pid {parent.pid} sets only at "
+        f"{frame.file}:{line}, after {frame.text()}, where it waits for this process to end"
+    )
+    return parent.pid, main.tid

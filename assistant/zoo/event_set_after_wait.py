@@ -6,8 +6,12 @@
 (``wait(futures)``) and only then calls ``weights_synced.set()`` (the eleventh hunt's j21: "an Event
 nobody sets", although the set() is on the next line).
 
-READY (``{"pid", "set_line", "wait_line"}``): once the main thread has slept in ``wait`` for 5
-consecutive samples.
+``python event_set_after_wait.py process``: the same with a process. The trainer starts an evaluator
+``multiprocessing.Process`` that waits for ``ckpt_ready`` (a ``multiprocessing.Event``), joins it,
+and sets ``ckpt_ready`` on the next line (the twelfth hunt's j05: no cause named, "local SSD" first).
+
+READY (``{"pid", "set_line", "wait_line"}``, and ``child_pid`` for ``process``): once the main thread
+has slept in ``wait`` (``process``: in the join's ``poll``) for 5 consecutive samples.
 """
 
 from __future__ import annotations
@@ -48,5 +52,31 @@ def main() -> None:
         print([f.result() for f in futures], flush=True)
 
 
+def evaluator(ready) -> None:
+    ready.wait()  # "checkpoint written"
+    print("evaluating the checkpoint", flush=True)
+
+
+def main_process() -> None:
+    import multiprocessing
+
+    ckpt_ready = multiprocessing.Event()
+    child = multiprocessing.Process(target=evaluator, args=(ckpt_ready,), name="evaluator")
+    child.start()
+    main_thread = threading.main_thread()
+    _common.ready_when(
+        lambda: (
+            "poll" in _common.stack_functions(main_thread.ident)
+            and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
+        ),
+        lambda: {"set_line": line_of(main_process, "ckpt_ready.set()"), "child_pid": child.pid},
+    )
+    print("epoch done; waiting for the evaluator", flush=True)
+    child.join()  # the bug: waits for the evaluator before signalling what it waits for
+    ckpt_ready.set()
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main_process() if sys.argv[1:] == ["process"] else main()

@@ -1452,6 +1452,19 @@ def test_an_event_set_below_the_line_where_its_setter_waits_for_the_waiters_is_a
     assert_first_fix_is_about(report, "set-after-wait", "Thread 'MainThread' sets weights_synced at main")
 
 
+def test_a_multiprocessing_event_set_below_the_join_of_its_waiter_is_a_cycle(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j05: the trainer joins its evaluator process, which waits for ckpt_ready, set
+    on the line after the join. No cause was named; the parent is the setter, after its own wait."""
+    job = zoo("event_set_after_wait", args=["process"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain[:2]] == [job.proc.pid, job.info["child_pid"]], report.chain
+    hop = report.chain[1]["waits_on"]
+    assert (hop["setter_pid"], hop["event"]) == (str(job.proc.pid), "ckpt_ready"), hop
+    assert hop["set_at"] == f"main_process (assistant/zoo/event_set_after_wait.py:{job.info['set_line']})", hop
+    assert_first_fix_is_about(report, "set-after-join", f"Pid {job.proc.pid} sets ckpt_ready at main_process")
+
+
 def test_a_loop_polling_for_a_marker_whose_child_crashed_ends_at_the_dead_child(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j20: `while not os.path.exists(done)` while the shard builder that would
     write it is a zombie with exit code 1 (its IndexError in the log): no cause was named."""
