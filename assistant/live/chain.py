@@ -475,6 +475,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     dead = dead_child_of_poll(job, hop)
     if dead is not None:
         hop.detail += f"; its child pid {dead}, which would most likely have made it, has exited with an error"
+        hop.facts["dead_child"] = str(dead)
         return dead, None
     holder = to_gil_holder(job, hop, thread)
     if holder is not None:

@@ -33,6 +33,8 @@ def object_text(obj: dict) -> str:
     """What a wait waits on, in words: "the FIFO /data/shard-4.fifo", "a TCP connection from A to B (ESTABLISHED)"."""
     kind = obj.get("kind", "other")
     if kind == "socket":
+        if obj.get("proto") == "tcp" and obj.get("state") == "LISTEN":
+            return f"a TCP socket listening at {obj.get('local')}"  # its remote is 0.0.0.0:0: no peer
         if obj.get("proto") == "tcp":
             return f"a TCP connection from {obj.get('local')} to {obj.get('remote')} ({obj.get('state')})"
         if obj.get("proto") == "udp" and obj.get("remote"):

@@ -6,6 +6,10 @@ raises an ``IndexError`` before it writes the marker; nothing reaps it, so it st
 code 1, while the trainer sleeps in ``while not os.path.exists(done): time.sleep(1)`` (the eleventh
 hunt's j20: no cause named, the zombie and its traceback not connected to the loop).
 
+``python poll_dead_child.py accept``: the trainer serves parameters on a ``multiprocessing.connection``
+``Listener`` and waits in ``accept()`` for its actor child, which raises (a missing config file) before
+it connects (the twelfth hunt's j24: no cause named, the dead client not named).
+
 READY (``{"pid", "child_pid"}``): once the child is a zombie and the trainer has slept for 5 samples.
 """
 
@@ -38,5 +42,31 @@ def main() -> None:
     print("shard 1 ready", flush=True)
 
 
+def actor(address, config: str) -> None:
+    from multiprocessing.connection import Client
+
+    with open(config) as f:  # FileNotFoundError: the actor dies before it connects
+        settings = f.read()
+    Client(address, authkey=b"zoo").send(settings)
+
+
+def serve() -> None:
+    from multiprocessing.connection import Listener
+
+    listener = Listener(("127.0.0.1", 0), authkey=b"zoo")
+    config = str(_common.workdir() / "actor_config.json")
+    child = multiprocessing.get_context("fork").Process(target=actor, args=(listener.address, config), name="actor-0")
+    child.start()
+    _common.ready_when(
+        lambda: _common.task_state(child.pid) == "Z" and _common.sleeping_steadily(os.getpid()),
+        lambda: {"child_pid": child.pid},
+    )
+    print("waiting for actor-0 to connect", flush=True)
+    conn = listener.accept()
+    print("actor connected", conn.recv(), flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    serve() if sys.argv[1:] == ["accept"] else main()

@@ -1478,6 +1478,20 @@ def test_a_loop_polling_for_a_marker_whose_child_crashed_ends_at_the_dead_child(
     assert_first_fix_is_about(report, "dead-process", f"Worker process pid {child} has died (exit code 1)")
 
 
+def test_an_accept_whose_client_child_crashed_ends_at_the_dead_child(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j24: Listener.accept() while the actor child that would connect is a zombie
+    (FileNotFoundError before it connects). No cause was named and the socket read "to 0.0.0.0:0"."""
+    job = zoo("poll_dead_child", args=["accept"])
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child], report.chain
+    detail = report.chain[0]["waits_on"]["detail"]
+    assert "a TCP socket listening at 127.0.0.1:" in detail and "0.0.0.0:0" not in detail, detail
+    assert report.culprit["pid"] == child, report.culprit
+    assert_first_fix_is_about(report, "dead-process", f"Worker process pid {child} has died (exit code 1)")
+
+
 def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
     the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
