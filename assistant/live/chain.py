@@ -131,6 +131,8 @@ def _hop(job: JobView, pid: int, tid: Optional[int]) -> Hop:
     host = getattr(info, "host", None) if info is not None else None
     thread = job.thread(pid, tid)
     where, inside = _where(thread.frames) if thread is not None else (None, [])
+    # a background process taken in for the job's pipe it holds open (live.pipeholders): not the job's child
+    adopted = {"adopted": "yes"} if getattr(info, "adopted_by", None) is not None else {}
     return Hop(
         pid=pid,
         role=info.role if info is not None else "other",
@@ -143,6 +145,7 @@ def _hop(job: JobView, pid: int, tid: Optional[int]) -> Hop:
         frames=list(thread.frames) if thread is not None else [],
         dataloader_job=job.has_dataloader,
         program=_program(info) if thread is None else None,
+        facts=adopted,
     )
 
 

@@ -710,6 +710,8 @@ def test_a_captured_command_that_left_a_process_running_names_that_process(knowl
     holder = job.info["holder_pid"]
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True and report.culprit["pid"] == holder, top(report)
+    # a process that never ends holds the pipe: no storage (the twelfth hunt's j06 said io-stall 84%)
+    assert report.verdict.cause == "thread-deadlock", top(report)
     assert f"the writer is pid {holder} (sleep)" in report.chain[0]["waits_on"]["detail"], report.chain
     assert any(f"pid {holder} (sleep 3600) is taken as part of the job" in n for n in report.notes), report.notes
     # taken in for its pipe, not watched as a step loop (its hour's sleep cost 6 s of watching)
