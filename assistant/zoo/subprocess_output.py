@@ -30,6 +30,14 @@ hunt's j02, whose first fix took the job itself for a background process and sai
 with ``subprocess.check_output(["tail", "-f", "-n", "5", log])``: ``-f`` follows the file for ever, so
 the output never ends (the eleventh hunt's j24, ``top`` without ``-n``, read as a storage stall).
 READY adds ``child_pid`` and ``call_line``.
+
+``python subprocess_output.py stderr_full``: ``Popen(cmd, stdout=PIPE, stderr=PIPE)`` and
+``proc.stdout.read()`` first: the child writes 1 MiB of warnings to stderr before its result, blocks
+on the full stderr pipe, and never closes stdout (the twelfth hunt's j04, "break the cycle").
+
+``python subprocess_output.py reply_buffered``: request and reply with a Python child over its stdin
+and stdout; the child answers with ``print`` into a pipe (block-buffered) and waits for the next
+request, while the job waits in ``readline()`` for the answer (the twelfth hunt's j15).
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import os
 import subprocess
 import sys
 import threading
+from typing import Callable
 
 import _common
 
@@ -156,6 +165,39 @@ def endless() -> None:
     print(f"last events: {tail!r}", flush=True)
 
 
+NOISY = "import sys; sys.stderr.write('warning: slow path\\n' * 60000); print('mean=0.5 std=0.2')"
+ANSWERS = "import sys\nfor line in sys.stdin:\n    print(len(line.split()))  # buffered: a pipe, not a terminal"
+
+
+def _both_sleep(proc) -> Callable[[], bool]:
+    main_thread = threading.main_thread()
+    return lambda: _common.sleeping_steadily(proc.pid) and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
+
+
+def stderr_full() -> None:
+    proc = subprocess.Popen([sys.executable, "-I", "-c", NOISY], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    full = lambda: _common.blocked_in(proc.pid, None, ("pipe_write", "anon_pipe_write"), ("write",))  # noqa: E731
+    both = _both_sleep(proc)
+    _common.ready_when(lambda: full() and both(), lambda: {"child_pid": proc.pid})
+    print("computing normaliser stats in a subprocess", flush=True)
+    out = proc.stdout.read()  # the bug: stderr fills first, and stdout never ends
+    proc.stderr.read()
+    print(f"stats {out!r}", flush=True)
+
+
+def reply_buffered() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-c", ANSWERS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    _common.ready_when(_both_sleep(proc), lambda: {"child_pid": proc.pid})
+    for text in ["hello world", "a b c d"] * 10:
+        proc.stdin.write(text + "\n")
+        proc.stdin.flush()
+        count = int(proc.stdout.readline())  # the child's answer sits in its stdout buffer
+        print(f"{text!r}: {count} tokens", flush=True)
+
+
 if __name__ == "__main__":
     scenarios = {"background": background, "both_ways": both_ways, "endless": endless}
+    scenarios.update(stderr_full=stderr_full, reply_buffered=reply_buffered)
     scenarios.get(sys.argv[1] if sys.argv[1:] else "", main)()

@@ -754,6 +754,29 @@ def test_a_job_writing_all_of_a_filters_input_before_reading_is_told_to_use_comm
     assert not any(f"kill {job.proc.pid}" in command for fix in advice for command in fix.commands), advice
 
 
+def test_a_job_reading_a_childs_stdout_while_its_stderr_is_full_is_told_to_use_communicate(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j04: stdout read to its end first, while the child blocks on its full stderr
+    pipe. It was the generic "break the cycle"."""
+    job = zoo("subprocess_output", args=["stderr_full"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    fix = first_fix(report)
+    child = job.info["child_pid"]
+    assert fix.title.startswith(f"Process pid {job.proc.pid} reads one pipe of its child {child} to the end"), fix
+    assert "proc.communicate(timeout=3600)" in fix.commands[0], fix.commands
+
+
+def test_a_reply_left_in_the_childs_buffer_is_told_to_flush(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j15: the child answers with print() into a pipe and waits for the next request;
+    the job waits in readline(). It was the generic "break the cycle"."""
+    job = zoo("subprocess_output", args=["reply_buffered"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Process pid {job.proc.pid} waits for a reply from its child {job.info['child_pid']}")
+    assert "print(reply, flush=True)" in fix.commands[0] and "PYTHONUNBUFFERED=1" in fix.commands[1], fix.commands
+
+
 def test_a_thread_asking_again_for_a_lock_it_holds_is_told_the_lock_is_not_reentrant(knowledge, zoo):  # noqa: F811
     job = zoo("self_lock")
     report = diagnose(knowledge, job.proc.pid)
