@@ -223,7 +223,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     # a c10d store's key waited for, and one the job sets spelled alike (live.storewait)
     values.update({f"store_{k}": str(waits[k]) for k in ("key", "set_key", "set_at") if waits.get(k)})
     # an asyncio Event or Queue the job's code awaits and never completes (live.asyncwaits)
-    values.update({k: str(waits[k]) for k in ASYNC_UNMET if waits.get(k)})
+    values.update({k: str(waits[k]) for k in ASYNC_UNMET + ("sleep_left",) if waits.get(k)})
     _sync(values, end, reader)
     _lock_cycle(values, end)
     join_lock_values(values, end, _source)

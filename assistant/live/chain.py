@@ -31,7 +31,15 @@ from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.hop import Hop
 from debug_stuck.live.jobfacts import frames_prove, frames_table
 from debug_stuck.live.joinlock import join_under_lock, process_lock_holder, wait_under_lock
-from debug_stuck.live.loops import is_library, job_roots, library_native_frame, own_loop, sleeping_frames
+from debug_stuck.live.loops import (
+    innermost_loop,
+    is_library,
+    job_roots,
+    library_native_frame,
+    own_frame_index,
+    own_loop,
+    sleeping_frames,
+)
 from debug_stuck.live.managers import is_manager_server, manager_next, serving_thread
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.ownend import own_end
@@ -67,7 +75,7 @@ from debug_stuck.live.parties import (
 from debug_stuck.live.pipeholders import watched_pipe_writers
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
-from debug_stuck.live.selflock import own_lock_holder, self_held_wait
+from debug_stuck.live.selflock import frame_source, own_lock_holder, self_held_wait
 from debug_stuck.live.setafter import parent_sets_after_join, set_after_wait
 from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
@@ -83,6 +91,7 @@ from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP
 
 MAX_HOPS = 8
+LONG_SLEEP_S = 600  # one sleep with this much left is the wait itself, not a poll's pause
 HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER_GAP s is at work
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
@@ -147,6 +156,14 @@ def _hop(job: JobView, pid: int, tid: Optional[int]) -> Hop:
         program=_program(info) if thread is None else None,
         facts=adopted,
     )
+
+
+def _one_sleep(hop: Hop) -> bool:
+    """The hop's own frame sleeps outside any loop of its source: one sleep, not a poll's pause."""
+    index = own_frame_index(hop.frames)
+    frame = hop.frames[index] if index is not None else None
+    source = frame_source(frame, hop.pid) if frame is not None and isinstance(frame.line, int) else None
+    return source is not None and innermost_loop(source, frame.line) is None
 
 
 def _program(info) -> Optional[str]:
@@ -308,6 +325,11 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         return
     if op == "sleep":
         hop.kind = "sleep"
+        left = wait.get("sleep_left_s")  # an absolute clock_nanosleep's deadline (probes.collectors.wakeups)
+        if isinstance(left, (int, float)) and left >= LONG_SLEEP_S and _one_sleep(hop):
+            hop.facts["sleep_left"] = f"{left:.0f} s (about {left / 3600:.1f} h)" if left >= 3600 else f"{left:.0f} s"
+            hop.detail = f"sleeps at {hop.where}, {hop.facts['sleep_left']} more in one sleep"
+            return
         hop.detail = ("sleeps in a loop" if hop.where else "sleeps") + (f" at {hop.where}" if hop.where else "")
         hop.detail += f", `{wait['loop']}`" if wait.get("loop") else ""
         return

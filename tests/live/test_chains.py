@@ -1552,3 +1552,15 @@ def test_a_file_lock_held_by_the_waiting_threads_own_process_is_a_deadlock_not_a
     fixes = [fix for d in advise(report, knowledge).diagnoses for fix in d.fixes]
     assert fixes[0].title.startswith("Thread 'MainThread' holds the lock on "), fixes[0].title
     assert not any(command.startswith("rm ") for fix in fixes for command in fix.commands), fixes
+
+
+def test_one_sleep_of_a_day_is_named_with_its_time_left_not_called_a_loop(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j19: an upload thread in time.sleep(86400) (a server's Retry-After), the
+    trainer waiting for its future. It read "sleeps in a loop ... a condition that never becomes true"."""
+    job = zoo("retry_after")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "sleep" and end["sleep_left"].endswith("(about 24.0 h)"), end
+    assert "in a loop" not in end["detail"] and f"retry_after.py:{job.info['sleep_line']})" in end["detail"], end
+    assert_first_fix_is_about(report, "long-sleep", "thread 'uploader_0' sleeps at upload (")
