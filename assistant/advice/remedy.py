@@ -27,6 +27,7 @@ from debug_stuck.advice.respawn import respawn_values
 from debug_stuck.advice.samecall import same_call
 from debug_stuck.advice.selflock import self_lock_values
 from debug_stuck.advice.stdin import stdin_redirect
+from debug_stuck.advice.subgroup import conditional_new_group
 from debug_stuck.advice.swallowed import skipped_step
 from debug_stuck.advice.threadlog import thread_traceback
 from debug_stuck.advice.uneven import uneven_inputs, uneven_words
@@ -62,6 +63,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     values = _values(reader, chain, facts, table)
     thread_traceback(values, report)
     respawn_values(values, report)
+    conditional_new_group(values, report, reader)
     logged_death(values, report, chain[-1])
     same_call(values, report, reader, chain[-1])
     missing_members(values, report, reader, chain[-1])

@@ -32,6 +32,11 @@ common launcher, as ``srun`` or ``pdsh`` start them).
   ``dist.irecv(grad, src=0, tag=0)``, and both wait on the request at one line (``req.wait()``): the
   same Python stack on both ranks, a send on one and a recv on the other only in native frames
   (gloo's SendWork and RecvWork; the eleventh hunt's j12, where one rank's native frames were not read).
+- ``subgroup``: at step 3 rank 0 alone creates a group of its own (``dist.new_group([0])`` inside
+  ``if rank == 0``); then every rank creates the data-parallel group (``dist.new_group([0, 1])``).
+  The groups are named by how many each rank has made, so the names differ and both ranks wait in
+  the second ``new_group`` for ever (the twelfth hunt's j08, with three ranks: a rendezvous and
+  collective tie, a store timeout as the fix).
 - ``skip_bad``: each step's work and its ``all_reduce`` sit in a ``try`` whose ``except`` logs the
   error and goes on to the next batch (``continue``); at step 3 rank 1 meets a bad label and skips
   that step's ``all_reduce``. At the end of the epoch rank 1 is in ``barrier`` while rank 0 waits in
@@ -142,6 +147,7 @@ SCENARIOS = (
     "send_tag",
     "irecv",
     "isend_tag",
+    "subgroup",
 )
 
 
@@ -187,7 +193,14 @@ def train() -> None:
     step = 0
     while True:
         grad = data[step] * 2.0
-        if step == STALL_STEP and scenario == "isend_tag":
+        if step == STALL_STEP and scenario == "subgroup":
+            if rank == 0:
+                _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
+                dist.new_group([0])  # the slip: every rank must enter new_group, members or not
+            else:
+                rank0_waits_then_ready(step)
+            dist.new_group([0, 1])  # named differently on each rank now: both wait for ever
+        elif step == STALL_STEP and scenario == "isend_tag":
             if rank == 0:
                 _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
                 req = dist.isend(grad, dst=1, tag=step)  # tagged with the step

@@ -1564,3 +1564,18 @@ def test_one_sleep_of_a_day_is_named_with_its_time_left_not_called_a_loop(knowle
     assert end["kind"] == "sleep" and end["sleep_left"].endswith("(about 24.0 h)"), end
     assert "in a loop" not in end["detail"] and f"retry_after.py:{job.info['sleep_line']})" in end["detail"], end
     assert_first_fix_is_about(report, "long-sleep", "thread 'uploader_0' sleeps at upload (")
+
+
+def test_a_new_group_every_rank_waits_in_after_one_made_on_some_ranks_names_that_call(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j08: an earlier new_group under `if rank == 0`, then every rank in the next
+    new_group, whose names now differ. It was a rendezvous/collective tie and a store timeout fix."""
+    from debug_stuck.advice import advise
+
+    job = zoo("gloo_ranks", args=["subgroup"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    fix = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    assert re.match(
+        r"The new_group at gloo_ranks\.py:\d+, inside `if rank == 0:` runs on some ranks only", fix.title
+    ), fix
+    assert "dist.new_group([0, 1])  # on every rank" in fix.commands[0], fix.commands
