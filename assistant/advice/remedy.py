@@ -29,7 +29,7 @@ from debug_stuck.advice.selflock import self_lock_values
 from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.subgroup import conditional_new_group
 from debug_stuck.advice.swallowed import skipped_step
-from debug_stuck.advice.threadlog import thread_traceback
+from debug_stuck.advice.threadlog import dead_thread, thread_traceback
 from debug_stuck.advice.uneven import uneven_inputs, uneven_words
 from debug_stuck.advice.values import ASYNC_UNMET, OPTIONAL, VALUES
 from debug_stuck.advice.worldcount import missing_members
@@ -62,6 +62,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     signature = ">".join(reader.token(hop) for hop in chain)
     values = _values(reader, chain, facts, table)
     thread_traceback(values, report)
+    dead_thread(values, report, chain[-1])
     respawn_values(values, report)
     conditional_new_group(values, report, reader)
     logged_death(values, report, chain[-1])

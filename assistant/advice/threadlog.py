@@ -4,9 +4,13 @@ says the thread's error was caught (or it never started), and the fix says so in
 
 from __future__ import annotations
 
+import re
 from typing import Dict
 
 THREAD_DIED = "Exception in thread"  # CPython's threading.excepthook, for a thread's uncaught exception
+# CPython 3.11 Lib/threading.py excepthook: "Exception in thread NAME:"; a Thread given a target and no
+# name is named "Thread-N (target)"
+DIED_LINE = re.compile(r"Exception in thread (?P<name>.+?)(?: \([\w.<>]+\))?:\s*$")
 
 
 def thread_traceback(values: Dict[str, str], report) -> None:
@@ -30,3 +34,20 @@ def thread_traceback(values: Dict[str, str], report) -> None:
         "the job's own code stopped it (logging's QueueListener.stop(), a stop sentinel put in its queue, a "
         "flag it checks) and nothing started it again, or the thread never started."
     )
+
+
+def dead_thread(values: Dict[str, str], report, end: dict) -> None:
+    """`dead_thread`: the name of a thread the log says died of an uncaught exception, when the end of
+    the wait is a thread waiting on a threading or queue primitive and no thread of the job has that
+    name any more: the thread that was to feed it, most likely (with other threads still alive, a
+    library's, "no thread is left" cannot be said)."""
+    names = [
+        found["name"]
+        for diagnosis in getattr(report, "diagnoses", None) or []
+        for item in diagnosis.evidence or []
+        if item.source == "log" and (found := DIED_LINE.search(item.text or ""))
+    ]
+    live = {t.get("name") for p in report.processes or [] for t in p.get("threads") or []}
+    gone = list(dict.fromkeys(name for name in names if name not in live))
+    if len(gone) == 1 and (end.get("waits_on") or {}).get("kind") == "futex":
+        values["dead_thread"] = gone[0]

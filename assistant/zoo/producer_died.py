@@ -22,6 +22,10 @@ code 1.
 ``python producer_died.py tqdm``: the same, with a tqdm progress bar, whose monitor thread (tqdm's
 ``TMonitor``) sleeps beside the main thread: a thread of a library that puts nothing in the job's queue.
 
+``python producer_died.py heartbeat``: the same, beside a heartbeat thread of the job's own that logs
+every few seconds (as an RPC server's threads stay beside a dead prefetcher, the twelfth hunt's j09):
+a thread is left, so "no thread is left" cannot be said; the log names the thread that died.
+
 ``python producer_died.py asyncio``: the same pipeline in asyncio. A producer task puts records in an
 ``asyncio.Queue`` and raises at the corrupt one; the training coroutine awaits ``queue.get()``. The
 task's exception is kept until the task is awaited (the program still holds it: nothing is logged),
@@ -81,10 +85,18 @@ def ready_once_alone(producer: threading.Thread, waits_in: str) -> None:
     _common.ready_when(waiting_alone)
 
 
+def heartbeat() -> None:
+    while True:
+        time.sleep(30)
+        print("heartbeat", flush=True)
+
+
 def train() -> None:
     batches: queue.Queue = queue.Queue(maxsize=4)
     ready_once_alone(start_prefetch(prefetch, batches), "get")
     progress = None
+    if sys.argv[1:] == ["heartbeat"]:
+        threading.Thread(target=heartbeat, name="heartbeat", daemon=True).start()
     if sys.argv[1:] == ["tqdm"]:
         from tqdm import tqdm
 

@@ -397,6 +397,18 @@ def test_a_queue_whose_producer_thread_died_is_a_wait_on_a_thread_that_is_gone(k
     assert not ranked & (NEEDS_A_RANK | {"dataloader"}), (ranked, report.notes)
 
 
+def test_a_queue_whose_producer_died_beside_a_live_thread_names_the_dead_thread_from_the_log(knowledge, zoo):  # noqa: F811
+    """The twelfth hunt's j09: the prefetch thread died (its traceback in the log) while other threads of
+    the process live on (there: an RPC server's). Not "no thread is left": the log's dead thread."""
+    job = zoo("producer_died", args=["heartbeat"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    fix = first_fix(report)
+    assert fix.title.startswith("Thread 'prefetch' died with an exception; process pid "), fix.title
+    assert "an item from a queue at train (" in fix.title, fix.title
+    assert "grep -n -A25 'Exception in thread prefetch'" in fix.commands[0], fix.commands
+
+
 def test_a_socketpair_whose_sending_thread_died_is_a_wait_on_a_thread_not_a_service(knowledge, zoo):  # noqa: F811
     """The ninth hunt's h07: batches come over a socket.socketpair() from a thread that raised. The
     receive's other end is the process's own (ss: same pid), so no service can answer it; only its
