@@ -804,6 +804,8 @@ def _relation(before: Hop, hop: Hop) -> str:
     if before.kind in ("pipe", "fifo"):
         side = "writer" if before.op in ("read", "open") else "reader"
         return f", the {side} of that {before.kind},"
+    if before.facts.get("dead_child"):
+        return ", its child that was to make it,"  # parties.dead_child_of_poll: no connection to it
     if before.kind == "socket":
         return ", the other end of that connection,"
     if before.kind == "child":

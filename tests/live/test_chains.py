@@ -1488,6 +1488,7 @@ def test_an_accept_whose_client_child_crashed_ends_at_the_dead_child(knowledge, 
     assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child], report.chain
     detail = report.chain[0]["waits_on"]["detail"]
     assert "a TCP socket listening at 127.0.0.1:" in detail and "0.0.0.0:0" not in detail, detail
+    assert f"pid {child}, its child that was to make it, has exited" in report.verdict.summary, report.verdict.summary
     assert report.culprit["pid"] == child, report.culprit
     assert_first_fix_is_about(report, "dead-process", f"Worker process pid {child} has died (exit code 1)")
 
