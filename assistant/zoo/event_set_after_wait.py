@@ -63,12 +63,8 @@ def main_process() -> None:
     ckpt_ready = multiprocessing.Event()
     child = multiprocessing.Process(target=evaluator, args=(ckpt_ready,), name="evaluator")
     child.start()
-    main_thread = threading.main_thread()
     _common.ready_when(
-        lambda: (
-            "poll" in _common.stack_functions(main_thread.ident)
-            and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
-        ),
+        _common._main_sleeps_in("poll"),
         lambda: {"set_line": line_of(main_process, "ckpt_ready.set()"), "child_pid": child.pid},
     )
     print("epoch done; waiting for the evaluator", flush=True)

@@ -752,30 +752,26 @@ def test_a_thread_joined_by_the_holder_of_the_lock_it_waits_for_names_both_sides
     assert "with state_lock:" in fix.commands[0] and "\ntimer.join()  # outside the lock" in fix.commands[0], fix
 
 
-def test_a_job_writing_all_of_a_filters_input_before_reading_is_told_to_use_communicate(knowledge, zoo):  # noqa: F811
-    """The tenth hunt's j02: Popen(stdin=PIPE, stdout=PIPE), all the input written before any output is
-    read. Its first fix took the job for a background process holding the pipe and said to kill it."""
-    job = zoo("subprocess_output", args=["both_ways"])
+@pytest.mark.parametrize(
+    "scenario, title, command",
+    [
+        ("both_ways", "writes all the input of its child pid {child}", "proc.communicate(input=data)"),
+        ("stderr_full", "reads one pipe of its child {child} to the end", "proc.communicate(timeout=3600)"),
+    ],
+)
+def test_a_job_stuck_on_its_childs_pipes_is_told_to_use_communicate(knowledge, zoo, scenario, title, command):  # noqa: F811
+    """both_ways, the tenth hunt's j02: Popen(stdin=PIPE, stdout=PIPE), all the input written before any
+    output is read (its first fix took the job for a background process and said to kill it).
+    stderr_full, the twelfth hunt's j04: stdout read to its end first while the child blocks on its full
+    stderr pipe (it was the generic "break the cycle")."""
+    job = zoo("subprocess_output", args=[scenario])
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True, top(report)
     fix = first_fix(report)
-    child = job.info["child_pid"]
-    assert fix.title.startswith(f"Process pid {job.proc.pid} writes all the input of its child pid {child}"), fix
-    assert "proc.communicate(input=data)" in fix.commands[0], fix.commands
+    assert fix.title.startswith(f"Process pid {job.proc.pid} " + title.format(child=job.info["child_pid"])), fix
+    assert command in fix.commands[0], fix.commands
     advice = advise_all(report)
     assert not any(f"kill {job.proc.pid}" in command for fix in advice for command in fix.commands), advice
-
-
-def test_a_job_reading_a_childs_stdout_while_its_stderr_is_full_is_told_to_use_communicate(knowledge, zoo):  # noqa: F811
-    """The twelfth hunt's j04: stdout read to its end first, while the child blocks on its full stderr
-    pipe. It was the generic "break the cycle"."""
-    job = zoo("subprocess_output", args=["stderr_full"])
-    report = diagnose(knowledge, job.proc.pid)
-    assert report.verdict.hung is True, top(report)
-    fix = first_fix(report)
-    child = job.info["child_pid"]
-    assert fix.title.startswith(f"Process pid {job.proc.pid} reads one pipe of its child {child} to the end"), fix
-    assert "proc.communicate(timeout=3600)" in fix.commands[0], fix.commands
 
 
 def test_a_reply_left_in_the_childs_buffer_is_told_to_flush(knowledge, zoo):  # noqa: F811
