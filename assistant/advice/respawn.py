@@ -17,13 +17,13 @@ AT_LEAST = 3  # dead workers in the log's tail, one error at one place
 def respawn_values(values: Dict[str, str], report) -> None:
     """`respawn_exception`, `respawn_at`, `respawn_count` when the log's tail holds at least AT_LEAST
     Pool workers that died of one exception at one place, and a process of the job waits in a Pool."""
-    errors = [e for log in report.logs or [] for e in log.get("process_errors") or []]
+    errors = [e for log in getattr(report, "logs", None) or [] for e in log.get("process_errors") or []]
     workers = [e for e in errors if POOL_WORKER.match(str(e.get("process") or ""))]
     if len(workers) < AT_LEAST or len({(e.get("exception"), e.get("at")) for e in workers}) != 1:
         return
     in_pool = any(
         POOL_FILE.search(str(frame.get("path") or frame.get("file") or ""))
-        for proc in report.processes or []
+        for proc in getattr(report, "processes", None) or []
         for thread in proc.get("threads") or []
         for frame in thread.get("frames") or []
     )

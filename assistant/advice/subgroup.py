@@ -18,7 +18,7 @@ def conditional_new_group(values: Dict[str, str], report, reader) -> None:
     """`subgroup_at` ("train.py:11, inside `if rank in (0, 1):`") and `subgroup_wait` (where the ranks
     wait) when every rank of the job waits in new_group at one line of its code, and an earlier
     new_group call of that file sits under an `if`."""
-    ranks = [p for p in report.processes or [] if p.get("role") == "rank"]
+    ranks = [p for p in getattr(report, "processes", None) or [] if p.get("role") == "rank"]
     sites = set()
     for proc in ranks:
         thread = next((t for t in proc.get("threads") or [] if t.get("tid") == proc.get("pid")), None)

@@ -47,7 +47,7 @@ def dead_thread(values: Dict[str, str], report, end: dict) -> None:
         for item in diagnosis.evidence or []
         if item.source == "log" and (found := DIED_LINE.search(item.text or ""))
     ]
-    live = {t.get("name") for p in report.processes or [] for t in p.get("threads") or []}
+    live = {t.get("name") for p in getattr(report, "processes", None) or [] for t in p.get("threads") or []}
     gone = list(dict.fromkeys(name for name in names if name not in live))
     if len(gone) == 1 and (end.get("waits_on") or {}).get("kind") == "futex":
         values["dead_thread"] = gone[0]
