@@ -26,24 +26,24 @@ def _waited(frame, pid) -> Optional[str]:
     return next((target for call, target in calls if call.lineno == frame.line), None)
 
 
+def _calls_below(frame, pid, methods) -> list:
+    """(line, receiver) of each x.m() with m in methods below the frame's line, in its function (or
+    module code), in line order."""
+    tree = parse_source(frame_source(frame, pid))
+    scope = (enclosing_function(tree, frame.line) or tree) if tree is not None else None
+    calls = attribute_calls(scope, methods) if scope is not None else []
+    return sorted((call.lineno, receiver) for call, receiver in calls if call.lineno > frame.line)
+
+
 def _set_below(frame, pid, target: str) -> Optional[int]:
     """The first line after the frame's own, in the same function (or module code), that calls
     target.set() (notify, notify_all)."""
-    tree = parse_source(frame_source(frame, pid))
-    if tree is None:
-        return None
-    scope = enclosing_function(tree, frame.line) or tree
-    calls = attribute_calls(scope, SETTERS["wait"])
-    lines = [call.lineno for call, receiver in calls if receiver == target and call.lineno > frame.line]
-    return min(lines) if lines else None
+    return next((line for line, receiver in _calls_below(frame, pid, SETTERS["wait"]) if receiver == target), None)
 
 
 def _sets_below(frame, pid) -> list:
     """(line, receiver) of each x.set() below the frame's line, in its function (or module code)."""
-    tree = parse_source(frame_source(frame, pid))
-    scope = (enclosing_function(tree, frame.line) or tree) if tree is not None else None
-    calls = attribute_calls(scope, ("set",)) if scope is not None else []
-    return sorted((call.lineno, receiver) for call, receiver in calls if call.lineno > frame.line)
+    return _calls_below(frame, pid, ("set",))
 
 
 def set_after_wait(job, hop, thread) -> Optional[Tuple[int, int]]:
