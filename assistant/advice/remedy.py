@@ -52,6 +52,9 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
         return recorded
     if finding.get("kind") == "mismatch" and finding.get("sides"):
         reader = _Reader(report, knowledge)
+        subgroup = _subgroup_fix(table, report, reader, finding)
+        if subgroup is not None:
+            return subgroup
         tags = tag_mismatch(finding, reader)  # a send and a recv whose tags differ as the source writes them
         entry = table.get("p2p_tags" if tags else "p2p_mismatch" if finding.get("ops") == "p2p" else "mismatch")
         return _mismatch(entry or {}, finding, uneven_inputs(report), skipped_step(finding, reader), tags)
@@ -78,6 +81,19 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
         fix.covers = tuple(entry.get("covers") or ())  # playbook fixes it says for this job
         return fix
     return None
+
+
+def _subgroup_fix(table, report, reader, finding) -> Optional[FixItem]:
+    """The ranks meet in different calls because a rank-conditional new_group gave a later group
+    another name on some ranks: that call is the fix, not the order of the collectives."""
+    values: Dict[str, str] = {}
+    conditional_new_group(values, report, reader)
+    entry = next((e for e in table.get("remedies") or [] if e.get("id") == "new-group-on-some-ranks"), None)
+    if entry is None or not all(values.get(name) for name in entry.get("needs") or ()):
+        return None
+    fix = _fill(entry, values)
+    fix.basis = f"{entry['id']}: {finding.get('kind')}"
+    return fix
 
 
 # -- reading the chain -----------------------------------------------------------------------------

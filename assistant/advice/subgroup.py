@@ -15,30 +15,54 @@ GROUP_CALLS = ("new_group", "new_subgroups", "new_subgroups_by_enumeration")
 
 
 def conditional_new_group(values: Dict[str, str], report, reader) -> None:
-    """`subgroup_at` ("train.py:11, inside `if rank in (0, 1):`") and `subgroup_wait` (where the ranks
-    wait) when every rank of the job waits in new_group at one line of its code, and an earlier
-    new_group call of that file sits under an `if`."""
+    """`subgroup_at` ("train.py:11, inside `if rank in (0, 1):`") and `subgroup_wait` (who waits where)
+    when ranks of the job wait in new_group at one line of its code and an earlier new_group call of
+    that file sits under an `if`. Either every rank waits there, or some do while the others have
+    gone on past it (their own new_group there met a group of the same name: which end a run reaches
+    is a race); then the `if` must test the rank, as a config flag holds on every rank alike."""
     ranks = [p for p in getattr(report, "processes", None) or [] if p.get("role") == "rank"]
-    sites = set()
+    waiting, others = [], []
     for proc in ranks:
         thread = next((t for t in proc.get("threads") or [] if t.get("tid") == proc.get("pid")), None)
         frames = [f for f in (thread or {}).get("frames") or [] if not f.get("native")]
-        if not any(f.get("function", "").rsplit(".", 1)[-1] in GROUP_CALLS for f in frames):
-            return
         own = next((f for f in frames if reader.is_own(f)), None)
         if own is None or not isinstance(own.get("line"), int):
             return
-        sites.add((own.get("path") or own.get("file"), own["line"], proc.get("pid")))
-    if len(ranks) < 2 or len({(path, line) for path, line, _ in sites}) != 1:
+        site = (own.get("path") or own.get("file"), own["line"], proc)
+        in_group = any(f.get("function", "").rsplit(".", 1)[-1] in GROUP_CALLS for f in frames)
+        (waiting if in_group else others).append(site)
+    if len(ranks) < 2 or not waiting or len({(path, line) for path, line, _ in waiting}) != 1:
         return
-    path, line, pid = next(iter(sites))
+    path, line, proc = waiting[0]
+    if any(other_path != path for other_path, _, _ in others):
+        return
     from debug_stuck.live.selflock import parse_source, source_of
 
-    found = _guarded_call_before(parse_source(source_of(path, pid)), line)
-    if found is not None:
-        name = os.path.basename(path)
-        values["subgroup_at"] = f"{name}:{found[0]}, inside `{found[1]}`"
-        values["subgroup_wait"] = f"{name}:{line}"
+    found = _guarded_call_before(parse_source(source_of(path, proc.get("pid"))), line)
+    if found is None or (others and not _names_rank(found[1])):
+        return
+    name = os.path.basename(path)
+    values["subgroup_at"] = f"{name}:{found[0]}, inside `{found[1]}`"
+    if not others:
+        values["subgroup_wait"] = f"Every rank waits in new_group at {name}:{line}"
+        return
+    values["subgroup_wait"] = (
+        f"{_who(p for _, _, p in waiting)} waits in new_group at {name}:{line}, while "
+        f"{_who(p for _, _, p in others)} went on past it (at "
+        f"{', '.join(sorted({f'{name}:{other_line}' for _, other_line, _ in others}))})"
+    )
+
+
+def _who(procs) -> str:
+    return ", ".join(
+        f"rank {p['rank']} (pid {p.get('pid')})" if p.get("rank") is not None else f"pid {p.get('pid')}"
+        for p in sorted(procs, key=lambda p: (p.get("rank") is None, p.get("rank") or 0, p.get("pid") or 0))
+    )
+
+
+def _names_rank(test: str) -> bool:
+    """Whether an `if` as written tests the rank (`rank == 0`, `dist.get_rank() in (0, 1)`)."""
+    return "rank" in test.lower()
 
 
 def _guarded_call_before(tree: Optional[ast.AST], line: int):

@@ -9,6 +9,7 @@ from a real zombie's /proc entry.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -148,3 +149,50 @@ def test_one_rank_still_in_ddps_backward_below_the_others_wait_reads_as_uneven_i
     earlier = {"sides": [uneven["sides"][0], dict(uneven["sides"][1], site="main (/jobs/ddp/train.py:9)")]}
     assert uneven_words(earlier, "") == ""
     assert "rank 0 counts to 5" in uneven_words(uneven, "rank 0 counts to 5, rank 1 counts to 3")
+
+
+SUBGROUP = """\
+import torch.distributed as dist
+def train(rank, cfg):
+    if {guard}:
+        dist.new_group([0])          # 4
+    pair = dist.new_group([0, 1])    # 5
+    dist.all_reduce(pair)            # 6
+"""
+
+
+@pytest.mark.parametrize(
+    "guard, others_at, named",
+    [
+        ("rank == 0", None, "Every rank waits in new_group at train.py:5"),
+        ("rank == 0", 6, "rank 0 (pid {pid}) waits in new_group at train.py:5, while rank 1 (pid {pid}) went on"),
+        ("cfg.tensor_parallel", None, "Every rank waits in new_group at train.py:5"),
+        ("cfg.tensor_parallel", 6, None),  # a flag holds on every rank: nothing says one skipped the call
+    ],
+)
+def test_a_rank_conditional_new_group_is_named_whether_the_ranks_all_wait_in_the_next_or_one_went_past(
+    tmp_path, guard, others_at, named
+):
+    """gloo_ranks subgroup ends one of two ways, a race inside torch: both ranks in the second new_group,
+    or rank 1's new_group met rank 0's first one (same group name) and rank 1 went on to all_reduce.
+    The stacks below are the two ends as the live job showed them (frames cut to the job's own)."""
+    from debug_stuck.advice.subgroup import conditional_new_group
+
+    source = tmp_path / "train.py"
+    source.write_text(SUBGROUP.format(guard=guard))
+    in_group = [{"function": "new_group", "file": "torch/distributed/distributed_c10d.py", "line": 5863}]
+
+    def rank(index, line):
+        own = {"function": "train", "file": "train.py", "path": str(source), "line": line}
+        frames = (in_group if line == 5 else []) + [own]
+        return {"pid": os.getpid(), "rank": index, "role": "rank", "threads": [{"tid": os.getpid(), "frames": frames}]}
+
+    report = SimpleNamespace(processes=[rank(0, 5), rank(1, others_at or 5)])
+    reader = SimpleNamespace(is_own=lambda frame: frame.get("file") == "train.py")
+    values = {}
+    conditional_new_group(values, report, reader)
+    if named is None:
+        assert values == {}
+        return
+    assert values["subgroup_at"] == f"train.py:4, inside `if {guard}:`"
+    assert values["subgroup_wait"].startswith(named.format(pid=os.getpid())), values

@@ -57,8 +57,9 @@ def test_gc_collect_on_the_jobs_own_line_is_read_without_a_native_unwind(knowled
     job = zoo("gc_heavy")
     report = diagnose(knowledge, job.proc.pid, native=False)
     assert report.diagnoses[0].cause == "gc-pause", causes(report)
-    frames = report.processes[0]["threads"][0]["frames"]
-    assert frames[0]["function"] == "collect" and frames[0]["file"] == "gc", frames[:2]
+    # any sample of the window at that line counts: the report's frames are the last sample only, and
+    # about one in a hundred lands on the allocation loop (the CI run on 02cdb0a caught line 59)
+    assert report.chain[-1]["waits_on"].get("gc") == "yes", report.chain[-1]
 
 
 @pytest.mark.timeout(180)
