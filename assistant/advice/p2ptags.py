@@ -7,23 +7,12 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 from debug_stuck.live.culprit import P2P_RECV, P2P_SEND
+from debug_stuck.live.selflock import named_calls, parse_source, source_of
 
 DEFAULT_TAG = "0"  # torch 2.13.0 distributed_c10d.py: send/recv/isend/irecv(..., tag: int = 0)
-
-
-def _calls(tree: ast.AST, names) -> List[ast.Call]:
-    out = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-        if name in names:
-            out.append(node)
-    return out
 
 
 def _tag(call: ast.Call) -> str:
@@ -38,7 +27,6 @@ def _side_call(side: dict, reader, names) -> Optional[Tuple[ast.Call, str]]:
     its line (a blocking send or recv), else the nearest above it in its scope (an isend whose request
     it waits on, `req.wait()`)."""
     from debug_stuck.live.loops import enclosing_function
-    from debug_stuck.live.selflock import parse_source, source_of
 
     for pid in side.get("pids") or []:
         for thread in (reader.processes.get(pid) or {}).get("threads") or []:
@@ -50,7 +38,7 @@ def _side_call(side: dict, reader, names) -> Optional[Tuple[ast.Call, str]]:
             if tree is None:
                 continue
             scope = enclosing_function(tree, frame["line"]) or tree
-            above = [call for call in _calls(scope, names) if call.lineno <= frame["line"]]
+            above = [call for call in named_calls(scope, names) if call.lineno <= frame["line"]]
             if not above:
                 return None
             return max(above, key=lambda call: call.lineno), os.path.basename(path)

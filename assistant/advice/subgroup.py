@@ -11,6 +11,8 @@ import ast
 import os
 from typing import Dict, Optional
 
+from debug_stuck.live.selflock import named_calls, parse_source, source_of
+
 GROUP_CALLS = ("new_group", "new_subgroups", "new_subgroups_by_enumeration")
 
 
@@ -36,8 +38,6 @@ def conditional_new_group(values: Dict[str, str], report, reader) -> None:
     path, line, proc = waiting[0]
     if any(other_path != path for other_path, _, _ in others):
         return
-    from debug_stuck.live.selflock import parse_source, source_of
-
     found = _guarded_call_before(parse_source(source_of(path, proc.get("pid"))), line)
     if found is None or (others and not _names_rank(found[1])):
         return
@@ -74,10 +74,8 @@ def _guarded_call_before(tree: Optional[ast.AST], line: int):
         # an `if` around the earlier call, not around the line every rank waits at
         if not isinstance(node, ast.If) or node.lineno >= line or (node.end_lineno or node.lineno) >= line:
             continue
-        for call in ast.walk(node):
-            func = getattr(call, "func", None)
-            name = getattr(func, "attr", None) or getattr(func, "id", None)
-            if isinstance(call, ast.Call) and name in GROUP_CALLS and call.lineno < line:
+        for call in named_calls(node, GROUP_CALLS):
+            if call.lineno < line:
                 # the last such call, under the innermost `if` around it
                 if found is None or (call.lineno, node.lineno) > found[2:]:
                     found = (call.lineno, f"if {ast.unparse(node.test)}:", call.lineno, node.lineno)

@@ -49,6 +49,15 @@ def attribute_calls(node: Optional[ast.AST], methods) -> List[Tuple[ast.Call, st
     ]
 
 
+def named_calls(node: Optional[ast.AST], names) -> List[ast.Call]:
+    """Each call under node of a function named in names, as `f(...)` or as `x.f(...)`."""
+    return [
+        call
+        for call in (ast.walk(node) if node is not None else ())
+        if isinstance(call, ast.Call) and (getattr(call.func, "attr", None) or getattr(call.func, "id", None)) in names
+    ]
+
+
 def locks_at(text: Optional[str], line) -> Tuple[List[str], Optional[str]]:
     """([locks held, outermost first], the lock waited for) at a line: the `with` statements (and
     .acquire() calls) of its function, or of the module's own code, that enclose the line."""
@@ -141,14 +150,8 @@ def signal_handler_between(pid, own: Sequence[Tuple[Optional[str], object, str]]
         tree = parse_source(source_of(file, pid))
         if tree is None:
             continue
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Call)
-                and len(node.args) == 2
-                and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) == "signal"
-                and isinstance(node.args[1], ast.Name)
-                and node.args[1].id == function
-            ):
+        for node in named_calls(tree, ("signal",)):
+            if len(node.args) == 2 and isinstance(node.args[1], ast.Name) and node.args[1].id == function:
                 return function
     return None
 
