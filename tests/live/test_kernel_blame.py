@@ -112,8 +112,10 @@ needs_kmsg = pytest.mark.skipif(
 
 
 def kernel_line(text: str) -> None:
+    """Writes to the machine's real kernel log: the line says it is a test's, for whoever reads dmesg
+    there later (the kernel's own text follows, as the playbooks' patterns search a line for it)."""
     with open("/dev/kmsg", "w") as kmsg:
-        kmsg.write(f"<3>{text}\n")
+        kmsg.write(f"<3>debug-stuck test suite, not a real event: {text}\n")
 
 
 def dmesg_readable() -> bool:
