@@ -38,19 +38,39 @@ def conditional_new_group(values: Dict[str, str], report, reader) -> None:
     path, line, proc = waiting[0]
     if any(other_path != path for other_path, _, _ in others):
         return
-    found = _guarded_call_before(parse_source(source_of(path, proc.get("pid"))), line)
+    tree = parse_source(source_of(path, proc.get("pid")))
+    name = os.path.basename(path)
+    ahead = ", ".join(sorted({f"{name}:{other_line}" for _, other_line, _ in others}))
+    skipped = _rank_guard(tree, line) if others else None
+    if skipped is not None:  # the call they wait in is one the other ranks do not make
+        values["subgroup_at"] = f"{name}:{line}, inside `{skipped}`"
+        values["subgroup_wait"] = (
+            f"{_who(p for _, _, p in waiting)} waits in new_group at {name}:{line}, inside `{skipped}`, "
+            f"while {_who(p for _, _, p in others)} skipped it (at {ahead})"
+        )
+        return
+    found = _guarded_call_before(tree, line)
     if found is None or (others and not _names_rank(found[1])):
         return
-    name = os.path.basename(path)
     values["subgroup_at"] = f"{name}:{found[0]}, inside `{found[1]}`"
+    earlier = f"and the job's code calls new_group earlier at {values['subgroup_at']}"
     if not others:
-        values["subgroup_wait"] = f"Every rank waits in new_group at {name}:{line}"
+        values["subgroup_wait"] = f"Every rank waits in new_group at {name}:{line}, {earlier}"
         return
     values["subgroup_wait"] = (
         f"{_who(p for _, _, p in waiting)} waits in new_group at {name}:{line}, while "
-        f"{_who(p for _, _, p in others)} went on past it (at "
-        f"{', '.join(sorted({f'{name}:{other_line}' for _, other_line, _ in others}))})"
+        f"{_who(p for _, _, p in others)} went on past it (at {ahead}), {earlier}"
     )
+
+
+def _rank_guard(tree: Optional[ast.AST], line: int) -> Optional[str]:
+    """The innermost `if` (as written) whose body holds `line` and whose test names the rank."""
+    guard = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.If) and node.body[0].lineno <= line <= (node.body[-1].end_lineno or line):
+            if _names_rank(ast.unparse(node.test)) and (guard is None or node.lineno > guard[0]):
+                guard = (node.lineno, f"if {ast.unparse(node.test)}:")
+    return guard[1] if guard else None
 
 
 def _who(procs) -> str:

@@ -108,7 +108,7 @@ VALUES = {
     "setter_pid": "the parent process that sets the Event its child waits for, after it waits for that child to end",
     "sleep_left": "how long one sleep of the job's own code has left (86390 s (about 24.0 h))",
     "subgroup_at": "an earlier new_group the job's code runs under an `if` (train.py:11, inside `if rank in (0, 1):`)",
-    "subgroup_wait": "who waits in a later new_group, and where (Every rank waits in new_group at train.py:14)",
+    "subgroup_wait": "who waits in which new_group, and what the others did (Every rank waits in new_group at ...)",
     "dead_thread": "a thread the log says died of an uncaught exception, no longer among the job's threads",
     "rdzv_split": "each rank's MASTER_ADDR and MASTER_PORT, when the job's ranks were given different ones",
     "respawn_exception": "the exception every Pool worker in the log died of as it started",

@@ -158,6 +158,7 @@ def train(rank, cfg):
         dist.new_group([0])          # 4
     pair = dist.new_group([0, 1])    # 5
     dist.all_reduce(pair)            # 6
+    dist.barrier()                   # 7
 """
 
 
@@ -166,8 +167,10 @@ def train(rank, cfg):
     [
         ("rank == 0", None, "Every rank waits in new_group at train.py:5"),
         ("rank == 0", 6, "rank 0 (pid {pid}) waits in new_group at train.py:5, while rank 1 (pid {pid}) went on"),
+        ("rank == 0", 7, "rank 0 (pid {pid}) waits in new_group at train.py:4, inside `if rank == 0:`, while rank 1"),
         ("cfg.tensor_parallel", None, "Every rank waits in new_group at train.py:5"),
-        ("cfg.tensor_parallel", 6, None),  # a flag holds on every rank: nothing says one skipped the call
+        ("cfg.tensor_parallel", 6, None),
+        ("cfg.tensor_parallel", 7, None),  # a flag holds on every rank: nothing says one skipped the call
     ],
 )
 def test_a_rank_conditional_new_group_is_named_whether_the_ranks_all_wait_in_the_next_or_one_went_past(
@@ -184,10 +187,11 @@ def test_a_rank_conditional_new_group_is_named_whether_the_ranks_all_wait_in_the
 
     def rank(index, line):
         own = {"function": "train", "file": "train.py", "path": str(source), "line": line}
-        frames = (in_group if line == 5 else []) + [own]
+        frames = (in_group if line in (4, 5) else []) + [own]
         return {"pid": os.getpid(), "rank": index, "role": "rank", "threads": [{"tid": os.getpid(), "frames": frames}]}
 
-    report = SimpleNamespace(processes=[rank(0, 5), rank(1, others_at or 5)])
+    # at 7 the other rank went on to the barrier, and rank 0 waits in the new_group under its `if`
+    report = SimpleNamespace(processes=[rank(0, 4 if others_at == 7 else 5), rank(1, others_at or 5)])
     reader = SimpleNamespace(is_own=lambda frame: frame.get("file") == "train.py")
     values = {}
     conditional_new_group(values, report, reader)
