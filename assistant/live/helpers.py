@@ -8,7 +8,8 @@ helpers idle once the work queued for them is done (torch 2.13.0 torch/utils/dat
 _try_put_index keeps at most prefetch_factor * num_workers batches outstanding and _next_data
 returns them in order; a concurrent.futures or multiprocessing pool hands out its queued tasks and
 its idle workers wait in their queue's get), so helpers that all compute are not called hung.
-The same holds for a child process it runs and waits for, a prefetcher thread of its own, a native
+The same holds for a child process it runs and waits for (or reads a socket from, or waits for the
+file lock of), a prefetcher thread of its own, a native
 library's thread pool (seen through the process's CPU), and a main thread that computes inside a
 library routine itself (`computes_in_library`).
 """
@@ -105,6 +106,13 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
         found = _processes(snap, knowledge, children, "child processes", "child process")
         if found is not None:
             return found
+    peers, what, one = _waited_processes(snap, pid, thread.tid)
+    if peers:
+        # a process of the job that streams its results over a socket, or holds a file lock while it
+        # builds what the lock guards (a cache): the thread waits, the other process computes
+        found = _processes(snap, knowledge, peers, what, one)
+        if found is not None:
+            return found
     polling = _sleeps_beside_children(snap, knowledge, pid, thread) if _sleeps(snap, pid, thread.tid) else None
     polling = polling or _sleeps_between_calls(snap, pid, thread) or _backs_off(snap, entries, pid, thread)
     if polling is not None:
@@ -122,6 +130,22 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
     # batches on a queue.Queue); library threads (tqdm's monitor, a tracker's) fill nothing of its own
     own = [t for t in others if own_frame_index(list(t.frames)) is not None]
     return _threads(snap, knowledge, pid, own, "threads", "thread") if own else None
+
+
+def _waited_processes(snap: Snapshot, pid: int, tid: int):
+    """([the job's processes a thread's system call waits on], what, one): those at the other end of
+    the socket it receives on, or those holding the file lock it asks for (probes.collectors.waits
+    reads both from /proc)."""
+    info = next((p for p in snap.processes if p.pid == pid), None)
+    wait = (info.waits.get(tid) if info is not None else None) or {}
+    found = wait.get("object") or {}
+    if wait.get("op") in ("recv", "read", "poll") and found.get("kind") == "socket":
+        ends, what, one = {peer.get("pid") for peer in found.get("peer") or []}, "connection peers", "connection's peer"
+    elif wait.get("op") == "lock":
+        ends, what, one = set(wait.get("lock_holders") or ()), "lock holders", "lock's holder"
+    else:
+        return [], "", ""
+    return [p for p in snap.processes if p.pid in ends - {pid}], what, one
 
 
 def _joins_processes(entry: dict) -> bool:

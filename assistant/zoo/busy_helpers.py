@@ -17,6 +17,14 @@
   (``asyncio.create_subprocess_exec``, stdout a pipe) that computes for ten minutes and awaits
   ``proc.communicate()``: the loop waits in its selector on the child's pipe, no subprocess frame
   (the twelfth hunt's h06, called hung: "keeps running, never waiting").
+- ``socket_child``: not hung. An evaluator child connects back over TCP and computes for ten minutes
+  before it sends its scores (one line); the main thread waits in ``readline`` on the connection
+  (the thirteenth hunt's h06, a child that streams a line every 2 s: called hung, "the peer never
+  answers (running)").
+- ``lock_holder_computes``: not hung. A preprocessing child takes an exclusive ``flock`` on
+  ``<workdir>/cache.lock`` and computes for ten minutes (building the cache the lock guards); the
+  main thread waits in a blocking ``fcntl.flock`` on the same file (the thirteenth hunt's h07: called
+  hung, io-stall 93%).
 - ``mp_child_computes``: not hung. A held-out evaluation run in a ``multiprocessing`` spawn child
   (``Process(name="evaluator")``) that multiplies torch matrices for ten minutes (native code, the
   stack still); the main thread waits for it in ``Process.join``.
@@ -65,6 +73,24 @@ started, total = time.monotonic(), 0
 while time.monotonic() - started < 600:
     total += sum(k * k for k in range(1000))
 """
+CHILD_SENDS = r"""
+import socket, sys, time
+conn = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+open(sys.argv[1], "w").close()
+started, total = time.monotonic(), 0
+while time.monotonic() - started < 600:
+    total += sum(k * k for k in range(1000))
+conn.sendall(f"{total}\\n".encode())
+"""
+CHILD_LOCKS = r"""
+import fcntl, sys, time
+lock = open(sys.argv[2], "a")
+fcntl.flock(lock, fcntl.LOCK_EX)
+open(sys.argv[1], "w").close()
+started, total = time.monotonic(), 0
+while time.monotonic() - started < 600:
+    total += sum(k * k for k in range(1000))
+"""
 WARMING_SERVICE = r"""
 import http.server, sys
 class Warming(http.server.BaseHTTPRequestHandler):
@@ -79,7 +105,8 @@ server.serve_forever()
 """
 SCENARIOS = (
     "threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes", "join_blas",
-    "polls_child", "polls_service", "mp_child_computes", "asyncio_child",
+    "polls_child", "polls_service", "mp_child_computes", "asyncio_child", "socket_child",
+    "lock_holder_computes",
 )  # fmt: skip
 
 
@@ -181,6 +208,36 @@ def asyncio_child() -> None:
 
     print("running the offline metric in a child", flush=True)
     asyncio.run(run_eval())
+
+
+def socket_child() -> None:
+    import socket
+
+    started = _common.workdir() / "child-started"
+    server = socket.create_server(("127.0.0.1", 0))
+    port = str(server.getsockname()[1])
+    child = subprocess.Popen([sys.executable, "-I", "-c", CHILD_SENDS, str(started), port])
+    conn, _ = server.accept()
+    waits = _common._main_sleeps_in("readinto")
+    _common.ready_when(
+        lambda: started.exists() and waits(), lambda: {"pid": os.getpid(), "scenario": SCENARIO, "child": child.pid}
+    )
+    print("scoring the held-out set in a child", flush=True)
+    print(conn.makefile().readline(), flush=True)
+
+
+def lock_holder_computes() -> None:
+    import fcntl
+
+    started, path = _common.workdir() / "child-started", _common.workdir() / "cache.lock"
+    child = subprocess.Popen([sys.executable, "-I", "-c", CHILD_LOCKS, str(started), str(path)])
+    while not started.exists():
+        time.sleep(0.05)
+    waits = _common._main_sleeps_in("lock_holder_computes")
+    _common.ready_when(waits, lambda: {"pid": os.getpid(), "scenario": SCENARIO, "child": child.pid})
+    print("waiting for the cache lock", flush=True)
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the child builds the cache under it
 
 
 def evaluate(started: str) -> None:
@@ -286,4 +343,5 @@ if __name__ == "__main__":
     scenarios = {"pool_imap": pool_imap, "prefetch_thread": prefetch_thread, "child_computes": child_computes}
     scenarios.update(child_writes=child_writes, join_blas=join_blas, polls_child=polls_child)
     scenarios.update(polls_service=polls_service, mp_child_computes=mp_child_computes, asyncio_child=asyncio_child)
+    scenarios.update(socket_child=socket_child, lock_holder_computes=lock_holder_computes)
     scenarios.get(SCENARIO, pool_jobs)()

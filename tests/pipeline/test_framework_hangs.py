@@ -853,6 +853,8 @@ UNDECIDED_SAYS = {
     "join_blas": ["pid {pid} (rank) waits for its thread feature-extractor, which computes"],
     "mp_child_computes": ["pid {pid} (rank) waits for its child process pid {child} ("],
     "asyncio_child": ["pid {pid} (rank) waits for its child process pid {child} ("],
+    "socket_child": ["pid {pid} (rank) waits for its connection's peer pid {child} ("],
+    "lock_holder_computes": ["pid {pid} (rank) waits for its lock's holder pid {child} ("],
     "polls_child": [
         "pid {pid} (rank) sleeps in a loop at wait_for_scores (assistant/zoo/busy_helpers.py:",
         "while its child process pid {child} (",
@@ -868,7 +870,7 @@ UNDECIDED_SAYS = {
 @pytest.mark.parametrize(
     "scenario",
     ["threads", "threads_stuck", "pool_imap", "prefetch_thread", "child_computes", "child_writes", "join_blas",
-     "polls_child", "polls_service", "mp_child_computes", "asyncio_child"],
+     "polls_child", "polls_service", "mp_child_computes", "asyncio_child", "socket_child", "lock_holder_computes"],
 )  # fmt: skip
 def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge, zoo, scenario):  # noqa: F811
     """Every thread of a pool, every worker of a Pool.imap, its own prefetcher thread, or the one child
@@ -883,7 +885,16 @@ def test_a_main_thread_waiting_on_helpers_that_work_is_not_called_hung(knowledge
     job = zoo("busy_helpers", args=[scenario])
     report = diagnose(knowledge, job.proc.pid)
     summary = report.verdict.summary
-    if scenario in ("pool_imap", "child_computes", "child_writes", "polls_child", "mp_child_computes", "asyncio_child"):
+    if scenario in (
+        "pool_imap",
+        "child_computes",
+        "child_writes",
+        "polls_child",
+        "mp_child_computes",
+        "asyncio_child",
+        "socket_child",
+        "lock_holder_computes",
+    ):
         # one trainer and the processes it started, none a rank: nothing to meet in a collective
         assert not {"collective", "network", "rendezvous"} & {d.cause for d in report.diagnoses}, top(report)
     if scenario == "threads":
