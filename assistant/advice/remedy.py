@@ -668,14 +668,16 @@ def _lock_cycle(values: Dict[str, str], end: dict) -> None:
 
 def _self_lock(values: Dict[str, str], reader: _Reader, end: dict) -> None:
     """A thread that waits for a lock its own outer frame holds (advice.selflock)."""
-    if (end.get("waits_on") or {}).get("kind") != "futex":
+    waits_on = end.get("waits_on") or {}
+    file_lock = waits_on.get("kind") == "lock" and waits_on.get("end") == "self-held"  # a second flock
+    if waits_on.get("kind") != "futex" and not file_lock:
         return
     own = [
         f
         for f in reader.python_frames(end)
         if str(f.get("path") or f.get("file") or "").endswith(".py") and not is_library_frame(f, reader.own_roots)
     ]
-    self_lock_values(values, end, own, _frame_text, _source_line)
+    self_lock_values(values, end, own, _frame_text, _source_line, through_manager=file_lock)
 
 
 def _argv_literal(cmdline) -> str:

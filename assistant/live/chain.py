@@ -251,6 +251,13 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
             if holders:
                 text += f" held by pid {holders[0]}"
                 hop.facts.update(end="held", holder=str(holders[0]))
+            elif wait.get("lock_self"):
+                held = self_held_wait(hop.pid, hop.frames, hop.where, file_lock=True)
+                if held is not None:
+                    hop.facts["end"], text = held
+                else:  # another thread of its own: the `with` around its line says which (own_lock_holder)
+                    text += f"; its own process (pid {hop.pid}) holds it (/proc/locks)"
+                    hop.facts["end"] = "own-process"
         hop.detail = text
         return
     if op in ("connect", "accept", "recv", "send", "read", "write", "poll") and obj.get("kind") == "socket":

@@ -99,33 +99,38 @@ def _scope_nodes(scope):
             queue.extend(ast.iter_child_nodes(node))
 
 
-def lock_held_by_outer(pid, own: Sequence[Tuple[Optional[str], object]]) -> Optional[Tuple[str, int]]:
-    """(the lock's expression, the index of the outer frame that holds it) when the innermost of a
-    thread's own frames (`own`: (file, line) of each, innermost first) asks for a lock that an outer
-    frame of the same file holds; else None. The file is read and parsed once."""
-    if len(own) < 2:
+def lock_held_by_outer(
+    pid, own: Sequence[Tuple[Optional[str], object]], through_manager: bool = False
+) -> Optional[Tuple[str, int, int]]:
+    """(the lock's expression, the index of the outer frame that holds it, the index of the frame that
+    asks for it) when the innermost of a thread's own frames (`own`: (file, line) of each, innermost
+    first) asks for a lock that an outer frame of the same file holds; else None. `through_manager`
+    (a wait known to be for a lock: flock): when the innermost asks for none but the next one is at a
+    `with` line, the thread is inside that `with`'s context manager (a function of the job's that takes
+    a file lock, `with locked(path):`), so that line asks. Each file is read and parsed once."""
+    for inner in ((0, 1) if through_manager else (0,))[: max(0, len(own) - 1)]:
+        path = own[inner][0]
+        tree = parse_source(source_of(path, pid))
+        _, wanted = locks_in(tree, own[inner][1])
+        if not wanted:
+            continue
+        for index, (file, line) in enumerate(own[inner + 1 :], start=inner + 1):
+            if file != path:
+                continue  # the same name in another module is another object
+            held, _ = locks_in(tree, line)
+            if wanted in held:
+                return wanted, index, inner
         return None
-    path = own[0][0]
-    tree = parse_source(source_of(path, pid))
-    _, wanted = locks_in(tree, own[0][1])
-    if not wanted:
-        return None
-    for index, (file, line) in enumerate(own[1:], start=1):
-        if file != path:
-            continue  # the same name in another module is another object
-        held, _ = locks_in(tree, line)
-        if wanted in held:
-            return wanted, index
     return None
 
 
-def self_held_lock(pid: int, frames) -> Optional[Tuple[str, object, object]]:
+def self_held_lock(pid: int, frames, through_manager: bool = False) -> Optional[Tuple[str, object, object]]:
     """(the lock's expression, the outer frame that holds it, the inner frame that asks for it) for
     a thread (frames innermost first) that waits for a lock it holds itself; else None."""
     roots = job_roots([frames])
     own = [f for f in frames if not f.native and (f.path or f.file or "").endswith(".py") and not is_library(f, roots)]
-    found = lock_held_by_outer(pid, [(f.path or f.file, f.line) for f in own])
-    return (found[0], own[found[1]], own[0]) if found is not None else None
+    found = lock_held_by_outer(pid, [(f.path or f.file, f.line) for f in own], through_manager)
+    return (found[0], own[found[1]], own[found[2]]) if found is not None else None
 
 
 # multiprocessing's fork start method runs the child's target from the frame that forked: the
@@ -156,10 +161,11 @@ def signal_handler_between(pid, own: Sequence[Tuple[Optional[str], object, str]]
     return None
 
 
-def self_held_wait(pid: int, frames, where: Optional[str]) -> Optional[Tuple[str, str]]:
+def self_held_wait(pid: int, frames, where: Optional[str], file_lock: bool = False) -> Optional[Tuple[str, str]]:
     """(`end`, the wait's words) when the thread waits for a lock it holds itself (self-held), or for one
-    the parent's frame held when it forked this process (fork-held); else None."""
-    held = self_held_lock(pid, frames)
+    the parent's frame held when it forked this process (fork-held); else None. `file_lock`: a flock
+    its own process holds (/proc/locks), asked for inside a context manager of the job's."""
+    held = self_held_lock(pid, frames, through_manager=file_lock)
     if held is None:
         return None
     lock, outer, inner = held
@@ -177,6 +183,11 @@ def self_held_wait(pid: int, frames, where: Optional[str]) -> Optional[Tuple[str
         return "self-held", (
             f"waits at {where} for `{lock}`, which the code its signal handler {handler} interrupted took at {took} "
             "and still holds: Python runs a handler in the main thread, between two steps of that code"
+        )
+    if file_lock:
+        return "self-held", (
+            f"waits at {where} for `{lock}`, which it took itself at {took} and still holds: a lock on the file "
+            "taken through another open of it (/proc/locks names this process) blocks even its own holder"
         )
     return "self-held", f"waits at {where} for `{lock}`, which it took itself at {took} and still holds"
 

@@ -89,6 +89,7 @@ class Wait:
     watched: List[dict] = field(default_factory=list)  # poll/epoll: {"fd", "object"}
     child: Optional[int] = None  # wait-child: the pid waited for (-1: any child)
     lock_holders: List[int] = field(default_factory=list)
+    lock_self: bool = False  # lock: the waiter's own process holds a lock on the file (another open of it)
     flags: Optional[int] = None  # open: O_ACCMODE (0 read, 1 write, 2 both)
     timeout_ms: Optional[int] = None  # poll, epoll_wait: the timeout it was given, -1 for none (futex too)
     wchan: Optional[str] = None
@@ -102,7 +103,7 @@ class Wait:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
-        for key in ("peers", "watched", "lock_holders"):
+        for key in ("peers", "watched", "lock_holders", "lock_self"):
             value = getattr(self, key)
             if value:
                 out[key] = value
@@ -727,7 +728,8 @@ def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[in
         if kind == "socket":
             _resolve_socket(pid, wait.object, wait.tid, wanted, sockets)
         if kind in ("file", "fifo") and wait.op == "lock" and "inode" in wait.object:
-            wait.lock_holders = [p for p in locks_on(wait.object["inode"]) if p != pid]
+            holders = locks_on(wait.object["inode"])
+            wait.lock_holders, wait.lock_self = [p for p in holders if p != pid], pid in holders
         if wait.op == "epoll":
             wait.watched = _epoll_targets(pid, wait.fd)
             _resolve_watched_sockets(pid, wait, wanted, sockets)

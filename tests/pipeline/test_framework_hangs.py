@@ -799,6 +799,25 @@ def test_a_thread_asking_again_for_a_lock_it_holds_is_told_the_lock_is_not_reent
     assert "_lock = threading.RLock()" in fix.commands[-1], fix.commands
 
 
+def test_a_second_flock_of_a_file_its_own_process_holds_is_a_self_deadlock_not_a_checkpoint_write(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j25: `with locked(LOCK)` inside `with locked(LOCK)`, each a new open() and
+    flock. It was checkpoint-save 91% with "stop and resume" (a resumed run hangs again)."""
+    job = zoo("flock_nested")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "lock" and end.get("end") == "self-held", report.chain
+    assert re.search(r"waits at locked \(\S*flock_nested\.py:\d+\) for `locked\(LOCK\)`, which it took itself at "
+                     r"save_checkpoint \(", end["detail"]), end  # fmt: skip
+    fix = first_fix(report)
+    assert fix.title == (
+        f"Process pid {job.proc.pid} waits for the lock on {job.workdir / 'run.lock'} that it took itself: a second "
+        "flock of the same file blocks its own holder"
+    ), fix.title
+    assert re.search(r"asks for it\s+again in update_index \(", fix.why), fix.why
+    assert all(d.cause != "checkpoint-save" or d.confidence < 0.1 for d in report.diagnoses), top(report)
+
+
 def test_a_download_whose_body_stalled_part_way_is_not_called_a_server_that_never_answered(knowledge, zoo):  # noqa: F811
     pytest.importorskip("requests")
     job = zoo("stalled_download")
