@@ -377,6 +377,10 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         hop.kind = "io"
         hop.detail = f"waits for I/O in the kernel ({wait.get('wchan')})"
         return
+    if op == "pause":  # pause, sigsuspend, sigwait (signal.sigwait, signal.pause): only a signal ends it
+        hop.kind = "signal"
+        hop.detail = f"waits for a signal ({wait.get('syscall') or op})"
+        return
     hop.detail = f"waits ({wait.get('syscall') or wait.get('wchan') or op or 'unknown'})"
 
 
@@ -506,7 +510,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             return after
     dead = dead_child_of_poll(job, hop)
     if dead is not None:
-        hop.detail += f"; its child pid {dead}, which would most likely have made it, has exited with an error"
+        made = "sent it" if hop.kind == "signal" else "made it"
+        hop.detail += f"; its child pid {dead}, which would most likely have {made}, has exited with an error"
         hop.facts["dead_child"] = str(dead)
         return dead, None
     holder = to_gil_holder(job, hop, thread)
@@ -811,8 +816,8 @@ def _relation(before: Hop, hop: Hop) -> str:
     if before.kind in ("pipe", "fifo"):
         side = "writer" if before.op in ("read", "open") else "reader"
         return f", the {side} of that {before.kind},"
-    if before.facts.get("dead_child"):
-        return ", its child that was to make it,"  # parties.dead_child_of_poll: no connection to it
+    if before.facts.get("dead_child"):  # parties.dead_child_of_poll: no connection to it
+        return f", its child that was to {'send' if before.kind == 'signal' else 'make'} it,"
     if before.kind == "socket":
         return ", the other end of that connection,"
     if before.kind == "child":

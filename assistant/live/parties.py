@@ -562,11 +562,11 @@ POLL_LOOP = re.compile(r"^while\s+not\b|^while\b.*\bnot\s+in\b")  # a loop that 
 def dead_child_of_poll(job: JobView, hop) -> Optional[int]:
     """A child of hop's process that has exited with an error (a zombie not yet reaped: exit code not 0,
     or killed by a signal), when hop's thread polls in a loop of its own for one thing (`while not
-    os.path.exists(done)`) or waits in accept() for a connection that never comes: what it waits for was
-    most likely that child's to make."""
+    os.path.exists(done)`), waits in accept() for a connection that never comes, or waits for a signal
+    (signal.sigwait, signal.pause): what it waits for was most likely that child's to make or send."""
     loop = str((job.wait(hop.pid, hop.tid or hop.pid) or {}).get("loop") or "")
     # ... or it waits in accept() for a connection nobody makes: that child was most likely the client
-    accepting = hop.facts.get("end") == "no-client"
+    accepting = hop.facts.get("end") == "no-client" or hop.kind == "signal"
     if not accepting and (hop.kind != "sleep" or not POLL_LOOP.match(loop)):
         return None
     dead = [c for c in job.children(hop.pid) if job.procs[c].state == "Z" and job.procs[c].exit_status not in (None, 0)]

@@ -10,6 +10,10 @@ hunt's j20: no cause named, the zombie and its traceback not connected to the lo
 ``Listener`` and waits in ``accept()`` for its actor child, which raises (a missing config file) before
 it connects (the twelfth hunt's j24: no cause named, the dead client not named).
 
+``python poll_dead_child.py sigwait``: the trainer blocks SIGUSR1 and waits for it in
+``signal.sigwait`` from a staging helper child, which raises (a missing config key) before it sends
+it (the thirteenth hunt's j23: no cause named, "Compile in-process" first).
+
 READY (``{"pid", "child_pid"}``): once the child is a zombie and the trainer has slept for 5 samples.
 """
 
@@ -66,7 +70,30 @@ def serve() -> None:
     print("actor connected", conn.recv(), flush=True)
 
 
+def notify_ready(parent: int, config: dict) -> None:
+    import signal
+
+    config["staging_dir"]  # KeyError: the helper dies before it signals
+    os.kill(parent, signal.SIGUSR1)
+
+
+def wait_for_signal() -> None:
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=notify_ready, args=(os.getpid(), {"stage_dir": "/tmp"}), name="stager")
+    child.start()
+    _common.ready_when(
+        lambda: _common.task_state(child.pid) == "Z" and _common.sleeping_steadily(os.getpid()),
+        lambda: {"child_pid": child.pid},
+    )
+    print("waiting for the stager's signal", flush=True)
+    signal.sigwait({signal.SIGUSR1})
+    print("staged", flush=True)
+
+
 if __name__ == "__main__":
     import sys
 
-    serve() if sys.argv[1:] == ["accept"] else main()
+    {"accept": serve, "sigwait": wait_for_signal}.get(sys.argv[1] if sys.argv[1:] else "", main)()

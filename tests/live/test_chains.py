@@ -1500,6 +1500,22 @@ def test_an_accept_whose_client_child_crashed_ends_at_the_dead_child(knowledge, 
     assert_first_fix_is_about(report, "dead-process", f"Worker process pid {child} has died (exit code 1)")
 
 
+def test_a_sigwait_whose_sender_child_crashed_ends_at_the_dead_child(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j23: signal.sigwait(SIGUSR1) while the helper child that would send it is
+    a zombie (KeyError before it signals). No cause was named ("waits (rt_sigtimedwait)"), and the
+    first fix was the compile playbook's."""
+    job = zoo("poll_dead_child", args=["sigwait"])
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child], report.chain
+    first = report.chain[0]["waits_on"]
+    assert first["kind"] == "signal" and first["detail"].startswith("waits for a signal (rt_sigtimedwait)"), first
+    assert f"pid {child}, its child that was to send it, has exited" in report.verdict.summary, report.verdict.summary
+    assert report.culprit["pid"] == child, report.culprit
+    assert_first_fix_is_about(report, "dead-process", f"Worker process pid {child} has died (exit code 1)")
+
+
 def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
     the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
