@@ -20,6 +20,7 @@ from debug_stuck.advice.deathlog import death_values, logged_death
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
 from debug_stuck.advice.fill import filled_value
 from debug_stuck.advice.joinlock import held_across_wait_values, join_lock_values
+from debug_stuck.advice.modulequeue import module_queue
 from debug_stuck.advice.otherthreads import other_threads
 from debug_stuck.advice.p2ptags import tag_mismatch
 from debug_stuck.advice.pipeholder import background_holder, both_send, endless_values, filter_child
@@ -71,6 +72,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     logged_death(values, report, chain[-1])
     same_call(values, report, reader, chain[-1])
     missing_members(values, report, reader, chain[-1])
+    module_queue(values, reader, chain[-1])
     for entry in table.get("remedies") or []:
         if not re.search(entry["when"], signature):
             continue

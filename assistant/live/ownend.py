@@ -3,6 +3,8 @@
 only a thread of this one, or the child it handed the end to, which holds it no more once it has
 exited. A dead child is then the one waited for; with no child and no other thread left, the thread
 that would have has ended: a producer (or consumer) thread's death, not a service that never answers.
+A pipe (a multiprocessing Queue's) whose other end only its own process holds, with no other thread
+and no child left that could use it, ends the same way: the processes it was handed to have ended.
 """
 
 from __future__ import annotations
@@ -50,9 +52,18 @@ def own_end(job, hop, wait: dict, thread) -> Optional[Tuple[int, Optional[int]]]
             f"handed that end to {'send' if receiving else 'read'}, has exited"
         )
         return dead[0], None
-    if hop.kind != "socket":
-        return None
     others = feeding_threads([t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)])
+    if hop.kind != "socket":
+        if not others and _no_child_given_it(job, hop):
+            # a pipe (a multiprocessing Queue's) whose write end no other process holds now: the
+            # processes it was handed to have ended, or were handed another pipe
+            hop.detail = re.sub(r"; the (reader|writer) is pid .*$", "", hop.detail)
+            hop.detail += (
+                f"; only this process holds its {'write' if receiving else 'read'} end (fd {fds}), and no other "
+                "thread is left in it to use that end: the processes given it have ended, or were given another"
+            )
+            hop.facts["end"] = "no-thread"
+        return None
     caller = next((f for f in python_frames(thread.frames) if not LIBRARY_IO.search(f.file or "")), None)
     at = f" at {caller.text()}" if caller is not None else ""
     what = "data on a socket" if receiving else "room on a socket"
@@ -69,3 +80,11 @@ def own_end(job, hop, wait: dict, thread) -> Optional[Tuple[int, Optional[int]]]
         f"; its other end is this process's own fd {fds} (a socket.socketpair()): only its own threads can {verb}"
     )
     return (hop.pid, others[0].tid) if len(others) == 1 else None
+
+
+def _no_child_given_it(job, hop) -> bool:
+    """hop's process has no child, or only a library's helpers (multiprocessing's resource tracker),
+    which are handed no pipe of the job's."""
+    from debug_stuck.probes.collectors.procs import is_library_helper
+
+    return all(is_library_helper(job.procs[c].cmdline) for c in job.children(hop.pid))

@@ -200,3 +200,23 @@ def test_a_rank_conditional_new_group_is_named_whether_the_ranks_all_wait_in_the
         return
     assert values["subgroup_at"] == f"train.py:4, inside `if {guard}:`"
     assert values["subgroup_wait"].startswith(named.format(pid=os.getpid())), values
+
+
+@pytest.mark.parametrize(
+    "start, named",
+    [('ctx = mp.get_context("spawn")', True), ('mp.set_start_method("forkserver")', True), ("ctx = mp", False)],
+)
+def test_a_queue_made_at_import_is_named_only_when_the_file_starts_its_children_afresh(tmp_path, start, named):
+    """With fork a child shares the module-level queue: the read waits on something else (then the
+    generic pipe-writer-gone remedy, no claim about imports)."""
+    from debug_stuck.advice.modulequeue import module_queue
+
+    source = tmp_path / "train.py"
+    source.write_text(f"import multiprocessing as mp\n{start}\nresults = mp.Queue()\n\nstats = results.get()\n")
+    get = {"function": "Queue.get", "file": "multiprocessing/queues.py", "line": 103}
+    own = {"function": "<module>", "file": "train.py", "path": str(source), "line": 5}
+    end = {"pid": os.getpid(), "waits_on": {"kind": "pipe", "end": "no-thread"}}
+    reader = SimpleNamespace(python_frames=lambda hop: [get, own], own_frame=lambda hop: own)
+    values = {}
+    module_queue(values, reader, end)
+    assert values == ({"module_queue": "results", "module_queue_at": "train.py:3"} if named else {}), values

@@ -1516,6 +1516,22 @@ def test_a_sigwait_whose_sender_child_crashed_ends_at_the_dead_child(knowledge, 
     assert_first_fix_is_about(report, "dead-process", f"Worker process pid {child} has died (exit code 1)")
 
 
+def test_a_queue_made_at_import_in_a_spawn_job_is_one_nobody_puts_into(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j11: spawn children put into their own copy of a module-level Queue; the
+    main process reads a pipe whose write end only it holds. No cause was named, the compile fix first."""
+    job = zoo("queue_at_import")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "pipe" and end.get("end") == "no-thread" and end.get("peer") == "self", report.chain
+    assert "only this process holds its write end" in end["detail"], end
+    assert_first_fix_is_about(
+        report,
+        "queue-made-at-import",
+        "The queue results is made at import (queue_at_import.py:27): each spawned child puts into its own",
+    )
+
+
 def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
     the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
