@@ -177,6 +177,15 @@ def wait_under_lock(job, hop, thread) -> bool:
     return True
 
 
+def _same_lock(wanted: str, held: str) -> bool:
+    """Whether two processes' names for a lock are one lock: the same name (`stats_lock`, passed to a
+    child), or one attribute reached through two names (`self.cache_lock` in a Dataset's method in a
+    DataLoader worker, `ds.cache_lock` in the main process that made the Dataset)."""
+    if wanted == held:
+        return True
+    return "." in wanted and "." in held and wanted.rsplit(".", 1)[1] == held.rsplit(".", 1)[1]
+
+
 def process_lock_holder(job, hop, thread):
     """(pid, tid) of the thread of another process of the job that holds, by its own source, the
     multiprocessing lock hop's thread waits for at its own line (the lock passed to a child keeps its
@@ -201,16 +210,17 @@ def process_lock_holder(job, hop, thread):
                 continue
             frame = other.frames[index]
             held, _ = locks_at(frame_source(frame, pid), frame.line)
-            if wanted in held:
-                holders.append((pid, other))
+            name = next((h for h in held if _same_lock(wanted, h)), None)
+            if name is not None:
+                holders.append((pid, other, name))
     if len(holders) != 1:
         return None
-    pid, other = holders[0]
+    pid, other, name = holders[0]
     index = own_frame_index(other.frames)
     hop.kind, hop.object = "process", str(pid)
-    hop.facts["lock"] = wanted
+    hop.facts["lock"] = name  # as the holder's code names it: the `with` block to change
     hop.detail = (
         f"waits for the multiprocessing lock {wanted} at {thread_party(thread).get('where')}, which pid {pid} holds: "
-        f"its `with {wanted}:` encloses {other.frames[index].text()}, where it waits"
+        f"its `with {name}:` encloses {other.frames[index].text()}, where it waits"
     )
     return pid, other.tid

@@ -452,6 +452,8 @@ def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int,
     there to finish its work (CPython 3.12+ warns of it: "This process (pid=N) is multi-threaded, use
     of fork() may lead to deadlocks in the child")."""
     frames = thread.frames
+    if any(MP_SYNC_FILE.search(f.file or "") for f in frames if not f.native):
+        return None  # a multiprocessing lock is one semaphore shared with the parent: its holder there releases it
     by_multiprocessing = any(FORKED_BY_MULTIPROCESSING.search(f.file or "") for f in frames if not f.native)
     info = job.procs.get(pid)
     # a pool wait in a process of one thread: the pool's threads are not there, whoever forked it (os.fork

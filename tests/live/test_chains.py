@@ -1446,6 +1446,25 @@ def test_a_process_holding_a_lock_while_it_waits_for_a_child_that_needs_it_is_a_
     )
 
 
+def test_a_dataloader_iterated_inside_the_multiprocessing_lock_its_workers_take_is_a_cycle(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j14: `for x, y in loader:` inside `with ds.cache_lock:`, the workers'
+    __getitem__ in `with self.cache_lock:`. It was "held when pid N forked it" with a spawn fix: a
+    multiprocessing lock is shared, its holder the main process."""
+    pytest.importorskip("torch")
+    job = zoo("dataloader_lock_held")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[0]["pid"] == job.proc.pid and report.chain[-1]["pid"] == job.proc.pid, report.chain
+    hop = report.chain[1]["waits_on"]
+    assert hop["lock"] == "ds.cache_lock" and hop.get("end") != "fork-held", hop
+    assert "waits for the multiprocessing lock self.cache_lock at __getitem__" in hop["detail"], hop
+    assert_first_fix_is_about(
+        report,
+        "process-lock-held-across-wait",
+        f"Process pid {job.proc.pid} holds ds.cache_lock while it waits for DataLoader worker pid",
+    )
+
+
 def test_an_event_set_below_the_line_where_its_setter_waits_for_the_waiters_is_a_cycle(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j21: wait(futures) on tasks that wait for weights_synced, set on the next
     line. It said "an Event nobody sets"; the setter is the main thread, after its own wait."""
