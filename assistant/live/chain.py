@@ -25,7 +25,7 @@ from debug_stuck.core.libfacts import (
     unwrap_call,
 )
 from debug_stuck.live.collect import Snapshot
-from debug_stuck.live.endless import runs_forever
+from debug_stuck.live.endless import runs_forever, serves_forever
 from debug_stuck.live.eventloop import stuck_event_loop, through_event_loop, waits_on_connections
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.hop import Hop
@@ -502,7 +502,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     inside = " ".join(hop.inside)
     thread = job.thread(hop.pid, hop.tid)
     files = " ".join(f.file for f in python_frames(thread.frames)) if thread is not None else ""
-    if hop.facts.get("stdin") == "prompt" or runs_forever(job, hop):
+    if hop.facts.get("stdin") == "prompt" or runs_forever(job, hop) or serves_forever(job, hop):
         return None
     if thread is not None:
         handled, after = manager_next(job, hop, thread, None)

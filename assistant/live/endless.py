@@ -67,11 +67,16 @@ def endless_entry(argv: List[str]) -> Optional[dict]:
 WAITS_FOR_END = re.compile(r"^(Popen\.)?(communicate|_communicate|wait|_wait|_try_wait|run|check_output|call)$")
 
 
-def _parent_waits_for_end(job, ppid: int) -> bool:
+def _parent_waits_for_end(job, ppid: int, child: int) -> bool:
+    """A thread of ppid waits for a child to end: in subprocess, or in os.wait / os.waitpid (wait4) for
+    any child or this one."""
     return any(
-        not f.native and (f.file or "").endswith("subprocess.py") and WAITS_FOR_END.match(f.function or "")
+        _waits_for(job.wait(ppid, thread.tid) or {}, child)
+        or any(
+            not f.native and (f.file or "").endswith("subprocess.py") and WAITS_FOR_END.match(f.function or "")
+            for f in thread.frames
+        )
         for thread in job.threads(ppid)
-        for f in thread.frames
     )
 
 
@@ -82,9 +87,38 @@ def runs_forever(job, hop) -> bool:
     if info is None or info.ppid not in job.procs or "end" in hop.facts:
         return False
     entry = endless_entry(list(info.cmdline or []))
-    if entry is None or not _parent_waits_for_end(job, info.ppid):
+    if entry is None or not _parent_waits_for_end(job, info.ppid, hop.pid):
         return False
     command = " ".join(info.cmdline)[:120]
     hop.facts["end"] = "runs-forever"
     hop.detail += f"; it runs `{command}`, which never ends until it is stopped (bounded by {entry.get('bound')})"
+    return True
+
+
+def _waits_for(wait: dict, child: int) -> bool:
+    return wait.get("op") == "wait-child" and wait.get("child") in (None, -1, 0, child)
+
+
+# a server's loop that returns only when shutdown() is called from another thread (CPython 3.11
+# Lib/socketserver.py BaseServer.serve_forever: "Handle one request at a time until shutdown"):
+# http.server, xmlrpc.server and the servers built on socketserver
+SERVE_FOREVER_FILE = re.compile(r"(^|/)socketserver\.py$")
+
+
+def serves_forever(job, hop) -> bool:
+    """Mark hop (end `serves-forever`, `server_at` its own line that starts it, when there is one) when
+    its process is a child the parent waits for to end (subprocess, or os.wait / os.waitpid) and its
+    main thread is in a socketserver's serve_forever: it ends only when something stops it."""
+    info = job.procs.get(hop.pid)
+    if info is None or info.ppid not in job.procs:
+        return False
+    main = next((t for t in job.threads(hop.pid) if t.tid == hop.pid), None)
+    frames = [f for f in (main.frames if main is not None else []) if not f.native]
+    if not any(f.bare_name == "serve_forever" and SERVE_FOREVER_FILE.search(f.file or "") for f in frames):
+        return False
+    if not _parent_waits_for_end(job, info.ppid, hop.pid):
+        return False
+    hop.facts["end"] = "serves-forever"
+    command = " ".join(info.cmdline or [])[:120]
+    hop.detail = f"serves requests until it is stopped (socketserver's serve_forever; it runs `{command}`)"
     return True

@@ -1551,6 +1551,23 @@ def test_a_queue_made_at_import_in_a_spawn_job_is_one_nobody_puts_into(knowledge
     )
 
 
+def test_a_launcher_reaping_every_child_waits_for_the_server_child_that_never_exits(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j16: `while True: os.wait()` with a `python -m http.server` dashboard among
+    the children. The dashboard was blamed, external-service, "a connection that never comes"."""
+    job = zoo("launcher_waits_all")
+    dashboard = job.info["dashboard"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, dashboard], report.chain
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "serves-forever" and "serve_forever" in end["detail"], end
+    assert_first_fix_is_about(
+        report,
+        "child-serves-forever",
+        f"Process pid {job.proc.pid} waits for process pid {dashboard} to end, and it serves until it is stopped",
+    )
+
+
 def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
     the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
