@@ -336,7 +336,25 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[i
     served = next((p["pid"] for p in peers if p.get("pid") in job.procs and blocked_handler(job, p["pid"])), None)
     if served is not None:
         hop.facts.pop("end")  # it answers once its handler can: the end is what blocks the handler
-    return served
+        return served
+    # the process at the other end waits to read from this one too: neither will send (a request
+    # without the end its reader waits for, a newline or a length): the chain closes on the first
+    reading = next((p["pid"] for p in peers if p.get("pid") in job.procs and reads_from(job, p["pid"], hop.pid)), None)
+    if reading is not None:
+        hop.facts.pop("end")
+        hop.detail = hop.detail.replace(": the peer never answers", ": the other end waits to read from it too")
+    return reading
+
+
+def reads_from(job: JobView, pid: int, other: int) -> bool:
+    """pid's main thread waits to receive on a connection whose other end `other` holds."""
+    wait = job.wait(pid, pid) or {}
+    obj = wait.get("object") or {}
+    return (
+        wait.get("op") in ("recv", "read", "poll")
+        and obj.get("kind") == "socket"
+        and any(p.get("pid") == other for p in obj.get("peer") or [])
+    )
 
 
 def in_thread_sync(thread) -> bool:

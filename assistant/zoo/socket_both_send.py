@@ -8,6 +8,10 @@ read, which it never does while it sends (the tenth hunt's j16, no cause named).
 default): the parent listens on 127.0.0.1 and a ``multiprocessing`` child (fork) connects;
 ``socketpair``: the child gets one end of a ``socket.socketpair()``.
 
+``python socket_both_send.py no_newline``: both read instead. A tokenizer child serves requests by
+line (``for line in conn.makefile()``); the trainer sends its request without the newline and waits
+in ``recv`` for the reply (the thirteenth hunt's j08: "the peer never answers", external-service).
+
 READY (``{"pid", "child_pid", "send_line"}``): once both processes have slept in their sends for 5
 consecutive samples (the parent checks the child's kernel state).
 """
@@ -77,5 +81,29 @@ def main(variant: str) -> None:
         print(f"step {step} exchanged", flush=True)
 
 
+def tokenizer_server(address) -> None:
+    conn = socket.create_connection(address)
+    for line in conn.makefile():  # a request is a line: it waits for the newline
+        conn.sendall(f"{len(line.split())}\n".encode())
+
+
+def ask_without_newline() -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    child = multiprocessing.get_context("fork").Process(
+        target=tokenizer_server, args=(server.getsockname(),), name="tokenizer"
+    )
+    child.start()
+    sock, _ = server.accept()
+    main_thread = threading.main_thread()
+
+    def both_read() -> bool:
+        return _common.sleeping_steadily(os.getpid(), main_thread.native_id) and _common.sleeping_steadily(child.pid)
+
+    _common.ready_when(both_read, lambda: {"child_pid": child.pid, "send_line": 0})
+    sock.sendall(b"the quick brown fox")  # the bug: no newline, the server's readline waits for it
+    print("tokens:", sock.recv(64), flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "tcp")
+    variant = sys.argv[1] if len(sys.argv) > 1 else "tcp"
+    ask_without_newline() if variant == "no_newline" else main(variant)

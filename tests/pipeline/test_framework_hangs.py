@@ -1188,6 +1188,23 @@ def test_two_processes_both_sending_on_one_connection_are_told_to_receive_while_
     assert "threading.Thread(target=sock.sendall, args=(mine,)" in fix.commands[0], fix.commands
 
 
+def test_two_processes_both_reading_one_connection_are_a_cycle_about_the_message_end(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j08: the trainer sends a request without the newline its server's readline
+    waits for, then waits for the reply. It was "the peer never answers", external-service 92%."""
+    job = zoo("socket_both_send", args=["no_newline"])
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child, job.proc.pid], report.chain
+    assert [hop["waits_on"].get("op") for hop in report.chain[:2]] == ["recv", "recv"], report.chain
+    assert "the other end waits to read from it too" in report.chain[0]["waits_on"]["detail"], report.chain
+    fix = first_fix(report)
+    assert fix.title == (
+        f"Process pid {job.proc.pid} and worker process pid {child} both wait to read on one connection: "
+        "the last message is not complete for its reader"
+    ), fix.title
+
+
 def test_a_store_get_for_a_key_set_under_another_spelling_names_both_spellings(knowledge, zoo):  # noqa: F811
     """The tenth hunt's j11: a worker's TCPStore.get("shards_ready") while the coordinator sets
     "shard_ready"; no MASTER_PORT in the environment. It was read as an external service (91%)."""
