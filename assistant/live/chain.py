@@ -26,7 +26,12 @@ from debug_stuck.core.libfacts import (
 )
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.endless import runs_forever, serves_forever
-from debug_stuck.live.eventloop import stuck_event_loop, through_event_loop, waits_on_connections
+from debug_stuck.live.eventloop import (
+    awaited_blocked_child,
+    stuck_event_loop,
+    through_event_loop,
+    waits_on_connections,
+)
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.hop import Hop
 from debug_stuck.live.jobfacts import frames_prove, frames_table
@@ -517,6 +522,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     holder = to_gil_holder(job, hop, thread)
     if holder is not None:
         return hop.pid, holder
+    awaited = awaited_blocked_child(job, hop, thread)
+    if awaited is not None:
+        return awaited, None
     spawned = spawn_children(job, hop, thread)
     if spawned:
         hop.facts.pop("end", None)

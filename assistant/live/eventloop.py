@@ -131,3 +131,32 @@ def through_event_loop(job, hop, thread, future_wait: bool) -> Optional[Tuple[in
 def _sync_words(thread) -> str:
     names = [f.bare_name for f in python_frames(thread.frames)[:4]]
     return "a future's result" if "result" in names else "a threading primitive (a lock, an event, a queue)"
+
+
+# asyncio's ThreadedChildWatcher (the default on Unix in 3.8-3.11) waits for each child in a thread of
+# its own (CPython 3.11 Lib/asyncio/unix_events.py: _do_waitpid, thread name "asyncio-waitpid-N")
+CHILD_WATCHER = re.compile(r"(^|/)asyncio/unix_events\.py$")
+
+
+def awaited_blocked_child(job, hop, thread) -> Optional[int]:
+    """The child an event loop thread awaits (asyncio's child watcher thread waits for it to exit)
+    when that child is blocked writing a pipe this process reads: `await proc.wait()` with
+    stdout=PIPE, whose reader asyncio stops reading once its buffer is full. The hop says so."""
+    if hop.kind != "poll" or thread is None or not runs_event_loop(thread):
+        return None
+    for other in job.threads(hop.pid):
+        wait = job.wait(hop.pid, other.tid) or {}
+        watcher = any(CHILD_WATCHER.search(f.file or "") for f in python_frames(other.frames))
+        child = wait.get("child")
+        if wait.get("op") != "wait-child" or not watcher or child not in job.procs:
+            continue
+        written = job.wait(child, child) or {}
+        readers = [p.get("pid") for p in written.get("peers") or [] if p.get("mode") in ("r", "rw")]
+        if written.get("op") == "write" and (written.get("object") or {}).get("kind") == "pipe" and hop.pid in readers:
+            hop.kind, hop.object = "child", str(child)
+            hop.detail = (
+                f"runs an asyncio event loop that awaits its child pid {child} (asyncio's child watcher thread "
+                f"{other.name!r} waits for it to exit)"
+            )
+            return child
+    return None

@@ -38,6 +38,12 @@ on the full stderr pipe, and never closes stdout (the twelfth hunt's j04, "break
 ``python subprocess_output.py reply_buffered``: request and reply with a Python child over its stdin
 and stdout; the child answers with ``print`` into a pipe (block-buffered) and waits for the next
 request, while the job waits in ``readline()`` for the answer (the twelfth hunt's j15).
+
+``python subprocess_output.py asyncio_wait``: the same export under asyncio,
+``proc = await asyncio.create_subprocess_exec(..., stdout=PIPE)`` then ``await proc.wait()`` before
+reading: asyncio stops reading the pipe once its stream buffer is full, the child blocks in its write,
+and the loop idles in epoll while asyncio's child watcher thread waits for the child to exit (the
+thirteenth hunt's j04: the chain stopped at the loop, "drain the pipe to a file").
 """
 
 from __future__ import annotations
@@ -197,7 +203,24 @@ def reply_buffered() -> None:
         print(f"{text!r}: {count} tokens", flush=True)
 
 
+def asyncio_wait() -> None:
+    import asyncio
+
+    async def export() -> bytes:
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-I", "-c", HELPER, stdout=subprocess.PIPE)
+        writing = lambda: _common.blocked_in(proc.pid, None, ("pipe_write", "anon_pipe_write"), ("write",))  # noqa: E731
+        _common.ready_when(
+            lambda: writing() and _common.sleeping_steadily(proc.pid) and _common.sleeping_steadily(os.getpid()),
+            lambda: {"child_pid": proc.pid},
+        )
+        await proc.wait()  # before reading: asyncio stops reading a full stream buffer
+        return await proc.stdout.read()
+
+    print("preprocessing: exporting tokenizer statistics", flush=True)
+    print(f"read {len(asyncio.run(export()))} bytes", flush=True)
+
+
 if __name__ == "__main__":
-    scenarios = {"background": background, "both_ways": both_ways, "endless": endless}
+    scenarios = {"background": background, "both_ways": both_ways, "endless": endless, "asyncio_wait": asyncio_wait}
     scenarios.update(stderr_full=stderr_full, reply_buffered=reply_buffered)
     scenarios.get(sys.argv[1] if sys.argv[1:] else "", main)()

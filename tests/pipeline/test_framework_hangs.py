@@ -774,6 +774,20 @@ def test_a_job_stuck_on_its_childs_pipes_is_told_to_use_communicate(knowledge, z
     assert not any(f"kill {job.proc.pid}" in command for fix in advice for command in fix.commands), advice
 
 
+def test_an_asyncio_wait_for_a_child_whose_output_is_unread_goes_on_to_the_child(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j04: `await proc.wait()` with stdout=PIPE before reading; the loop idles in
+    epoll, asyncio's child watcher thread waits for the child. The chain stopped at the loop."""
+    job = zoo("subprocess_output", args=["asyncio_wait"])
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    hops = [(h["pid"], h["waits_on"]["kind"]) for h in report.chain]
+    assert hops == [(job.proc.pid, "child"), (child, "pipe"), (job.proc.pid, "cycle")], report.chain
+    assert "asyncio's child watcher thread 'asyncio-waitpid-" in report.chain[0]["waits_on"]["detail"], report.chain
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Process pid {job.proc.pid} waits for its child {child} before reading"), fix
+
+
 def test_a_reply_left_in_the_childs_buffer_is_told_to_flush(knowledge, zoo):  # noqa: F811
     """The twelfth hunt's j15: the child answers with print() into a pipe and waits for the next request;
     the job waits in readline(). It was the generic "break the cycle"."""
