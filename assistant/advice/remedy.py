@@ -73,6 +73,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     same_call(values, report, reader, chain[-1])
     missing_members(values, report, reader, chain[-1])
     module_queue(values, reader, chain[-1])
+    _other_queue(values, chain[-1])
     for entry in table.get("remedies") or []:
         if not re.search(entry["when"], signature):
             continue
@@ -666,6 +667,14 @@ def _lock_cycle(values: Dict[str, str], end: dict) -> None:
     else:
         values["locks"] = "the locks"
         values["order_edit"] = ""
+
+
+def _other_queue(values: Dict[str, str], end: dict) -> None:
+    """The thread that waits to put into another queue than the one the chain's end reads."""
+    waits_on = end.get("waits_on") or {}
+    putter = (waits_on.get("threads") or [{}])[0]
+    if waits_on.get("end") == "other-queue" and putter.get("name"):
+        values["putter_name"], values["putter_at"] = putter["name"], str(putter.get("where") or "its put()")
 
 
 def _self_lock(values: Dict[str, str], reader: _Reader, end: dict) -> None:

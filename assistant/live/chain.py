@@ -90,6 +90,7 @@ from debug_stuck.live.syncwaits import (
     none_left_words,
     permits_leaked,
     task_done_missing,
+    two_queues,
 )
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
@@ -639,6 +640,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.facts["end"] = "deadlock"
         if "end" not in hop.facts:
             task_done_missing(job, hop, thread)
+        if "end" not in hop.facts:
+            two_queues(job, hop, thread)
         joined = joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
         if joined is not None:
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))

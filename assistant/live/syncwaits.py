@@ -54,6 +54,36 @@ def task_done_missing(job: JobView, hop, thread) -> None:
     hop.facts["end"] = "task-done-missing"
 
 
+def two_queues(job: JobView, hop, thread) -> None:
+    """A thread waiting for an item in queue.Queue.get while another thread of its process waits for
+    room in queue.Queue.put: a queue waits in get only when empty and in put only when full (CPython
+    3.11.7 Lib/queue.py: not_empty, not_full), never both, so the two wait on two queue objects: the
+    producer fills one that nobody reads (a queue replaced, or one made twice). The hop names the
+    putter (`end` other-queue, `threads`)."""
+    if not _in_first_frames(thread, ("get",), QUEUE_FILE):
+        return
+    putters = [
+        t
+        for t in job.threads(hop.pid)
+        if t.tid != thread.tid
+        and _in_first_frames(t, ("put",), QUEUE_FILE)
+        and (job.wait(hop.pid, t.tid) or {}).get("op") == "futex"
+    ]
+    if len(putters) != 1:
+        return
+    putter = putters[0]
+    # a third thread between the two (a stage that reads one queue and fills the other) could move both
+    rest = [t for t in job.threads(hop.pid) if t.tid not in (thread.tid, putter.tid) and python_frames(t.frames)]
+    if feeding_threads(rest):
+        return
+    hop.detail += (
+        f", while thread {putter.name!r} waits for room in a queue at {_caller(putter.frames)}: a queue is never "
+        "empty and full at once, so they wait on two different queues, and the one it fills is not the one read"
+    )
+    hop.facts["end"] = "other-queue"
+    hop.parties = [{"tid": putter.tid, "name": putter.name, "where": _caller(putter.frames)}]
+
+
 def _in_first_frames(thread, names, file_pattern) -> bool:
     return any(
         f.function.endswith(names) and file_pattern.search(f.file or "") for f in python_frames(thread.frames)[:3]

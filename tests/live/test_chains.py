@@ -1568,6 +1568,22 @@ def test_a_launcher_reaping_every_child_waits_for_the_server_child_that_never_ex
     )
 
 
+def test_a_getter_and_a_putter_of_one_process_wait_on_two_queues(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j24: the prefetcher fills the queue it bound once, the trainer reads the one
+    that replaced it. Only the trainer's get was named, with a generic timeout fix."""
+    job = zoo("queue_replaced")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "other-queue" and end["threads"][0]["name"] == "prefetch", end
+    assert re.match(r"_run \(\S*queue_replaced\.py:\d+\)", end["threads"][0]["where"]), end
+    assert_first_fix_is_about(
+        report,
+        "queue-filled-elsewhere",
+        f"Thread 'prefetch' fills another queue than the one process pid {job.proc.pid}",
+    )
+
+
 def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
     the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
