@@ -383,6 +383,15 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         hop.kind = "io"
         hop.detail = f"waits for I/O in the kernel ({wait.get('wchan')})"
         return
+    if op in ("accept", "recv", "read", "poll", "send", "write") and str(wait.get("error")).endswith(" is closed"):
+        # another thread closed the descriptor this one is blocked on: close() does not wake it on Linux
+        on_socket = any((f.file or "").endswith("socket.py") for f in python_frames(hop.frames))
+        hop.kind, hop.facts["end"] = ("socket" if on_socket else "file"), "fd-closed"
+        hop.detail = (
+            f"is blocked in {OP_WORDS.get(op, op)} on fd {wait.get('fd')}, which has been closed since: a close() "
+            "from another thread does not wake a thread blocked on the descriptor (shutdown() does, for a socket)"
+        )
+        return
     if op == "pause":  # pause, sigsuspend, sigwait (signal.sigwait, signal.pause): only a signal ends it
         hop.kind = "signal"
         hop.detail = f"waits for a signal ({wait.get('syscall') or op})"

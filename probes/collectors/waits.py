@@ -720,7 +720,9 @@ def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[in
         target = fd_target(pid, wait.fd)
         wait.object = target_object(pid, wait.fd, target)
         if wait.object is None:
-            wait.error = f"fd {wait.fd} could not be read"
+            fds = _bounded(lambda: os.listdir(f"/proc/{pid}/fd"), f"fds of {pid}") if target is None else None
+            closed = fds is not None and str(wait.fd) not in fds  # the table read, that fd not in it
+            wait.error = f"fd {wait.fd} is closed" if closed else f"fd {wait.fd} could not be read"
             return
         kind = wait.object["kind"]
         if kind in ("pipe", "socket") or (kind == "fifo" and target):

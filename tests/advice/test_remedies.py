@@ -220,3 +220,31 @@ def test_a_queue_made_at_import_is_named_only_when_the_file_starts_its_children_
     values = {}
     module_queue(values, reader, end)
     assert values == ({"module_queue": "results", "module_queue_at": "train.py:3"} if named else {}), values
+
+
+def test_a_thread_blocked_on_a_socket_closed_under_it_is_told_to_shut_it_down_first(knowledge):
+    """The thirteenth hunt's j18 (no live test: a ptrace stop, as every stack read makes, restarts the
+    accept, which then fails on the closed descriptor and the job goes on)."""
+    main = {"pid": 1000, "role": "rank", "who": "process pid 1000", "waits_on": {"kind": "thread", "object": "1001"}}
+    server = {
+        "pid": 1000,
+        "role": "rank",
+        "thread": {"tid": 1001, "name": "status-server"},
+        "who": "process pid 1000, thread 'status-server'",
+        "waits_on": {"kind": "socket", "op": "accept", "end": "fd-closed", "fd": "3"},
+        "terminal": True,
+    }
+    accept = {"function": "socket.accept", "file": "socket.py", "line": 294}
+    own = {"function": "serve", "file": "train.py", "path": "/jobs/train.py", "line": 10}
+    proc = {
+        "pid": 1000,
+        "role": "rank",
+        "threads": [{"tid": 1001, "frames": [accept, own]}, {"tid": 1000, "frames": []}],
+    }
+    report = SimpleNamespace(
+        chain=[main, server], processes=[proc], verdict=SimpleNamespace(finding={"kind": "chain", "text": ""})
+    )
+    fix = remedy_for(report, JobFacts(values={"log": "/tmp/train.log"}), knowledge)
+    assert fix is not None and fix.basis.startswith("socket-closed-under-accept"), fix
+    assert fix.title.startswith("Process pid 1000, thread 'status-server' is blocked on a socket another thread"), fix
+    assert "srv.shutdown(socket.SHUT_RDWR)" in fix.commands[0], fix.commands

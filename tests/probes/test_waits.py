@@ -168,3 +168,37 @@ def test_a_poll_loop_that_frees_its_array_between_calls_never_shows_other_data_a
         else:
             seen["wrong"].append(([w["fd"] for w in wait.watched], wait.error))
     assert seen["wrong"] == [] and seen["right"] > 0, seen
+
+
+ACCEPT_CLOSED = """
+import socket, threading, time
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)
+t = threading.Thread(target=srv.accept, name="status-server")
+t.start()
+time.sleep(0.3)
+srv.close()  # does not wake the accept() on Linux
+print(t.native_id, flush=True)
+t.join()
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_an_accept_on_a_descriptor_another_thread_closed_says_the_fd_is_closed(session_job):
+    """The thirteenth hunt's j18: a thread in accept() on a listening socket the main thread closed.
+    Read from /proc alone (a ptrace stop restarts the call, which then fails with EBADF and ends the
+    hang): the fd is no longer in the table, not an unreadable one."""
+    proc = session_job([sys.executable, "-I", "-c", ACCEPT_CLOSED], stdout=subprocess.PIPE, text=True)
+    tid = int(proc.stdout.readline())
+    deadline = time.monotonic() + 20
+    while True:
+        waits = read_syscalls(proc.pid)
+        wait = waits.get(tid)
+        if wait is not None and wait.op == "accept":
+            break
+        assert time.monotonic() < deadline, waits
+        time.sleep(0.05)
+    resolve_waits({proc.pid: waits})
+    assert wait.object is None and wait.error == f"fd {wait.fd} is closed", (wait.fd, wait.error)
