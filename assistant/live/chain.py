@@ -81,6 +81,7 @@ from debug_stuck.live.pipeholders import watched_pipe_writers
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.selflock import frame_source, own_lock_holder, self_held_wait
+from debug_stuck.live.selfwaits import import_lock_join, server_shuts_itself_down
 from debug_stuck.live.setafter import parent_sets_after_join, set_after_wait
 from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
@@ -606,6 +607,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         if barrier_short(job, hop, thread):
             return None
     if hop.op == "futex" and thread is not None:
+        if "end" not in hop.facts and (server_shuts_itself_down(hop, thread) or import_lock_join(job, hop, thread)):
+            return None
         if "end" not in hop.facts:
             served = through_event_loop(job, hop, thread, bool(FUTURE_WAIT.search(files)))
             if served is not None or hop.facts.get("end") == "loop-blocked":

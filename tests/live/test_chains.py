@@ -1584,6 +1584,34 @@ def test_a_getter_and_a_putter_of_one_process_wait_on_two_queues(knowledge, zoo)
     )
 
 
+@pytest.mark.parametrize(
+    "scenario, end, thread, remedy, title",
+    [
+        ("server_shutdown", "self-shutdown", "control-server", "server-shutdown-from-handler",
+         "Process pid {pid}, thread 'control-server' calls the server's shutdown() from its own serve_forever thread"),
+        ("import_join", "import-join", "plugin-warmup", "thread-joined-at-import",
+         "A thread started and joined while a module is imported waits for that import"),
+    ],
+)  # fmt: skip
+def test_a_thread_waiting_on_itself_through_a_library_is_named_with_the_docs_rule(
+    knowledge,
+    zoo,  # noqa: F811
+    scenario,
+    end,
+    thread,
+    remedy,
+    title,
+):
+    """The thirteenth hunt's j19 (socketserver's shutdown() from its own handler) and j13 (a thread
+    started and joined at import imports that module): both "find what should set it"."""
+    job = zoo("library_self_waits", args=[scenario])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    last = report.chain[-1]
+    assert last["thread"]["name"] == thread and last["waits_on"].get("end") == end, report.chain
+    assert_first_fix_is_about(report, remedy, title.format(pid=job.proc.pid))
+
+
 def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
     the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
