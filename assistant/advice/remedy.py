@@ -31,6 +31,7 @@ from debug_stuck.advice.stdin import stdin_redirect
 from debug_stuck.advice.subgroup import conditional_new_group
 from debug_stuck.advice.swallowed import skipped_step
 from debug_stuck.advice.threadlog import dead_thread, thread_traceback
+from debug_stuck.advice.threadstart import never_started
 from debug_stuck.advice.uneven import uneven_inputs, uneven_words
 from debug_stuck.advice.values import ASYNC_UNMET, OPTIONAL, VALUES
 from debug_stuck.advice.worldcount import missing_members
@@ -74,6 +75,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     missing_members(values, report, reader, chain[-1])
     module_queue(values, reader, chain[-1])
     _other_queue(values, chain[-1])
+    never_started(values, reader, chain[-1])
     for entry in table.get("remedies") or []:
         if not re.search(entry["when"], signature):
             continue

@@ -109,6 +109,8 @@ VALUES = {
     "sleep_left": "how long one sleep of the job's own code has left (86390 s (about 24.0 h))",
     "putter_name": "the thread that waits to put into another queue than the one read (prefetch)",
     "putter_at": "where that thread puts (_run (train.py:11))",
+    "never_started": "a Thread the job's code makes and never starts (uploader)",
+    "never_started_at": "where it is made (train.py:4)",
     "module_queue": "a multiprocessing queue the main process reads, made at module level (results)",
     "module_queue_at": "where the file makes that queue at import (train.py:6)",
     "subgroup_at": "an earlier new_group the job's code runs under an `if` (train.py:11, inside `if rank in (0, 1):`)",

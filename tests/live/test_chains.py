@@ -1612,6 +1612,20 @@ def test_a_thread_waiting_on_itself_through_a_library_is_named_with_the_docs_rul
     assert_first_fix_is_about(report, remedy, title.format(pid=job.proc.pid))
 
 
+def test_a_future_whose_loop_thread_was_never_started_names_the_thread(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j20: run_coroutine_threadsafe on a loop whose thread is made and never
+    started. The chain said "(or was never started)", the fix that the thread had died."""
+    job = zoo("thread_never_started")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[-1]["waits_on"].get("end") == "no-thread", report.chain
+    assert_first_fix_is_about(
+        report,
+        "thread-never-started",
+        "Thread uploader is made at thread_never_started.py:22 and never started: call uploader.start()",
+    )
+
+
 def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
     the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
