@@ -111,6 +111,8 @@ VALUES = {
     "putter_at": "where that thread puts (_run (train.py:11))",
     "never_started": "a Thread the job's code makes and never starts (uploader)",
     "never_started_at": "where it is made (train.py:4)",
+    "async_locks": "two asyncio locks the job's coroutines take in opposite orders (params_lock and stats_lock)",
+    "lock_orders": "which coroutine takes them in which order, and where",
     "module_queue": "a multiprocessing queue the main process reads, made at module level (results)",
     "module_queue_at": "where the file makes that queue at import (train.py:6)",
     "subgroup_at": "an earlier new_group the job's code runs under an `if` (train.py:11, inside `if rank in (0, 1):`)",
@@ -123,7 +125,7 @@ VALUES = {
     "holder_thread": "the thread of the waiting process that holds the file lock it waits for",
     "holder_at": "where that thread's own code is, inside the `with` that took it",
 }
-ASYNC_UNMET = ("awaited", "awaited_at", "primitive", "created_at", "completes")
+ASYNC_UNMET = ("awaited", "awaited_at", "primitive", "created_at", "completes", "async_locks", "lock_orders")
 
 # phrases a remedy's prose may leave out when the report does not know them
 OPTIONAL = (

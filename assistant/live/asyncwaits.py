@@ -92,3 +92,62 @@ def never_completed(pid: int, frames) -> Optional[Dict[str, str]]:
         "created_at": f"{frame.file}:{made[_last(receiver)][1]}",
         "completes": f"{_last(receiver)}.{completers[0]}()",
     }
+
+
+def _nested_takes(tree: ast.AST) -> List[Tuple[str, str, str, int]]:
+    """(outer, inner, coroutine, line of the inner) for each `async with inner:` inside the body of an
+    `async with outer:` in an async def (names by their last part)."""
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.AsyncFunctionDef):
+            continue
+        for outer in ast.walk(function):
+            if not isinstance(outer, ast.AsyncWith):
+                continue
+            held = [_last(ast.unparse(item.context_expr)) for item in outer.items]
+            for node in outer.body:
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.AsyncWith):
+                        for item in inner.items:
+                            found += [
+                                (h, _last(ast.unparse(item.context_expr)), function.name, inner.lineno) for h in held
+                            ]
+    return found
+
+
+def lock_order(pid: int, frames) -> Optional[Dict[str, str]]:
+    """Two asyncio.Locks the loop-starting file makes, taken nested in opposite orders by two
+    coroutines (`async with a:` around `async with b:` in one, b around a in the other): each task can
+    hold one and wait for the other. {async_locks, lock_orders}; None when the file shows no such pair."""
+    index = own_frame_index(frames)
+    if index is None:
+        return None
+    frame = frames[index]
+    tree = parse_source(frame_source(frame, pid))
+    if tree is None:
+        return None
+    locks = {name for name, (kind, _) in _created_locks(tree).items()}
+    takes = [t for t in _nested_takes(tree) if t[0] in locks and t[1] in locks and t[0] != t[1]]
+    for outer, inner, coroutine, line in takes:
+        other = next((t for t in takes if (t[0], t[1]) == (inner, outer) and t[2] != coroutine), None)
+        if other is not None:
+            return {
+                "async_locks": f"{outer} and {inner}",
+                "lock_orders": (
+                    f"{coroutine} takes {outer} then {inner} ({frame.file}:{line}); "
+                    f"{other[2]} takes {inner} then {outer} ({frame.file}:{other[3]})"
+                ),
+            }
+    return None
+
+
+def _created_locks(tree: ast.AST) -> Dict[str, Tuple[str, int]]:
+    """name -> ("Lock", line) for the asyncio.Lock objects the file makes."""
+    made = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+            if ast.unparse(node.value.func) == "asyncio.Lock":
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    made[_last(ast.unparse(target))] = ("Lock", node.lineno)
+    return made

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-from debug_stuck.live.asyncwaits import never_completed
+from debug_stuck.live.asyncwaits import lock_order, never_completed
 from debug_stuck.live.parties import SYNC_FILES, in_thread_sync, python_frames, silent_among
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer
@@ -81,6 +81,12 @@ def stuck_event_loop(job, hop, wait: dict) -> bool:
         "Queue, Event, Future or Lock), and no task is left to run"
     )
     hop.facts.update(end="no-task", event_loop="asyncio")
+    crossed = lock_order(hop.pid, hop.frames)
+    if crossed is not None:
+        hop.facts.update(crossed)
+        hop.detail += f"; the job's code takes asyncio locks {crossed['async_locks']} in opposite orders: "
+        hop.detail += crossed["lock_orders"]
+        return True
     unmet = never_completed(hop.pid, hop.frames)
     if unmet is not None:
         hop.facts.update(unmet)

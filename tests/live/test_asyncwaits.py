@@ -108,3 +108,41 @@ def test_a_primitive_made_in_another_module_is_not_judged(tmp_path):
     text = PREFETCH.replace("{completion}", "").replace("asyncio.Event()", "shared.make_flag()")
     path = _write(tmp_path, text)
     assert never_completed(os.getpid(), _loop_frames(path, _run_line(path))) is None
+
+
+LOCKS = """
+    import asyncio
+
+    params_lock = asyncio.Lock()
+    stats_lock = asyncio.Lock()
+
+    async def sync_weights():
+        async with params_lock:
+            await asyncio.sleep(0.05)
+            async with stats_lock:
+                pass
+
+    async def log_stats():
+        async with {first}:
+            await asyncio.sleep(0.05)
+            async with {second}:
+                pass
+
+    async def main():
+        await asyncio.gather(sync_weights(), log_stats())
+
+    asyncio.run(main())
+"""
+
+
+def test_two_asyncio_locks_nested_in_opposite_orders_are_named_with_both_orders(tmp_path):
+    """The thirteenth hunt's j03: "no task is left", neither the tasks nor the locks named."""
+    from debug_stuck.live.asyncwaits import lock_order
+
+    path = _write(tmp_path, LOCKS.format(first="stats_lock", second="params_lock"))
+    found = lock_order(os.getpid(), _loop_frames(path, _run_line(path)))
+    assert found is not None and found["async_locks"] == "params_lock and stats_lock", found
+    assert found["lock_orders"].startswith("sync_weights takes params_lock then stats_lock (train.py:10); "), found
+    assert found["lock_orders"].endswith("log_stats takes stats_lock then params_lock (train.py:16)"), found
+    same = _write(tmp_path, LOCKS.format(first="params_lock", second="stats_lock"))
+    assert lock_order(os.getpid(), _loop_frames(same, _run_line(same))) is None

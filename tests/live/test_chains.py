@@ -1626,6 +1626,19 @@ def test_a_future_whose_loop_thread_was_never_started_names_the_thread(knowledge
     )
 
 
+def test_asyncio_locks_taken_in_opposite_orders_are_named_at_the_idle_loop(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j03: two coroutines nest `async with` on two asyncio.Locks in opposite
+    orders. It said "no task is left to wake the loop", with neither the tasks nor the locks named."""
+    job = zoo("asyncio_lock_order")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "no-task" and end.get("async_locks") == "params_lock and stats_lock", end
+    assert_first_fix_is_about(
+        report, "asyncio-lock-order", "Coroutines take asyncio locks params_lock and stats_lock in opposite orders"
+    )
+
+
 def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
     the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
