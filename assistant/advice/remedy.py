@@ -20,6 +20,7 @@ from debug_stuck.advice.deathlog import death_values, logged_death
 from debug_stuck.advice.facts import JobFacts, in_package, is_library_frame, own_code_roots
 from debug_stuck.advice.fill import filled_value
 from debug_stuck.advice.joinlock import held_across_wait_values, join_lock_values
+from debug_stuck.advice.madeafter import made_after_wait
 from debug_stuck.advice.modulequeue import module_queue
 from debug_stuck.advice.otherthreads import other_threads
 from debug_stuck.advice.p2ptags import tag_mismatch
@@ -76,6 +77,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     module_queue(values, reader, chain[-1])
     _other_queue(values, chain[-1])
     never_started(values, reader, chain[-1])
+    made_after_wait(values, reader, chain)
     for entry in table.get("remedies") or []:
         if not re.search(entry["when"], signature):
             continue

@@ -1639,6 +1639,22 @@ def test_asyncio_locks_taken_in_opposite_orders_are_named_at_the_idle_loop(knowl
     )
 
 
+def test_a_marker_made_below_the_wait_for_its_poller_is_named_where_it_is_made(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j06 and j09: the file a process polls for is created by the process that
+    waits for it, below that wait. The fixes said the loop waited "for something that never happens"."""
+    job = zoo("marker_after_wait")
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child], report.chain
+    assert_first_fix_is_about(
+        report,
+        "file-made-after-wait",
+        f"Process pid {job.proc.pid} creates MARKER at marker_after_wait.py:38, after it waits at "
+        f"marker_after_wait.py:37 for worker process pid {child}, which polls for it",
+    )
+
+
 def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
     the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
