@@ -175,6 +175,8 @@ class _Reader:
             token += "+lockfile"
         if waits.get("stdin") in ("parent", "prompt") or (waits.get("fd") == "0" and waits.get("end") == "no-writer"):
             token += "+stdin"  # input() has no frame of its own; a data feed (zcat | python) is not a prompt
+        if waits.get("prompt") == "yes":
+            token += "+prompt"  # a line of the job's code that calls input() or getpass(): a question
         return token
 
 

@@ -13,7 +13,7 @@ WAIT_FACTS = (
     "end", "fd", "state", "master", "gc", "loop", "via", "lockfile", "stdin", "exit", "body", "event_loop",
     "forked_by", "gil", "receiving", "peer", "lock", "lock_module", "key", "set_key", "set_at", "setter", "event",
     "awaited", "awaited_at", "primitive", "created_at", "completes", "holder_thread", "holder_at",
-    "manager", "setter_pid", "dead_child", "sleep_left", "async_locks", "lock_orders",
+    "manager", "setter_pid", "dead_child", "sleep_left", "async_locks", "lock_orders", "prompt",
 )  # fmt: skip
 
 

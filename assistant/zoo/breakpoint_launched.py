@@ -5,6 +5,10 @@
 ``breakpoint_launched.py trainer`` with ``stdin=subprocess.PIPE`` and waits for it (the eleventh hunt's
 j01, whose first fix closed the pipe: pdb reads EOF and quits, and the training with it).
 
+``python breakpoint_launched.py input``: the same launcher; the trainer asks ``Overwrite? [y/N]`` with
+``input()`` because its output directory is not empty (the thirteenth hunt's j01: "close it first",
+which makes input() raise EOFError and stops the run).
+
 READY (``{"pid", "trainer_pid"}``): once the launcher sleeps in ``wait4`` and the trainer in its read.
 """
 
@@ -20,8 +24,8 @@ PIPE_READS = ("pipe_read", "anon_pipe_read", "pipe_wait_readable")
 WAITS = ("do_wait", "kernel_wait4")
 
 
-def launch() -> None:
-    trainer = subprocess.Popen([sys.executable, "-u", os.path.abspath(__file__), "trainer"], stdin=subprocess.PIPE)
+def launch(role: str) -> None:
+    trainer = subprocess.Popen([sys.executable, "-u", os.path.abspath(__file__), role], stdin=subprocess.PIPE)
 
     def both_wait() -> bool:
         return (
@@ -42,5 +46,17 @@ def trainer() -> None:
     _common.sleep_forever()
 
 
+def asks() -> None:
+    out = _common.workdir() / "outputs"
+    out.mkdir(exist_ok=True)
+    (out / "config.json").write_text("{}")
+    print("model built", flush=True)
+    if any(out.iterdir()):
+        answer = input(f"Output directory {out} exists and is not empty. Overwrite? [y/N] ")
+        print("answer", answer, flush=True)
+    _common.sleep_forever()
+
+
 if __name__ == "__main__":
-    trainer() if sys.argv[1:] == ["trainer"] else launch()
+    role = sys.argv[1] if sys.argv[1:] else ""
+    {"trainer": trainer, "asker": asks}.get(role, lambda: launch("asker" if role == "input" else "trainer"))()

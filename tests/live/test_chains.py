@@ -1413,6 +1413,19 @@ def test_a_breakpoint_in_a_trainer_whose_launcher_holds_its_stdin_is_not_told_to
     assert not any("close it first" in title for title in titles), titles
 
 
+def test_a_launched_child_asking_on_its_stdin_pipe_is_told_to_settle_the_question_not_to_close_it(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j01: the launcher gives its trainer a stdin pipe it never writes; the trainer
+    asks "Overwrite? [y/N]" with input(). The first fix closed the pipe: input() raises EOFError."""
+    job = zoo("breakpoint_launched", args=["input"])
+    trainer = job.info["trainer_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, trainer, job.proc.pid], report.chain
+    assert report.verdict.cause == "input-wait", top(report)
+    assert_first_fix_is_about(report, "child-prompt", f"Child {trainer} asks a question on its stdin")
+    titles = [fix.title for fix in report.diagnoses[0].fixes]
+    assert not any("close it first" in title for title in titles), titles
+
+
 def test_a_sqlite_insert_waiting_for_a_child_that_idles_in_its_transaction_is_hung_on_that_child(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j09: the trainer sleeps inside sqlite3's busy handler at a line of its own
     `for` loop, waiting for the lock an idle child holds. The sleep is SQLite's, not the loop's: it was
