@@ -61,15 +61,19 @@ def _awaits(tree: ast.AST) -> List[Tuple[ast.Call, str, str]]:
     return found
 
 
+def _loop_file(pid: int, frames):
+    """(the loop thread's innermost frame of the job's own code, that file parsed), or (None, None)."""
+    index = own_frame_index(frames)
+    if index is None:
+        return None, None
+    return frames[index], parse_source(frame_source(frames[index], pid))
+
+
 def never_completed(pid: int, frames) -> Optional[Dict[str, str]]:
     """The one await in the loop-starting file on an asyncio Event or Queue that the file creates and
     never completes: {awaited, awaited_at, primitive, created_at, completes}. None when there is not
     exactly one."""
-    index = own_frame_index(frames)
-    if index is None:
-        return None
-    frame = frames[index]
-    tree = parse_source(frame_source(frame, pid))
+    frame, tree = _loop_file(pid, frames)
     if tree is None:
         return None
     made = _created(tree)
@@ -119,14 +123,10 @@ def lock_order(pid: int, frames) -> Optional[Dict[str, str]]:
     """Two asyncio.Locks the loop-starting file makes, taken nested in opposite orders by two
     coroutines (`async with a:` around `async with b:` in one, b around a in the other): each task can
     hold one and wait for the other. {async_locks, lock_orders}; None when the file shows no such pair."""
-    index = own_frame_index(frames)
-    if index is None:
-        return None
-    frame = frames[index]
-    tree = parse_source(frame_source(frame, pid))
+    frame, tree = _loop_file(pid, frames)
     if tree is None:
         return None
-    locks = {name for name, (kind, _) in _created_locks(tree).items()}
+    locks = set(_created_locks(tree))
     takes = [t for t in _nested_takes(tree) if t[0] in locks and t[1] in locks and t[0] != t[1]]
     for outer, inner, coroutine, line in takes:
         other = next((t for t in takes if (t[0], t[1]) == (inner, outer) and t[2] != coroutine), None)

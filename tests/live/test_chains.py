@@ -1399,29 +1399,30 @@ def test_a_pool_task_polling_for_a_file_that_never_comes_is_named_not_the_pools_
     assert not any("waits on a FIFO or pipe" in d for d in said), said
 
 
-def test_a_breakpoint_in_a_trainer_whose_launcher_holds_its_stdin_is_not_told_to_close_the_pipe(knowledge, zoo):  # noqa: F811
-    """The eleventh hunt's j01: pdb in a child whose stdin pipe its launcher holds and never writes.
-    The first fix closed the pipe (pdb reads EOF and quits, the training with it); the debugger is
-    what to act on, named at the trainer, not at the launcher."""
-    job = zoo("breakpoint_launched", env={"PYTHONBREAKPOINT": ""})
+@pytest.mark.parametrize(
+    "scenario, remedy, title",
+    [
+        ([], "debugger-prompt", "Process pid {trainer} is stopped in the debugger at"),
+        (["input"], "child-prompt", "Child {trainer} asks a question on its stdin"),
+    ],
+)
+def test_a_launched_child_waiting_on_the_stdin_pipe_its_launcher_holds_is_not_told_to_close_it(
+    knowledge,
+    zoo,  # noqa: F811
+    scenario,
+    remedy,
+    title,
+):
+    """The eleventh hunt's j01: pdb in a child whose stdin pipe its launcher holds and never writes;
+    the thirteenth hunt's j01: the child asks "Overwrite? [y/N]" with input(). The first fix closed the
+    pipe (pdb quits, input() raises EOFError: the training stops with it); the question is what to act
+    on, named at the trainer, not at the launcher."""
+    job = zoo("breakpoint_launched", args=scenario, env={"PYTHONBREAKPOINT": ""})
     trainer = job.info["trainer_pid"]
     report = diagnose(knowledge, job.proc.pid)
     assert [hop["pid"] for hop in report.chain] == [job.proc.pid, trainer, job.proc.pid], report.chain
     assert report.verdict.cause == "input-wait", top(report)
-    assert_first_fix_is_about(report, "debugger-prompt", f"Process pid {trainer} is stopped in the debugger at")
-    titles = [fix.title for fix in report.diagnoses[0].fixes]
-    assert not any("close it first" in title for title in titles), titles
-
-
-def test_a_launched_child_asking_on_its_stdin_pipe_is_told_to_settle_the_question_not_to_close_it(knowledge, zoo):  # noqa: F811
-    """The thirteenth hunt's j01: the launcher gives its trainer a stdin pipe it never writes; the trainer
-    asks "Overwrite? [y/N]" with input(). The first fix closed the pipe: input() raises EOFError."""
-    job = zoo("breakpoint_launched", args=["input"])
-    trainer = job.info["trainer_pid"]
-    report = diagnose(knowledge, job.proc.pid)
-    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, trainer, job.proc.pid], report.chain
-    assert report.verdict.cause == "input-wait", top(report)
-    assert_first_fix_is_about(report, "child-prompt", f"Child {trainer} asks a question on its stdin")
+    assert_first_fix_is_about(report, remedy, title.format(trainer=trainer))
     titles = [fix.title for fix in report.diagnoses[0].fixes]
     assert not any("close it first" in title for title in titles), titles
 
