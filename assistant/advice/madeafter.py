@@ -11,7 +11,7 @@ import re
 from typing import Dict, List, Optional
 
 from debug_stuck.live.loops import enclosing_function
-from debug_stuck.live.selflock import _scope_nodes, parse_source, source_of
+from debug_stuck.live.selflock import call_name, parse_source, scope_nodes, source_of
 
 # the poll loop's condition as the chain quotes it: `while not os.path.exists(READY)`, `while not
 # marker.exists()`
@@ -48,13 +48,12 @@ def made_after_wait(values: Dict[str, str], reader, chain: List[dict]) -> None:
 def _created_below(tree: ast.AST, marker: str, line: int) -> Optional[int]:
     """The first line below `line`, in the code around it, that creates or publishes `marker`."""
     scope = enclosing_function(tree, line) or tree
-    lines = sorted(node.lineno for node in _scope_nodes(scope) if isinstance(node, ast.Call) and _creates(node, marker))
+    lines = sorted(node.lineno for node in scope_nodes(scope) if isinstance(node, ast.Call) and _creates(node, marker))
     return next((n for n in lines if n > line), None)
 
 
 def _creates(call: ast.Call, marker: str) -> bool:
-    func = call.func
-    name = getattr(func, "attr", None) or getattr(func, "id", None)
+    func, name = call.func, call_name(call)
     args = [ast.unparse(a) for a in call.args]
     if name == "open" and args[:1] == [marker]:
         mode = args[1] if len(args) > 1 else next((ast.unparse(k.value) for k in call.keywords if k.arg == "mode"), "")

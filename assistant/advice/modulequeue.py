@@ -11,7 +11,7 @@ import os
 import re
 from typing import Dict, Optional
 
-from debug_stuck.live.selflock import parse_source, source_of
+from debug_stuck.live.selflock import call_name, parse_source, source_of
 
 QUEUE_GET = re.compile(r"(^|/)multiprocessing/queues\.py$")
 STARTS_FRESH = re.compile(r"""(get_context|set_start_method)\(\s*["'](spawn|forkserver)["']""")
@@ -57,8 +57,7 @@ def _made_at_import(tree: ast.AST, name: str) -> Optional[int]:
     """The line of a module-level `name = ....Queue(...)` (or SimpleQueue, JoinableQueue)."""
     for stmt in getattr(tree, "body", []):
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
-            func = stmt.value.func
-            called = getattr(func, "attr", None) or getattr(func, "id", None) or ""
+            called = call_name(stmt.value) or ""
             if called.endswith("Queue") and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
                 return stmt.lineno
     return None

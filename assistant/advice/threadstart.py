@@ -8,7 +8,7 @@ import ast
 import os
 from typing import Dict, List, Tuple
 
-from debug_stuck.live.selflock import named_calls, parse_source, source_of
+from debug_stuck.live.selflock import call_name, named_calls, parse_source, source_of
 
 
 def never_started(values: Dict[str, str], reader, end: dict) -> None:
@@ -32,10 +32,8 @@ def _unstarted(tree: ast.AST) -> List[Tuple[str, int]]:
     made = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1:
-            func = node.value.func
-            called = getattr(func, "attr", None) or getattr(func, "id", None)
             target = node.targets[0]
-            if called == "Thread" and isinstance(target, (ast.Name, ast.Attribute)):
+            if call_name(node.value) == "Thread" and isinstance(target, (ast.Name, ast.Attribute)):
                 made.append((ast.unparse(target), node.lineno))
     started = {
         ast.unparse(call.func.value) for call in named_calls(tree, ("start",)) if isinstance(call.func, ast.Attribute)

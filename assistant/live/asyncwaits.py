@@ -29,7 +29,7 @@ def _last(receiver: str) -> str:
 
 def _created(tree: ast.AST) -> Dict[str, Tuple[str, int]]:
     """name (its last part) -> (asyncio class, line) for `x = asyncio.Event()` and
-    `self.x = asyncio.Queue(...)` (Event, Queue, LifoQueue, PriorityQueue)."""
+    `self.x = asyncio.Queue(...)` (Event, Queue, LifoQueue, PriorityQueue; Lock for lock_order)."""
     made: Dict[str, Tuple[str, int]] = {}
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or not isinstance(node.value, ast.Call):
@@ -126,7 +126,7 @@ def lock_order(pid: int, frames) -> Optional[Dict[str, str]]:
     frame, tree = _loop_file(pid, frames)
     if tree is None:
         return None
-    locks = set(_created_locks(tree))
+    locks = {name for name, (kind, _) in _created(tree).items() if kind == "Lock"}  # asyncio.Lock()
     takes = [t for t in _nested_takes(tree) if t[0] in locks and t[1] in locks and t[0] != t[1]]
     for outer, inner, coroutine, line in takes:
         other = next((t for t in takes if (t[0], t[1]) == (inner, outer) and t[2] != coroutine), None)
@@ -139,15 +139,3 @@ def lock_order(pid: int, frames) -> Optional[Dict[str, str]]:
                 ),
             }
     return None
-
-
-def _created_locks(tree: ast.AST) -> Dict[str, Tuple[str, int]]:
-    """name -> ("Lock", line) for the asyncio.Lock objects the file makes."""
-    made = {}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
-            if ast.unparse(node.value.func) == "asyncio.Lock":
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    made[_last(ast.unparse(target))] = ("Lock", node.lineno)
-    return made

@@ -106,9 +106,9 @@ SERVE_FOREVER_FILE = re.compile(r"(^|/)socketserver\.py$")
 
 
 def serves_forever(job, hop) -> bool:
-    """Mark hop (end `serves-forever`, `server_at` its own line that starts it, when there is one) when
-    its process is a child the parent waits for to end (subprocess, or os.wait / os.waitpid) and its
-    main thread is in a socketserver's serve_forever: it ends only when something stops it."""
+    """Mark hop (end `serves-forever`) when its process is a child the parent waits for to end
+    (subprocess, or os.wait / os.waitpid) and its main thread is in a socketserver's serve_forever: it
+    ends only when something stops it."""
     info = job.procs.get(hop.pid)
     if info is None or info.ppid not in job.procs:
         return False

@@ -136,7 +136,7 @@ def _waited_processes(snap: Snapshot, pid: int, tid: int):
     """([the job's processes a thread's system call waits on], what, one): those at the other end of
     the socket it receives on, or those holding the file lock it asks for (probes.collectors.waits
     reads both from /proc)."""
-    info = next((p for p in snap.processes if p.pid == pid), None)
+    info = snap.process(pid)
     wait = (info.waits.get(tid) if info is not None else None) or {}
     found = wait.get("object") or {}
     if wait.get("op") in ("recv", "read", "poll") and found.get("kind") == "socket":

@@ -49,12 +49,17 @@ def attribute_calls(node: Optional[ast.AST], methods) -> List[Tuple[ast.Call, st
     ]
 
 
+def call_name(call: ast.Call) -> Optional[str]:
+    """The name of the function a call calls: `f` for `f(...)` and for `x.f(...)`."""
+    return getattr(call.func, "attr", None) or getattr(call.func, "id", None)
+
+
 def named_calls(node: Optional[ast.AST], names) -> List[ast.Call]:
     """Each call under node of a function named in names, as `f(...)` or as `x.f(...)`."""
     return [
         call
         for call in (ast.walk(node) if node is not None else ())
-        if isinstance(call, ast.Call) and (getattr(call.func, "attr", None) or getattr(call.func, "id", None)) in names
+        if isinstance(call, ast.Call) and call_name(call) in names
     ]
 
 
@@ -71,7 +76,7 @@ def locks_in(tree: Optional[ast.AST], line) -> Tuple[List[str], Optional[str]]:
     scope = enclosing_function(tree, line) or tree  # a loop at module level holds its locks too
     held: List[str] = []
     wanted = None
-    for node in _scope_nodes(scope):
+    for node in scope_nodes(scope):
         if isinstance(node, (ast.With, ast.AsyncWith)):
             names = [ast.unparse(item.context_expr) for item in node.items]
             if node.lineno == line:
@@ -88,7 +93,7 @@ def locks_in(tree: Optional[ast.AST], line) -> Tuple[List[str], Optional[str]]:
     return list(dict.fromkeys(held)), wanted
 
 
-def _scope_nodes(scope):
+def scope_nodes(scope):
     """The nodes of a function (or of the module's own code), breadth first, without the bodies of the
     functions and classes defined in it: a `with` or an acquire() there runs elsewhere."""
     queue = deque(ast.iter_child_nodes(scope))

@@ -27,7 +27,9 @@ def server_shuts_itself_down(hop, thread) -> bool:
     names = [(f.bare_name, bool(SOCKETSERVER.search(f.file or ""))) for f in py]
     if ("shutdown", True) not in names[:4] or ("serve_forever", True) not in names:
         return False
-    handler = next((f for f in py if not SOCKETSERVER.search(f.file or "") and "threading" not in (f.file or "")), None)
+    handler = next(
+        (f for f in py if not SOCKETSERVER.search(f.file or "") and not THREADING.search(f.file or "")), None
+    )
     at = f" at {handler.text()}" if handler is not None else ""
     hop.facts["end"] = "self-shutdown"
     hop.detail = (

@@ -76,12 +76,13 @@ def two_queues(job: JobView, hop, thread) -> None:
     rest = [t for t in job.threads(hop.pid) if t.tid not in (thread.tid, putter.tid) and python_frames(t.frames)]
     if feeding_threads(rest):
         return
+    where = _caller(putter.frames)
     hop.detail += (
-        f", while thread {putter.name!r} waits for room in a queue at {_caller(putter.frames)}: a queue is never "
+        f", while thread {putter.name!r} waits for room in a queue at {where}: a queue is never "
         "empty and full at once, so they wait on two different queues, and the one it fills is not the one read"
     )
     hop.facts["end"] = "other-queue"
-    hop.parties = [{"tid": putter.tid, "name": putter.name, "where": _caller(putter.frames)}]
+    hop.parties = [{"tid": putter.tid, "name": putter.name, "where": where}]
 
 
 def _in_first_frames(thread, names, file_pattern) -> bool:
