@@ -22,7 +22,7 @@ def _tag(call: ast.Call) -> str:
     return DEFAULT_TAG if len(call.args) < 4 else ast.unparse(call.args[3])  # send(tensor, dst, group, tag)
 
 
-def _side_call(side: dict, reader, names) -> Optional[Tuple[ast.Call, str]]:
+def side_call(side: dict, reader, names) -> Optional[Tuple[ast.Call, str]]:
     """The call of `names` that the side's own frame waits in, and that frame's file name: the one on
     its line (a blocking send or recv), else the nearest above it in its scope (an isend whose request
     it waits on, `req.wait()`)."""
@@ -53,8 +53,8 @@ def tag_mismatch(finding: dict, reader) -> str:
     recvs = [s for s in sides if s.get("collective") in P2P_RECV]
     if finding.get("ops") != "p2p" or len(sends) != 1 or len(recvs) != 1:
         return ""
-    send = _side_call(sends[0], reader, (sends[0]["collective"],))
-    recv = _side_call(recvs[0], reader, (recvs[0]["collective"],))
+    send = side_call(sends[0], reader, (sends[0]["collective"],))
+    recv = side_call(recvs[0], reader, (recvs[0]["collective"],))
     if send is None or recv is None or _tag(send[0]) == _tag(recv[0]):
         return ""
     return (

@@ -24,6 +24,7 @@ from debug_stuck.advice.madeafter import made_after_wait
 from debug_stuck.advice.modulequeue import module_queue
 from debug_stuck.advice.otherthreads import other_threads
 from debug_stuck.advice.p2ptags import tag_mismatch
+from debug_stuck.advice.pgroups import group_order
 from debug_stuck.advice.pipeholder import background_holder, both_send, endless_values, filter_child
 from debug_stuck.advice.respawn import respawn_values
 from debug_stuck.advice.samecall import same_call
@@ -59,8 +60,19 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
         if subgroup is not None:
             return subgroup
         tags = tag_mismatch(finding, reader)  # a send and a recv whose tags differ as the source writes them
-        entry = table.get("p2p_tags" if tags else "p2p_mismatch" if finding.get("ops") == "p2p" else "mismatch")
-        return _mismatch(entry or {}, finding, uneven_inputs(report), skipped_step(finding, reader), tags)
+        groups = group_order(finding, reader)  # one collective on each rank's own process group
+        key = (
+            "p2p_tags"
+            if tags
+            else "group_order"
+            if groups
+            else "p2p_mismatch"
+            if finding.get("ops") == "p2p"
+            else "mismatch"
+        )
+        return _mismatch(
+            table.get(key) or {}, finding, uneven_inputs(report), skipped_step(finding, reader), tags, groups
+        )
     chain = report.chain or []
     if not chain:
         return None
@@ -727,7 +739,9 @@ def _code(text: str) -> str:
 # -- a collective mismatch ---------------------------------------------------------------------------
 
 
-def _mismatch(entry: dict, finding: dict, uneven: str = "", skipped: str = "", tags: str = "") -> Optional[FixItem]:
+def _mismatch(
+    entry: dict, finding: dict, uneven: str = "", skipped: str = "", tags: str = "", groups: str = ""
+) -> Optional[FixItem]:
     if not entry:
         return None
     sides = []
@@ -740,6 +754,7 @@ def _mismatch(entry: dict, finding: dict, uneven: str = "", skipped: str = "", t
     values["uneven"] = uneven_words(finding, uneven)
     values["skipped"] = skipped  # empty: no step is skipped on one rank, and the snippet needs it
     values["tags"] = tags
+    values["groups"] = groups
     fix = _fill(dict(entry, steps=entry.get("steps") or []), values)
     fix.basis = f"{entry.get('id')}: mismatch"
     fix.covers = tuple(entry.get("covers") or ())

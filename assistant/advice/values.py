@@ -113,6 +113,9 @@ VALUES = {
     "never_started_at": "where it is made (train.py:4)",
     "async_locks": "two asyncio locks the job's coroutines take in opposite orders (params_lock and stats_lock)",
     "lock_orders": "which coroutine takes them in which order, and where",
+    "barrier_parties": "the asyncio.Barrier the tasks wait in, parties as written (asyncio.Barrier(EXPECTED_SHARDS))",
+    "barrier_at": "where the job's code makes that barrier (train.py:14)",
+    "barrier_waits": "the coroutine that waits in it, and where (load_shard (train.py:10))",
     "marker": "the file a process polls for (READY)",
     "made_at": "where the first process of the chain creates it, below its wait (train.py:22)",
     "waited_at": "where that process waits (train.py:20)",
@@ -128,7 +131,18 @@ VALUES = {
     "holder_thread": "the thread of the waiting process that holds the file lock it waits for",
     "holder_at": "where that thread's own code is, inside the `with` that took it",
 }
-ASYNC_UNMET = ("awaited", "awaited_at", "primitive", "created_at", "completes", "async_locks", "lock_orders")
+ASYNC_UNMET = (
+    "awaited",
+    "awaited_at",
+    "primitive",
+    "created_at",
+    "completes",
+    "async_locks",
+    "lock_orders",
+    "barrier_parties",
+    "barrier_at",
+    "barrier_waits",
+)
 
 # phrases a remedy's prose may leave out when the report does not know them
 OPTIONAL = (

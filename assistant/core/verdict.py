@@ -69,6 +69,13 @@ def _core(verdict, top, audience: str) -> List[str]:
             "on the step or the rank that differs between the sides, or a tag, src or dst that does not match).",
             _most_likely(verdict, top) and f"Most likely: a send or recv that no peer pairs ({top.confidence:.0%}).",
         ]
+    if kind == "mismatch" and finding.get("ops") == "sites" and top is not None:
+        call = ((finding.get("sides") or [{}])[0]).get("collective") or "one collective"
+        return [
+            f"Collective mismatch: every rank waits in {call}, called from different lines: {text}: "
+            f"{finding.get('why')}.",
+            _most_likely(verdict, top),
+        ]
     if kind == "mismatch" and top is not None:
         return [
             f"Collective mismatch: {text}; each side waits for the other for ever (uneven data across ranks, "

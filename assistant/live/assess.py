@@ -36,6 +36,7 @@ from debug_stuck.live.culprit import (
     find_culprit,
     find_mismatch,
     find_p2p_deadlock,
+    find_site_mismatch,
     stuck_rank,
     waits_in_collective,
 )
@@ -259,7 +260,10 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     mismatch = find_mismatch(knowledge, groups, phase_at) if culprit is None else None
     if culprit is None and mismatch is None:
         sizes = [p.world_size for p in snap.processes if p.role == "rank" and p.world_size]
-        mismatch = find_p2p_deadlock(knowledge, groups, alone, max(sizes) if sizes else None)
+        world = max(sizes) if sizes else None
+        mismatch = find_p2p_deadlock(knowledge, groups, alone, world) or find_site_mismatch(
+            knowledge, groups, alone, world
+        )
     waiting = [pid for g in groups if waits_in_collective(knowledge, g) for pid in g.pids]
     _offer_stack_event(knowledge, snap, groups, obs)
     progress = judge_progress(
@@ -397,6 +401,9 @@ def apply_mismatch(report: Report, knowledge: Knowledge, mismatch: Mismatch) -> 
     detail = f"the ranks are in different collectives: {mismatch.describe()} (each side waits for the other)"
     if mismatch.ops == "p2p":
         detail = f"every rank waits in a point-to-point call: {mismatch.describe()}; {mismatch.why()}"
+    elif mismatch.ops == "sites":
+        lines = f"every rank waits in {mismatch.sides[0][0]}, called from different lines"
+        detail = f"{lines}: {mismatch.describe()}; {mismatch.why()}"
     if mismatch.odd is not None:
         report.culprit = dict(mismatch.odd.to_dict(), cause=WAITING_CAUSE)
         detail += f"; {mismatch.odd.reason}"
@@ -412,8 +419,8 @@ def apply_mismatch(report: Report, knowledge: Knowledge, mismatch: Mismatch) -> 
     verdict.phase = phase_for_new_cause(knowledge, top.cause, _answers(report), verdict.phase)
     text = mismatch.describe() + (f" ({mismatch.odd.reason})" if mismatch.odd is not None else "")
     verdict.finding = {"kind": "mismatch", "text": text, "sides": mismatch.sides_dicts()}
-    if mismatch.ops == "p2p":
-        verdict.finding.update(ops="p2p", why=mismatch.why())
+    if mismatch.ops in ("p2p", "sites"):
+        verdict.finding.update(ops=mismatch.ops, why=mismatch.why())
     if mismatch.odd is not None:
         verdict.finding["odd"] = mismatch.odd.reason[:1].upper() + mismatch.odd.reason[1:] + "."
 

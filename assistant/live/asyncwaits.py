@@ -139,3 +139,50 @@ def lock_order(pid: int, frames) -> Optional[Dict[str, str]]:
                 ),
             }
     return None
+
+
+def barrier_parties(pid: int, frames) -> Optional[Dict[str, str]]:
+    """The one asyncio.Barrier the loop-starting file makes and awaits (`await b.wait()` or `async with
+    b:`), when the loop has no task left to run: a Barrier wakes its tasks only once `parties` of them
+    wait (CPython 3.11 Lib/asyncio/locks.py Barrier.wait: "When the specified number of tasks have
+    started waiting, they are all simultaneously awoken"), so fewer tasks than that wait for ever. The
+    number of tasks is not read (it is often computed); {barrier_parties, barrier_at, barrier_waits}."""
+    frame, tree = _loop_file(pid, frames)
+    if tree is None:
+        return None
+    made = [(name, line) for name, (kind, line) in _created(tree).items() if kind == "Barrier"]
+    if len(made) != 1:
+        return None
+    name, line = made[0]
+    waits = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Await) and isinstance(node.value, ast.Call):
+                waits += [
+                    (function.name, call.lineno)
+                    for call, receiver in attribute_calls(node.value, ("wait",))
+                    if call is node.value and _last(receiver) == name
+                ]
+            elif isinstance(node, ast.AsyncWith):
+                waits += [
+                    (function.name, node.lineno) for item in node.items if _last(ast.unparse(item.context_expr)) == name
+                ]
+    creation = next(
+        (n.value for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.lineno == line),
+        None,
+    )
+    if not waits or not isinstance(creation, ast.Call):
+        return None
+    parties = (
+        ast.unparse(creation.args[0])
+        if creation.args
+        else next((ast.unparse(k.value) for k in creation.keywords if k.arg == "parties"), "?")
+    )
+    coroutine, at = waits[0]
+    return {
+        "barrier_parties": f"{ast.unparse(creation.func)}({parties})",
+        "barrier_at": f"{frame.file}:{line}",
+        "barrier_waits": f"{coroutine} ({frame.file}:{at})",
+    }

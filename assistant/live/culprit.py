@@ -115,12 +115,17 @@ class Mismatch:
     ops: str = "collective"  # or "p2p": every rank in a send or recv that no peer pairs
 
     def describe(self) -> str:
-        if self.ops == "p2p":
+        if self.ops in ("p2p", "sites"):
             return "; ".join(f"{describe_ranks(g)} in {name} at {_job_site(g) or g.top}" for name, g in self.sides)
         return "; ".join(f"{describe_ranks(g)} in {name}" for name, g in self.sides)
 
     def why(self) -> str:
         """Why neither side can go on."""
+        if self.ops == "sites":
+            return (
+                "a process group pairs its collectives in the order its ranks call them, so calls from "
+                "different lines that never complete are in different process groups, or differ in size"
+            )
         if self.ops != "p2p":
             return "each side waits for the other for ever"
         if all(name in P2P_RECV for name, _ in self.sides):
@@ -199,6 +204,43 @@ def find_p2p_deadlock(
             return None
         sides.append((collective_name(knowledge, group) or "a point-to-point call", group))
     return Mismatch(sides, ops="p2p")
+
+
+def find_site_mismatch(
+    knowledge: Knowledge,
+    groups: List[StackGroup],
+    alone: Callable[[int, Optional[str]], Optional[StackGroup]],
+    world_size: Optional[int] = None,
+) -> Optional[Mismatch]:
+    """Every rank of the job waits in the same collective, called from different lines of the job:
+    rank 0 in `all_reduce(g, group=grad_pg)`, rank 1 in `all_reduce(m, group=metrics_pg)`. Within one
+    process group such calls would pair and complete, so ranks that all wait in them are in different
+    calls. One side per call site, each rank alone (ranks in one call from different lines share a
+    stack group). Not when ranks are missing from the snapshot (another node's could complete them)."""
+    if not groups or not all(_waits_in_collective(knowledge, g) for g in groups):
+        return None
+    names = {collective_name(knowledge, g) for g in groups}
+    if len(names) != 1 or None in names or names & set(P2P_RECV + P2P_SEND):
+        return None
+    members = [
+        (pid, rank, host) for g in groups for pid, rank, host in zip(g.pids, g.ranks, g.hosts or [None] * len(g.pids))
+    ]
+    if len(members) < 2 or (world_size or 0) > len(members):
+        return None
+    by_site: dict = {}
+    for pid, rank, host in sorted(members, key=lambda m: (m[1] is None, m[1] or 0, m[0])):
+        own = alone(pid, host)
+        site = _job_site(own) if own is not None else None
+        if site is None:
+            return None
+        side = by_site.setdefault(site, replace(own, pids=[], ranks=[], hosts=[]))
+        side.pids.append(pid)
+        side.ranks.append(rank)
+        side.hosts.append(host)
+    if len(by_site) < 2:
+        return None
+    name = names.pop()
+    return Mismatch([(name, side) for side in by_site.values()], ops="sites")
 
 
 def _odd_side(sides: List[Tuple[str, StackGroup]], phase_at) -> Optional[Culprit]:

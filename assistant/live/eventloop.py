@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-from debug_stuck.live.asyncwaits import lock_order, never_completed
+from debug_stuck.live.asyncwaits import barrier_parties, lock_order, never_completed
 from debug_stuck.live.parties import SYNC_FILES, in_thread_sync, python_frames, silent_among
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer
@@ -93,6 +93,14 @@ def stuck_event_loop(job, hop, wait: dict) -> bool:
         hop.detail += (
             f"; the job's code awaits {unmet['awaited']} in {unmet['awaited_at']}, an {unmet['primitive']} "
             f"made at {unmet['created_at']} on which no line of that file calls {unmet['completes']}"
+        )
+        return True
+    barrier = barrier_parties(hop.pid, hop.frames)
+    if barrier is not None:
+        hop.facts.update(barrier)
+        hop.detail += (
+            f"; the job's tasks wait in {barrier['barrier_parties']} (made at {barrier['barrier_at']}, awaited in "
+            f"{barrier['barrier_waits']}), which wakes them only once that many tasks wait"
         )
     return True
 

@@ -41,6 +41,11 @@ common launcher, as ``srun`` or ``pdsh`` start them).
   error and goes on to the next batch (``continue``); at step 3 rank 1 meets a bad label and skips
   that step's ``all_reduce``. At the end of the epoch rank 1 is in ``barrier`` while rank 0 waits in
   its last ``all_reduce``.
+- ``group_order``: the job has a second process group for its metrics (``metrics_pg``, every rank
+  makes both groups in one order). At step 3 rank 0 reduces the gradient on ``grad_pg`` and then the
+  loss on ``metrics_pg``; rank 1 reduces the loss first. Both ranks wait in ``all_reduce`` from
+  different lines, each in the group whose other member waits in the other one (the thirteenth
+  hunt's j17).
 
 Both ranks init gloo with a 1 h timeout, so nothing errors during a test. READY
 (``{"pid", "rank0_pid", "rank1_pid", "scenario"}``) is written by rank 1 once rank 0 has announced it
@@ -148,6 +153,7 @@ SCENARIOS = (
     "irecv",
     "isend_tag",
     "subgroup",
+    "group_order",
 )
 
 
@@ -189,6 +195,8 @@ def train() -> None:
     if scenario == "skip_bad":
         skip_bad(rank)
         _common.sleep_forever()  # never reached: rank 0 waits in all_reduce, rank 1 in barrier
+    if scenario == "group_order":
+        grad_pg, metrics_pg = dist.new_group([0, 1]), dist.new_group([0, 1])
     data = ShardDataset(rank)
     step = 0
     while True:
@@ -200,6 +208,16 @@ def train() -> None:
             else:
                 rank0_waits_then_ready(step)
             dist.new_group([0, 1])  # named differently on each rank now: both wait for ever
+        elif step == STALL_STEP and scenario == "group_order":
+            loss = grad.mean().reshape(1)
+            if rank == 0:
+                _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
+                dist.all_reduce(grad, group=grad_pg)
+                dist.all_reduce(loss, group=metrics_pg)
+            else:
+                rank0_waits_then_ready(step)
+                dist.all_reduce(loss, group=metrics_pg)  # the slip: the metrics first on this rank
+                dist.all_reduce(grad, group=grad_pg)
         elif step == STALL_STEP and scenario == "isend_tag":
             if rank == 0:
                 _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())

@@ -146,3 +146,41 @@ def test_two_asyncio_locks_nested_in_opposite_orders_are_named_with_both_orders(
     assert found["lock_orders"].endswith("log_stats takes stats_lock then params_lock (train.py:16)"), found
     same = _write(tmp_path, LOCKS.format(first="params_lock", second="stats_lock"))
     assert lock_order(os.getpid(), _loop_frames(same, _run_line(same))) is None
+
+
+BARRIER = """
+    import asyncio
+
+    async def load(name, barrier):
+        await asyncio.sleep(0.01)
+        {wait}
+
+    async def main():
+        barrier = asyncio.Barrier({parties})
+        {second}
+        await asyncio.gather(*(load(f, barrier) for f in FILES))
+
+    asyncio.run(main())
+"""
+
+
+def test_an_asyncio_barrier_the_tasks_wait_in_is_named_with_its_parties_as_written(tmp_path):
+    """The thirteenth hunt's j21: the parties as the source writes them, never the number of tasks (that
+    is computed: gather over a list), through `await b.wait()` or `async with b:`; two barriers, no guess."""
+    from debug_stuck.live.asyncwaits import barrier_parties
+
+    def found(**parts):
+        text = BARRIER.format(**{"wait": "await barrier.wait()", "parties": "EXPECTED", "second": "", **parts})
+        path = _write(tmp_path, text)
+        return barrier_parties(os.getpid(), _loop_frames(path, _run_line(path)))
+
+    assert found() == {
+        "barrier_parties": "asyncio.Barrier(EXPECTED)",
+        "barrier_at": "train.py:9",
+        "barrier_waits": "load (train.py:6)",
+    }
+    assert found(wait="async with barrier:\n            pass", parties="parties=3")["barrier_parties"] == (
+        "asyncio.Barrier(3)"
+    )
+    assert found(second="other = asyncio.Barrier(2)") is None
+    assert found(wait="pass") is None  # made, never waited in

@@ -951,6 +951,59 @@ def test_ranks_all_in_point_to_point_calls_are_unpaired_only_when_every_rank_is_
     assert find_p2p_deadlock(knowledge, other, {g.pids[0]: g for g in other}.get, world_size=2) is None
 
 
+def test_ranks_in_one_collective_from_different_lines_are_sides_only_when_every_rank_is_seen(knowledge):
+    """The rule behind the process-group test, on stacks: every rank waits in all_reduce, each from a
+    line of its own. Not when the lines are the same (one call, a rank missing elsewhere), nor with
+    ranks of the job unseen, nor when the ranks are in different collectives (find_mismatch's)."""
+    from debug_stuck.advice.pgroups import DEFAULT_GROUP, group_argument
+    from debug_stuck.live.culprit import find_site_mismatch
+    from debug_stuck.live.observe import StackGroup
+
+    def rank(pid, rank, call, line):
+        frames = [f"{call} (torch/distributed/distributed_c10d.py:3252)", f"step (/job/train.py:{line})"]
+        signature = ((call, "torch/distributed/distributed_c10d.py"), ("step", "/job/train.py"))
+        return StackGroup(signature, call, [pid], [rank], frames, [None])
+
+    def merged(ranks):
+        return [
+            StackGroup(
+                ranks[0].signature,
+                "x",
+                [g.pids[0] for g in ranks],
+                [g.ranks[0] for g in ranks],
+                ranks[0].frames,
+                [None] * len(ranks),
+            )
+        ]
+
+    three = [rank(10, 0, "all_reduce", 16), rank(11, 1, "all_reduce", 19), rank(12, 2, "all_reduce", 16)]
+    alone = {g.pids[0]: g for g in three}.get
+    found = find_site_mismatch(knowledge, merged(three), alone, world_size=3)
+    assert found is not None and found.ops == "sites"
+    assert [side.pids for _, side in found.sides] == [[10, 12], [11]]
+    assert (
+        found.describe()
+        == "ranks 0,2 in all_reduce at step (/job/train.py:16); rank 1 in all_reduce at step (/job/train.py:19)"
+    )
+    assert find_site_mismatch(knowledge, merged(three), alone, world_size=4) is None  # rank 3 unseen
+    same = [rank(10, 0, "all_reduce", 16), rank(11, 1, "all_reduce", 16)]
+    assert find_site_mismatch(knowledge, merged(same), {g.pids[0]: g for g in same}.get, world_size=2) is None
+
+    def call(text):
+        import ast
+
+        return ast.parse(text).body[0].value
+
+    assert group_argument(call("dist.all_reduce(g, group=grad_pg)"), "all_reduce") == "grad_pg"
+    assert group_argument(call("dist.all_reduce(g, ReduceOp.SUM, pg)"), "all_reduce") == "pg"
+    assert group_argument(call("dist.all_reduce(g)"), "all_reduce") == DEFAULT_GROUP
+    assert group_argument(call("dist.barrier(None)"), "barrier") == DEFAULT_GROUP
+    assert group_argument(call("dist.reduce(g, 0, op, self.pg)"), "reduce") == "self.pg"
+    assert group_argument(call("dist.all_reduce(*args)"), "all_reduce") is None
+    assert group_argument(call("dist.all_reduce(g, **kw)"), "all_reduce") is None
+    assert group_argument(call("hvd.allreduce(g)"), "allreduce") is None
+
+
 def test_a_send_and_a_recv_whose_tags_differ_are_an_unpaired_p2p_not_a_collective_mismatch(knowledge, zoo):  # noqa: F811
     """The eighth hunt's pp_tag_mismatch: rank 0 sends with tag=step+1, rank 1 receives with tag=step.
     Not "the same collectives in the same order": the pair that does not meet, and the tags."""
@@ -967,6 +1020,27 @@ def test_a_send_and_a_recv_whose_tags_differ_are_an_unpaired_p2p_not_a_collectiv
     assert re.search(
         r"rank 0 sends with tag=step \+ 1 \(gloo_ranks\.py:\d+\) and rank 1 receives with tag=step ", first.title
     )
+
+
+def test_one_collective_on_two_process_groups_in_opposite_orders_names_each_ranks_group(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j17: rank 0 reduces on grad_pg then metrics_pg, rank 1 the other way round.
+    Both wait in all_reduce, one stack group: only rank 0 was in the chain, and the fix was "the same
+    collectives". Each rank is a side with its own line, and the fix names both groups, from the source."""
+    from debug_stuck.advice import advise
+
+    job = zoo("gloo_ranks", args=["group_order"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    finding = report.verdict.finding or {}
+    sides = [side["pids"] for side in finding.get("sides") or []]
+    assert finding.get("ops") == "sites" and sides == [[job.info["rank0_pid"]], [job.info["rank1_pid"]]], finding
+    first = advise(report, load_knowledge()).diagnoses[0].fixes[0]
+    assert first.basis.startswith("process-group-order"), (first.title, first.basis)
+    assert re.search(
+        r"rank 0 calls all_reduce on group=grad_pg \(gloo_ranks\.py:\d+\); "
+        r"rank 1 calls all_reduce on group=metrics_pg \(gloo_ranks\.py:\d+\)",
+        first.why,
+    ), first.why
 
 
 def test_an_isend_and_an_irecv_waited_on_at_one_line_are_told_apart_by_their_native_frames(knowledge, zoo):  # noqa: F811
@@ -1650,6 +1724,21 @@ def test_asyncio_locks_taken_in_opposite_orders_are_named_at_the_idle_loop(knowl
     assert end.get("end") == "no-task" and end.get("async_locks") == "params_lock and stats_lock", end
     assert_first_fix_is_about(
         report, "asyncio-lock-order", "Coroutines take asyncio locks params_lock and stats_lock in opposite orders"
+    )
+
+
+def test_an_asyncio_barrier_with_more_parties_than_tasks_is_named_at_the_idle_loop(knowledge, zoo):  # noqa: F811
+    """The thirteenth hunt's j21: two tasks wait in asyncio.Barrier(EXPECTED_SHARDS), which is 3. It said
+    "no task is left to wake the loop", with the barrier unnamed; the count of tasks is not guessed."""
+    job = zoo("asyncio_barrier_short")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "no-task" and end.get("barrier_parties") == "asyncio.Barrier(EXPECTED_SHARDS)", end
+    assert re.fullmatch(r"load_shard \((\S+/)?asyncio_barrier_short\.py:29\)", end.get("barrier_waits") or ""), end
+    assert re.fullmatch(r"(\S+/)?asyncio_barrier_short\.py:33", end.get("barrier_at") or ""), end
+    assert_first_fix_is_about(
+        report, "asyncio-barrier-short", "The tasks wait in asyncio.Barrier(EXPECTED_SHARDS) (made at"
     )
 
 
