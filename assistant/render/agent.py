@@ -69,7 +69,7 @@ def agent_view(report: Report) -> Dict[str, Any]:
         "culprit": _culprit(data.get("culprit")),
         # a job that moves has nothing to fix: no stop, no resume, no check of a cause it does not have;
         # one watched and not told apart from a slow one is not stopped on the tool's word
-        "fix": None if moving else _fix(top, gentle=undecided),
+        "fix": None if moving else _fix(top, gentle=undecided, unnamed=not verdict.get("cause")),
         "checks": [] if moving else _checks(top),
         # an edit for a job that may only be slow (a timeout on its long call) could break correct work
         "edits": [] if undecided else [_edit(e) for e in (data.get("edits") or [])[:2]],
@@ -102,16 +102,24 @@ def _culprit(culprit: Optional[dict]) -> Optional[dict]:
     return out
 
 
-def _fix(top: Optional[dict], gentle: bool = False) -> Optional[dict]:
+def _reads_only(fix: dict) -> bool:
+    return all((s or {}).get("label") == "reads" for s in fix.get("safety") or [None])
+
+
+def _fix(top: Optional[dict], gentle: bool = False, unnamed: bool = False) -> Optional[dict]:
     """The first fix; `gentle` (an undecided job): the first that only reads (a fix that changes
-    something is for a job shown to be stuck, and this one may only be slow)."""
+    something is for a job shown to be stuck, and this one may only be slow). `unnamed` (no cause is
+    named): a fix written for what this job waits on, else the first that only reads; the top
+    candidate's own fixes are a prior's, not this job's (too little is known to act on them)."""
     if not top or not top.get("fixes"):
         return None
     fixes = top["fixes"]
+    if unnamed:
+        fixes = [f for f in fixes if f.get("origin") == "finding"] or [f for f in fixes if _reads_only(f)]
     if gentle:
-        fixes = [f for f in fixes if all((s or {}).get("label") == "reads" for s in f.get("safety") or [None])]
-        if not fixes:
-            return None
+        fixes = [f for f in fixes if _reads_only(f)]
+    if not fixes:
+        return None
     fix = fixes[0]
     safeties = fix.get("safety") or []
     commands = [

@@ -112,3 +112,27 @@ def test_an_undecided_jobs_agent_fix_only_reads():
     assert agent_view(hung)["edits"][0]["file"] == "train.py"
     only_stop = Report(verdict=undecided.verdict, diagnoses=[Diagnosis("io-stall", "t", 0.3, [], [stop, edit], "p")])
     assert "fix" not in agent_view(only_stop)
+
+
+def test_no_cause_named_hands_the_agent_no_priors_fix():
+    """Too little known to name a cause: the top candidate is a prior's (compile first on a thin log,
+    "Compile in-process" handed to the agent as the fix). Only a fix written for what the job waits
+    on, else one that only reads; none when there is neither."""
+    from debug_stuck.core.report import Diagnosis, FixItem, Report, Verdict, safety_dict
+    from debug_stuck.render.agent import agent_view
+
+    config = FixItem(title="Compile in-process (no worker pool)", commands=["export TORCHINDUCTOR_COMPILE_THREADS=1"])
+    config.safety = [safety_dict("config")]
+    look = FixItem(title="See where it compiles", commands=["py-spy dump --pid 7"])
+    look.safety = [safety_dict("reads")]
+    written = FixItem(title="Nothing will ever read /tmp/m.fifo", commands=["cat /tmp/m.fifo"], origin="finding")
+    written.safety = [safety_dict("disturbs")]
+
+    def view(cause, fixes):
+        top = Diagnosis("compile", "Compiling", 0.45, [], fixes, "skills/compile.md")
+        return agent_view(Report(verdict=Verdict(hung=True, state="hung", cause=cause), diagnoses=[top]))
+
+    assert "fix" not in view(None, [config])
+    assert view(None, [config, look])["fix"]["title"] == "See where it compiles"
+    assert view(None, [config, written, look])["fix"]["title"] == "Nothing will ever read /tmp/m.fifo"
+    assert view("compile", [config, look])["fix"]["title"] == "Compile in-process (no worker pool)"
