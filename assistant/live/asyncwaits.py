@@ -154,21 +154,18 @@ def barrier_parties(pid: int, frames) -> Optional[Dict[str, str]]:
     if len(made) != 1:
         return None
     name, line = made[0]
-    waits = []
-    for function in ast.walk(tree):
-        if not isinstance(function, ast.AsyncFunctionDef):
-            continue
-        for node in ast.walk(function):
-            if isinstance(node, ast.Await) and isinstance(node.value, ast.Call):
-                waits += [
-                    (function.name, call.lineno)
-                    for call, receiver in attribute_calls(node.value, ("wait",))
-                    if call is node.value and _last(receiver) == name
-                ]
-            elif isinstance(node, ast.AsyncWith):
-                waits += [
-                    (function.name, node.lineno) for item in node.items if _last(ast.unparse(item.context_expr)) == name
-                ]
+    waits = [
+        (coroutine, call.lineno)
+        for call, receiver, coroutine in _awaits(tree)
+        if call.func.attr == "wait" and _last(receiver) == name
+    ]
+    waits += [
+        (function.name, node.lineno)
+        for function in ast.walk(tree)
+        if isinstance(function, ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+        if isinstance(node, ast.AsyncWith) and any(_last(ast.unparse(i.context_expr)) == name for i in node.items)
+    ]
     creation = next(
         (n.value for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.lineno == line),
         None,

@@ -81,29 +81,35 @@ def stuck_event_loop(job, hop, wait: dict) -> bool:
         "Queue, Event, Future or Lock), and no task is left to run"
     )
     hop.facts.update(end="no-task", event_loop="asyncio")
-    crossed = lock_order(hop.pid, hop.frames)
-    if crossed is not None:
-        hop.facts.update(crossed)
-        hop.detail += f"; the job's code takes asyncio locks {crossed['async_locks']} in opposite orders: "
-        hop.detail += crossed["lock_orders"]
-        return True
-    unmet = never_completed(hop.pid, hop.frames)
-    if unmet is not None:
-        hop.facts.update(unmet)
-        hop.detail += (
-            f"; the job's code awaits {unmet['awaited']} in {unmet['awaited_at']}, an {unmet['primitive']} "
-            f"made at {unmet['created_at']} on which no line of that file calls {unmet['completes']}"
-        )
-        return True
-    barrier = barrier_parties(hop.pid, hop.frames)
-    if barrier is not None:
-        hop.facts.update(barrier)
-        hop.detail += (
-            f"; the job's tasks wait in {barrier['barrier_parties']} (made at {barrier['barrier_at']}, awaited in "
-            f"{barrier['barrier_waits']}), which wakes them only once that many tasks wait"
-        )
+    for read, say in SOURCE_READINGS:  # the first the loop-starting file shows, read from the source
+        found = read(hop.pid, hop.frames)
+        if found is not None:
+            hop.facts.update(found)
+            hop.detail += "; " + say(found)
+            break
     return True
 
+
+SOURCE_READINGS = (
+    (
+        lock_order,
+        lambda f: f"the job's code takes asyncio locks {f['async_locks']} in opposite orders: {f['lock_orders']}",
+    ),
+    (
+        never_completed,
+        lambda f: (
+            f"the job's code awaits {f['awaited']} in {f['awaited_at']}, an {f['primitive']} made at "
+            f"{f['created_at']} on which no line of that file calls {f['completes']}"
+        ),
+    ),
+    (
+        barrier_parties,
+        lambda f: (
+            f"the job's tasks wait in {f['barrier_parties']} (made at {f['barrier_at']}, awaited in "
+            f"{f['barrier_waits']}), which wakes them only once that many tasks wait"
+        ),
+    ),
+)
 
 LOOP_RUNNERS = ("run_forever", "_run_once", "run_until_complete")
 
