@@ -92,13 +92,17 @@ def waiter_text(threads) -> str:
 
 def to_gil_holder(job: JobView, hop, thread) -> Optional[int]:
     """The holder's thread id when this hop's thread waits to take the GIL that another thread of its
-    process holds while blocked (the chain goes on there), else None. Fills the hop."""
-    if hop.op != "futex" or thread is None or not waits_for_gil(thread.frames):
+    process holds while blocked (the chain goes on there), else None. Fills the hop. A waiter read as
+    running is one still: take_gil waits 5 ms at a time (CPython 3.11.7 Python/ceval_gil.h, the
+    switch interval's COND_TIMED_WAIT) and then asks the holder to drop it, so a read of its system
+    call can catch it awake between two waits; its stack in take_gil says what it does."""
+    if hop.op not in ("futex", "running") or thread is None or not waits_for_gil(thread.frames):
         return None
     holder = idle_gil_holder(job, hop.pid)
     if holder is None or holder.tid == thread.tid:
         return None
     hop.kind, hop.object = "thread", str(holder.tid)
+    hop.facts.pop("loop", None)  # a waiter read as running was taken for its own loop
     hop.facts["gil"] = "wait"
     hop.detail = (
         "waits to take the GIL (Python's global interpreter lock)"

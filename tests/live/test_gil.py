@@ -85,3 +85,22 @@ def test_the_gil_holder_travels_on_the_wire():
     back = snapshot_from_wire(snapshot_to_wire(job.snap))
     holders = {t.name for t in back.stacks[pid].latest().threads if t.holds_gil}
     assert holders == {"MainThread"}
+
+
+def test_a_gil_waiter_read_as_running_still_leads_to_the_holder():
+    """take_gil waits 5 ms at a time and then asks the holder to drop the GIL: a read of the waiter's
+    system call can catch it awake ("running"). Its stack in the eval loop's condition wait is what it
+    does (a CI run called the zoo's gil_held socket job cpu-spin, "keeps running, never waiting")."""
+    from debug_stuck.live.gil import to_gil_holder
+    from debug_stuck.live.hop import Hop
+
+    job, pid, threads = job_of("gil-held-socket-py-spy-native.json")
+    uploader = threads["metrics-uploader"]
+    job.snap.processes[0].waits = {pid: {"op": "running"}, uploader.tid: {"op": "recv"}}
+    for op in ("futex", "running"):
+        hop = Hop(pid, "rank", None, pid, "MainThread", "<genexpr> (job.py:80)", op=op, kind="cpu")
+        hop.facts["loop"] = "own"
+        assert to_gil_holder(job, hop, threads["MainThread"]) == uploader.tid, op
+        assert hop.kind == "thread" and hop.facts == {"gil": "wait"}, hop
+    hop = Hop(pid, "rank", None, pid, "MainThread", "x", op="poll")
+    assert to_gil_holder(job, hop, threads["MainThread"]) is None
