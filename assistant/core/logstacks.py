@@ -175,6 +175,24 @@ def only_repeated_errors(lines: List[str]) -> Optional[str]:
     return exception
 
 
+# A line that reports a failure or a retry, as logging levels and the usual words print it
+_FAILURE_WORDS = re.compile(
+    r"\b(WARN(ING)?|ERROR|CRITICAL|[Ee]rror|[Ff]ail(ed|ure)?|[Rr]efused|[Uu]nreachable|[Rr]etry(ing)?|[Tt]imed out)\b"
+)
+REPEATED_LINE = "the same line: "  # the mark of only_repeated_line's answer
+
+
+def only_repeated_line(lines: List[str]) -> Optional[str]:
+    """REPEATED_LINE and the last line, when the lines are two or more of one failure or retry message
+    that differ only in their numbers (a timestamp, an attempt count): a job that logs nothing but
+    "tracking server unreachable ..., retry 7 in 2s" retries one failing call and makes no progress.
+    None for any other text (a progress line, `step 7 loss 0.31`, names no failure)."""
+    kept = [_strip(line).strip() for line in lines if line.strip()]
+    if len(kept) < 2 or len({re.sub(r"\d+", "#", line) for line in kept}) != 1:
+        return None
+    return REPEATED_LINE + kept[-1][:200] if _FAILURE_WORDS.search(kept[-1]) else None
+
+
 # The first line of a dump a debugging tool prints, not the job: py-spy's "Process 123: cmd", pystack's
 # "Traceback for thread", gdb's "Thread 1 (Thread 0x7f... (LWP 12))" or its first frame.
 _TOOL_DUMP_HEAD = re.compile(r"^(Process \d+: |Traceback for thread \d+|Thread \d+ \(Thread 0x[0-9a-f]+|#0\s)")

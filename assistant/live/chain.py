@@ -94,11 +94,11 @@ from debug_stuck.live.syncwaits import (
     two_queues,
 )
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
+from debug_stuck.live.wakes import LONG_SLEEP_S
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.waits import RECEIVE_GAP
 
 MAX_HOPS = 8
-LONG_SLEEP_S = 600  # one sleep with this much left is the wait itself, not a poll's pause
 HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER_GAP s is at work
 PLUMBING = {"<module>", "main", "wrapper", "inner", "__call__", "__init__", "__enter__", "__exit__", "__new__"}
 
@@ -165,8 +165,11 @@ def _hop(job: JobView, pid: int, tid: Optional[int]) -> Hop:
     )
 
 
-def _one_sleep(hop: Hop) -> bool:
-    """The hop's own frame sleeps outside any loop of its source: one sleep, not a poll's pause."""
+def _one_sleep(hop: Hop, wait: dict) -> bool:
+    """The hop's own frame sleeps outside any loop of its source, or in a `for` loop (a retry's few
+    attempts, an item's pause): one sleep, not a poll's pause."""
+    if str(wait.get("loop") or "").startswith("for "):
+        return True
     index = own_frame_index(hop.frames)
     frame = hop.frames[index] if index is not None else None
     source = frame_source(frame, hop.pid) if frame is not None and isinstance(frame.line, int) else None
@@ -340,7 +343,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     if op == "sleep":
         hop.kind = "sleep"
         left = wait.get("sleep_left_s")  # an absolute clock_nanosleep's deadline (probes.collectors.wakeups)
-        if isinstance(left, (int, float)) and left >= LONG_SLEEP_S and _one_sleep(hop):
+        if isinstance(left, (int, float)) and left >= LONG_SLEEP_S and _one_sleep(hop, wait):
             hop.facts["sleep_left"] = f"{left:.0f} s (about {left / 3600:.1f} h)" if left >= 3600 else f"{left:.0f} s"
             hop.detail = f"sleeps at {hop.where}, {hop.facts['sleep_left']} more in one sleep"
             return

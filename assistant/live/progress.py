@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
+from debug_stuck.core.logstacks import REPEATED_LINE
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.gcframes import frames_in_gc
 from debug_stuck.live.loops import own_loop
@@ -323,6 +324,12 @@ def judge_progress(
             f"log {respawned.path} gained nothing during the {snap.window:.0f} s window but one child process "
             f"traceback after another ({respawned.repeated_error}): children die as they start and are started again"
         )
+        if respawned.repeated_error.startswith(REPEATED_LINE):
+            line = respawned.repeated_error[len(REPEATED_LINE) :]
+            text = (
+                f"log {respawned.path} gained nothing during the {snap.window:.0f} s window but one failure again "
+                f"and again (`{line}`): the job retries a call that keeps failing and does nothing else"
+            )
         return Progress(True, [text])
     reasons = []
     if grown is not None:

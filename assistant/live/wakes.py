@@ -246,6 +246,7 @@ def watch_sleepers(snap, say: Callable[[str], None]) -> Optional[str]:
 
 
 RECENT_WORK_SECONDS = 120.0  # a log written this recently: the loop worked a few of its polls ago
+LONG_SLEEP_S = 600  # one sleep with this much left is the wait itself, not a poll's pause
 _OPEN_LOOP = re.compile(r"^(while\s+(True|1)|for\b)")
 
 
@@ -269,6 +270,8 @@ def waits_for_input(info, silent: Optional[float]) -> Optional[str]:
     if silent is None or silent > RECENT_WORK_SECONDS:
         return None
     left = main_wait(info).get("sleep_left_s")
+    if left is not None and left >= LONG_SLEEP_S:
+        return None  # no work loop pauses this long between looks: the sleep is what holds the job up
     wakes = f"; its time.sleep has {left:.0f} s left (its deadline, read from its memory)" if left else ""
     return (
         f"{info.label()} sleeps in its own loop (`{loop}`) that names nothing it waits for, and the job's log "

@@ -38,3 +38,36 @@ def test_one_traceback_or_two_different_errors_are_not_a_respawn_loop():
     assert only_repeated_errors(_log(ONE.format(n=1))) is None
     other = ONE.format(n=2).replace("FileNotFoundError: [Errno 2]", "PermissionError: [Errno 13]")
     assert only_repeated_errors(_log(ONE.format(n=1), other)) is None
+
+
+RETRY = (
+    "2026-11-29 15:27:{s:02d},156 WARNING tracking server unreachable ([Errno 111] Connection refused), retry {n} in 2s"
+)
+
+
+def test_one_failure_line_again_and_again_is_a_retry_not_progress():
+    """The fourteenth hunt's j13: a metrics logger that retries a refused connection for ever logs one
+    warning every 2 s, numbers apart; the log grew, and the job was called progressing."""
+    from debug_stuck.core.logstacks import REPEATED_LINE, only_repeated_line
+
+    lines = [RETRY.format(s=21 + 2 * n, n=n) for n in (6, 7, 8)]
+    assert only_repeated_line(lines) == REPEATED_LINE + lines[-1].split(" ", 2)[2]  # its timestamp left out
+    assert only_repeated_line(lines[:1]) is None  # one line says nothing of a repeat
+    steps = [f"2026-11-29 15:27:{n:02d},156 INFO step {n} loss 0.{n}" for n in (1, 2, 3)]
+    assert only_repeated_line(steps) is None  # a progress line names no failure
+    assert only_repeated_line(lines[:2] + steps[:1]) is None
+
+
+def test_a_log_that_gains_one_retry_line_after_the_same_line_is_read_as_repeating(tmp_path):
+    """A retry every 2 s adds one line to a 1 s window: the line before the growth says it repeats."""
+    from debug_stuck.core.logstacks import REPEATED_LINE
+    from debug_stuck.probes.collectors.logtail import repeated_error_growth
+
+    log = tmp_path / "train.log"
+    before = "".join(RETRY.format(s=21 + 2 * n, n=n) + "\n" for n in (1, 2))
+    after = before + RETRY.format(s=27, n=3) + "\n"
+    log.write_text(after)
+    expected = REPEATED_LINE + RETRY.format(s=27, n=3).split(" ", 2)[2]
+    assert repeated_error_growth(str(log), len(before), len(after)) == expected
+    log.write_text(before + "2026-11-29 15:27:27,156 INFO step 8 loss 0.3\n")
+    assert repeated_error_growth(str(log), len(before), log.stat().st_size) is None

@@ -1832,6 +1832,19 @@ def test_one_sleep_of_a_day_is_named_with_its_time_left_not_called_a_loop(knowle
     assert_first_fix_is_about(report, "long-sleep", "thread 'uploader_0' sleeps at upload (")
 
 
+def test_a_retry_sleep_in_milliseconds_passed_as_seconds_is_one_long_sleep(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j19: `time.sleep(RETRY_MS)` (30000 s) inside `for attempt in range(5)`. It was
+    "not judged hung ... a work loop waiting for its next input", though 29984 s were left, and the
+    first fix was "Compile in-process". A sleep of 10 minutes or more in a `for` loop is one sleep."""
+    job = zoo("sleep_units")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end["kind"] == "sleep" and end["sleep_left"].endswith("(about 8.3 h)"), end
+    assert f"sleep_units.py:{job.info['sleep_line']})" in end["detail"], end
+    assert_first_fix_is_about(report, "long-sleep", "sleeps at save_with_retry (")
+
+
 def test_a_new_group_every_rank_waits_in_after_one_made_on_some_ranks_names_that_call(knowledge, zoo):  # noqa: F811
     """The twelfth hunt's j08: an earlier new_group under `if rank == 0`, then every rank in the next
     new_group, whose names now differ. It was a rendezvous/collective tie and a store timeout fix. The

@@ -149,3 +149,20 @@ def test_a_rendezvous_retry_loop_that_moves_between_samples_is_waiting_not_progr
     train = [("train_step", "train.py", 40), ("main", "train.py", 90)]
     busy = _two_samples_of(701, [("forward", "model.py", 10)] + train, [("backward", "torch/_tensor.py", 600)] + train)
     assert not polls_in_retry_loop(busy, knowledge, 701)
+
+
+def test_a_log_that_grows_only_by_one_retry_line_is_no_progress(tmp_path):
+    """The fourteenth hunt's j13: the job's stack frozen in its retry loop's sleep, its log gaining one
+    `... unreachable ..., retry 7 in 2s` line after another: hung, and the line is the evidence."""
+    from debug_stuck.core.logstacks import REPEATED_LINE
+    from debug_stuck.live.collect import LogGrowth
+    from debug_stuck.live.progress import judge_progress
+
+    sleep = [("log_metrics", "train.py", 13), ("<module>", "train.py", 20)]
+    snap = _two_samples_of(702, sleep, sleep)
+    line = "WARNING tracking server unreachable ([Errno 111] Connection refused), retry 7 in 2s"
+    snap.logs = [LogGrowth(str(tmp_path / "train.log"), 100, 190, repeated_error=REPEATED_LINE + line)]
+    judged = judge_progress(snap)
+    assert judged.hung is True and f"one failure again and again (`{line}`)" in judged.reasons[0], judged.reasons
+    snap.logs[0].repeated_error = None
+    assert judge_progress(snap).state == "progressing"
