@@ -64,6 +64,7 @@ from debug_stuck.live.parties import (
     exhausted_pool,
     forked_holding_a_lock,
     idle_in_queue,
+    in_preexec_fn,
     in_thread_sync,
     joined_thread,
     lock_cycle,
@@ -696,6 +697,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
                     "thread of the child will ever release it"
                 )
                 hop.facts.update(end="fork-held", forked_by=str(parent))
+                hop.facts.update({"preexec": "yes"} if in_preexec_fn(hop.frames) else {})
             else:
                 runs = f" (it runs {count} threads)" if count >= 2 else ""
                 hop.detail = (

@@ -46,6 +46,16 @@ THREAD_SYNC_FILE = re.compile(r"(^|/)(threading|queue)\.py$")
 REPLACEMENT_GAP = 0.1  # seconds between a pool's workers' births that only a replacement shows
 # A process multiprocessing forked keeps its parent's stack up to os.fork (popen_fork.Popen._launch).
 FORKED_BY_MULTIPROCESSING = re.compile(r"(^|/)multiprocess(ing)?/popen_fork\.py$")
+# subprocess's C fork-exec (CPython 3.11 Modules/_posixsubprocess.c): a Python frame above these runs
+# in the forked child before exec, a preexec_fn
+PREEXEC_FRAMES = ("child_exec", "do_fork_exec", "subprocess_fork_exec")
+
+
+def in_preexec_fn(frames) -> bool:
+    """The thread runs Python inside subprocess's forked child, before exec: a Popen preexec_fn."""
+    return any(f.native and f.bare_name in PREEXEC_FRAMES for f in frames)
+
+
 IDLE_CALLS = ("get", "_recv", "_recv_bytes", "poll")
 IDLE_QUEUE = re.compile(r"multiprocess(ing)?/queues\.py|(^|/)queue\.py")
 # a child's own code runs inside this machinery when it is not running a task: a pool worker's loop,
@@ -473,6 +483,7 @@ def forked_holding_a_lock(job: JobView, pid: int, thread) -> Optional[Tuple[int,
     if any(MP_SYNC_FILE.search(f.file or "") for f in frames if not f.native):
         return None  # a multiprocessing lock is one semaphore shared with the parent: its holder there releases it
     by_multiprocessing = any(FORKED_BY_MULTIPROCESSING.search(f.file or "") for f in frames if not f.native)
+    by_multiprocessing = by_multiprocessing or in_preexec_fn(frames)  # forked by subprocess: the same copy
     info = job.procs.get(pid)
     # a pool wait in a process of one thread: the pool's threads are not there, whoever forked it (os.fork
     # too); a process that runs more threads may be running them

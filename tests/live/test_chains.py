@@ -1845,6 +1845,20 @@ def test_a_retry_sleep_in_milliseconds_passed_as_seconds_is_one_long_sleep(knowl
     assert_first_fix_is_about(report, "long-sleep", "sleeps at save_with_retry (")
 
 
+def test_a_preexec_fn_waiting_for_a_lock_another_thread_held_at_the_fork_is_fork_held(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j07: Popen(preexec_fn=set_limits) from a trainer whose reloader thread holds
+    cfg_lock; the child waits for it before its exec. The chain was right, but the cause was io-stall
+    and the fix "Put the data on a local SSD". The child's frames (subprocess's C fork-exec under the
+    Python function) say it runs a preexec_fn in a copy of a threaded parent."""
+    job = zoo("preexec_lock")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, job.info["child_pid"]], report.chain
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "fork-held" and end.get("preexec") == "yes", end
+    assert_first_fix_is_about(report, "fork-preexec-fn", "runs a Popen preexec_fn in a copy of pid")
+
+
 def test_a_new_group_every_rank_waits_in_after_one_made_on_some_ranks_names_that_call(knowledge, zoo):  # noqa: F811
     """The twelfth hunt's j08: an earlier new_group under `if rank == 0`, then every rank in the next
     new_group, whose names now differ. It was a rendezvous/collective tie and a store timeout fix. The
