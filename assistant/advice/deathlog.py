@@ -33,7 +33,7 @@ def logged_death(values: Dict[str, str], report, end: dict) -> None:
     values["dead_advice"] = f"Fix that error first ({error['exception']}). " + ". ".join(rest)
 
 
-def death_values(values: Dict[str, str], processes: dict, end: dict, table: dict) -> None:
+def death_values(values: Dict[str, str], processes: dict, end: dict, table: dict, logs=()) -> None:
     """How the process the chain ends at died (a zombie's wait status), and what to do about it: a
     signal, an exit code, or a clean exit (code 0: its code returned early), for a worker of a
     DataLoader, another worker process, or any other child."""
@@ -64,7 +64,21 @@ def death_values(values: Dict[str, str], processes: dict, end: dict, table: dict
     values["death_verb"] = "has exited" if clean else "has died"
     if not clean:
         values["death_unclean"] = "yes"
-    if clean and worker:
+    dropped = [e for log in logs for e in log.get("feeder_errors") or []]
+    if clean and worker and dropped:
+        values["death_short"] = " (exit code 0; its queue dropped an item it could not pickle)"
+        values["death"] += (
+            f"; its queue's feeder thread could not pickle an item it put ({dropped[-1]}, in multiprocessing's "
+            "Queue._feed, as the log shows) and dropped it, so the item its parent waits for was never sent"
+        )
+        values["dead_advice"] = (
+            "put() only hands the item to a feeder thread, which pickles it later: an item it cannot pickle (a "
+            "lambda, a local function, an open file, a lock) is dropped with a printed traceback, and put() has "
+            "already returned. Put only plain data (convert it first, e.g. tensors and numbers, no callables); "
+            "pickle.dumps(item) before put() raises in the producer instead. Wait with a timeout and check the "
+            "producer's exitcode."
+        )
+    elif clean and worker:
         values["dead_advice"] = (
             "Exit code 0 means its code returned normally: a path that returns early (or an exception it "
             "caught and did not re-raise) skipped what its parent waits for (a send, a put, an Event's set()). "

@@ -121,6 +121,7 @@ def _subgroup_fix(table, report, reader, finding) -> Optional[FixItem]:
 class _Reader:
     def __init__(self, report, knowledge):
         self.processes = {p["pid"]: p for p in report.processes or []}
+        self.logs = list(getattr(report, "logs", None) or [])
         self.frames_table = getattr(knowledge, "frames", None) or []
         self.own_roots = own_code_roots(report.processes)
 
@@ -255,7 +256,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _lock_pair(values, reader, chain)
     _stale_dataset(values, reader, end, facts)
     _lock_file(values, reader, end)
-    death_values(values, reader.processes, end, table)
+    death_values(values, reader.processes, end, table, reader.logs)
     _kernel(values, reader, end)
     # a prompt that closes a cycle (a child in pdb, its parent waiting for it) is the hop before the cycle
     _prompt(values, reader, prev if prev is not None and waits.get("kind") == "cycle" else end)

@@ -10,7 +10,7 @@ from debug_stuck.contract import CONTRACT_ANSWER_KEYS
 from debug_stuck.core.calibration import TIE
 from debug_stuck.core.classify import Classification, Observations
 from debug_stuck.core.knowledge import Knowledge
-from debug_stuck.core.logstacks import is_tool_dump, process_errors
+from debug_stuck.core.logstacks import feeder_errors, is_tool_dump, process_errors
 from debug_stuck.core.logtext import LogTail
 from debug_stuck.core.report import Evidence, Report
 from debug_stuck.core.verdict import breaker_words
@@ -66,6 +66,9 @@ def fill_report(
             died = process_errors(tail.lines)
             if died:
                 entry["process_errors"] = died
+            dropped = feeder_errors(tail.lines)
+            if dropped:
+                entry["feeder_errors"] = dropped[-3:]
         report.logs.append(entry)
         if tail.whole_file and is_tool_dump(tail.lines):
             continue  # a saved py-spy, pystack or gdb dump: its age is not the job's silence

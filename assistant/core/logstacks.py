@@ -159,6 +159,20 @@ def process_errors(lines: List[str]) -> List[dict]:
     return out
 
 
+def feeder_errors(lines: List[str]) -> List[str]:
+    """The exception lines of tracebacks a multiprocessing Queue's feeder thread printed: it could not
+    pickle an item, printed the traceback and dropped the item (CPython 3.11 Lib/multiprocessing/
+    queues.py: Queue._feed calls _on_queue_feeder_error, which calls traceback.print_exc()); no reader
+    ever gets it."""
+    return [
+        thread.exception
+        for thread in extract_stacks(lines)
+        if thread.kind == "traceback"
+        and thread.exception
+        and any(f.bare_name == "_feed" and re.search(r"multiprocess(ing)?/queues\.py$", f.file) for f in thread.frames)
+    ]
+
+
 def only_repeated_errors(lines: List[str]) -> Optional[str]:
     """The exception line, when the lines are nothing but two or more multiprocessing child
     tracebacks of one error at one place (a Pool whose initializer raises respawns its workers, each

@@ -71,3 +71,27 @@ def test_a_log_that_gains_one_retry_line_after_the_same_line_is_read_as_repeatin
     assert repeated_error_growth(str(log), len(before), len(after)) == expected
     log.write_text(before + "2026-11-29 15:27:27,156 INFO step 8 loss 0.3\n")
     assert repeated_error_growth(str(log), len(before), log.stat().st_size) is None
+
+
+FEEDER = """\
+2026-11-29 15:20:06,526 consumed record 2 loss 1.0120
+Traceback (most recent call last):
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/multiprocessing/queues.py", line 244, in _feed
+    obj = _ForkingPickler.dumps(obj)
+          ^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/multiprocessing/reduction.py", line 51, in dumps
+    cls(buf, protocol).dump(obj)
+AttributeError: Can't pickle local object 'make_record.<locals>.<lambda>'
+2026-11-29 15:20:06,927 consumed record 4 loss 0.8846
+"""
+
+
+def test_a_queue_feeders_traceback_names_the_item_it_dropped():
+    """CPython 3.11's own output (the fourteenth hunt's j02 log): Queue._feed could not pickle an item."""
+    from debug_stuck.core.logstacks import feeder_errors
+
+    assert feeder_errors(FEEDER.splitlines()) == [
+        "AttributeError: Can't pickle local object 'make_record.<locals>.<lambda>'"
+    ]
+    other = FEEDER.replace("in _feed", "in _send").splitlines()
+    assert feeder_errors(other) == []

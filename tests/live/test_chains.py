@@ -1859,6 +1859,18 @@ def test_a_preexec_fn_waiting_for_a_lock_another_thread_held_at_the_fork_is_fork
     assert_first_fix_is_about(report, "fork-preexec-fn", "runs a Popen preexec_fn in a copy of pid")
 
 
+def test_an_item_the_queues_feeder_could_not_pickle_is_named_at_the_exited_producer(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j02: a record holding a lambda is put on a multiprocessing Queue; the feeder
+    thread prints the traceback and drops it, the producer exits 0, and the trainer waits in get(). No
+    cause was named and the log's traceback was not used."""
+    job = zoo("queue_unpicklable")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[-1]["pid"] == job.info["child_pid"], report.chain
+    assert any("Can't pickle local object" in e for log in report.logs for e in log.get("feeder_errors") or [])
+    assert_first_fix_is_about(report, "dead-process", "(exit code 0; its queue dropped an item it could not pickle)")
+
+
 def test_a_new_group_every_rank_waits_in_after_one_made_on_some_ranks_names_that_call(knowledge, zoo):  # noqa: F811
     """The twelfth hunt's j08: an earlier new_group under `if rank == 0`, then every rank in the next
     new_group, whose names now differ. It was a rendezvous/collective tie and a store timeout fix. The
