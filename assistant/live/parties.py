@@ -594,11 +594,16 @@ def dead_child_of_poll(job: JobView, hop) -> Optional[int]:
     """A child of hop's process that has exited with an error (a zombie not yet reaped: exit code not 0,
     or killed by a signal), when hop's thread polls in a loop of its own for one thing (`while not
     os.path.exists(done)`), waits in accept() for a connection that never comes, or waits for a signal
-    (signal.sigwait, signal.pause): what it waits for was most likely that child's to make or send."""
+    (signal.sigwait, signal.pause): what it waits for was most likely that child's to make or send. Or
+    it waits in poll on something no hop could follow (a messaging library's own descriptor: ZeroMQ's
+    REQ socket waits for a reply from a peer that has died, unnoticed) and that child is its only one."""
     loop = str((job.wait(hop.pid, hop.tid or hop.pid) or {}).get("loop") or "")
     # ... or it waits in accept() for a connection nobody makes: that child was most likely the client
     accepting = hop.facts.get("end") == "no-client" or hop.kind == "signal"
-    if not accepting and (hop.kind != "sleep" or not POLL_LOOP.match(loop)):
+    children = job.children(hop.pid)
+    polling = hop.kind == "poll" and not hop.object and "end" not in hop.facts
+    polling = polling and all(job.procs[c].state == "Z" for c in children)
+    if not accepting and not polling and (hop.kind != "sleep" or not POLL_LOOP.match(loop)):
         return None
-    dead = [c for c in job.children(hop.pid) if job.procs[c].state == "Z" and job.procs[c].exit_status not in (None, 0)]
+    dead = [c for c in children if job.procs[c].state == "Z" and job.procs[c].exit_status not in (None, 0)]
     return dead[0] if len(dead) == 1 else None

@@ -1871,6 +1871,18 @@ def test_an_item_the_queues_feeder_could_not_pickle_is_named_at_the_exited_produ
     assert_first_fix_is_about(report, "dead-process", "(exit code 0; its queue dropped an item it could not pickle)")
 
 
+def test_a_poll_on_an_eventfd_whose_only_child_died_names_that_child(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j14: a ZeroMQ REQ socket waits (poll on its eventfd) for a REP child that
+    raised. The chain ended at "waits in poll() on anon": no cause, no culprit, "Put the data on a local
+    SSD". A poll no hop can follow, in a process whose only child exited with an error, goes there."""
+    job = zoo("poll_dead_server")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, job.info["child_pid"]], report.chain
+    assert report.chain[0]["waits_on"].get("dead_child") == str(job.info["child_pid"]), report.chain[0]
+    assert_first_fix_is_about(report, "dead-process", "has died (exit code 1)")
+
+
 def test_a_new_group_every_rank_waits_in_after_one_made_on_some_ranks_names_that_call(knowledge, zoo):  # noqa: F811
     """The twelfth hunt's j08: an earlier new_group under `if rank == 0`, then every rank in the next
     new_group, whose names now differ. It was a rendezvous/collective tie and a store timeout fix. The
