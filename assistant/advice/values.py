@@ -116,6 +116,7 @@ VALUES = {
     "barrier_parties": "the asyncio.Barrier the tasks wait in, parties as written (asyncio.Barrier(EXPECTED_SHARDS))",
     "barrier_at": "where the job's code makes that barrier (train.py:14)",
     "barrier_waits": "the coroutine that waits in it, and where (load_shard (train.py:10))",
+    "set_in_thread": "the function that sets an awaited asyncio.Event from another thread, and where it is started",
     "marker": "the file a process polls for (READY)",
     "made_at": "where the first process of the chain creates it, below its wait (train.py:22)",
     "waited_at": "where that process waits (train.py:20)",
@@ -142,6 +143,7 @@ ASYNC_UNMET = (
     "barrier_parties",
     "barrier_at",
     "barrier_waits",
+    "set_in_thread",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

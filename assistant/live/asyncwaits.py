@@ -15,7 +15,7 @@ import ast
 from typing import Dict, List, Optional, Tuple
 
 from debug_stuck.live.loops import own_frame_index
-from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
+from debug_stuck.live.selflock import attribute_calls, frame_source, named_calls, parse_source
 
 # awaited method -> (the asyncio class that has it, the calls that complete the await): CPython 3.11
 # Lib/asyncio/locks.py Event.wait ("Block until the internal flag is true"; set() sets it) and
@@ -182,4 +182,58 @@ def barrier_parties(pid: int, frames) -> Optional[Dict[str, str]]:
         "barrier_parties": f"{ast.unparse(creation.func)}({parties})",
         "barrier_at": f"{frame.file}:{line}",
         "barrier_waits": f"{coroutine} ({frame.file}:{at})",
+    }
+
+
+def _thread_targets(tree: ast.AST) -> Dict[str, int]:
+    """name -> line of each function the file hands to another thread: `Thread(target=f)`,
+    `loop.run_in_executor(executor, f, ...)`, `executor.submit(f, ...)`, `asyncio.to_thread(f, ...)`."""
+    found: Dict[str, int] = {}
+    for call in named_calls(tree, ("Thread", "run_in_executor", "submit", "to_thread")):
+        name = getattr(call.func, "attr", None) or getattr(call.func, "id", None)
+        if name == "Thread":
+            target = next((k.value for k in call.keywords if k.arg == "target"), None)
+        elif name == "run_in_executor":
+            target = call.args[1] if len(call.args) > 1 else None
+        else:
+            target = call.args[0] if call.args else None
+        if isinstance(target, (ast.Name, ast.Attribute)):
+            found[_last(ast.unparse(target))] = call.lineno
+    return found
+
+
+def set_from_thread(pid: int, frames) -> Optional[Dict[str, str]]:
+    """The one asyncio Event the loop-starting file makes and awaits whose every set() runs in a
+    function the file hands to another thread: asyncio's primitives are not thread-safe (Python docs,
+    asyncio Synchronization Primitives: "not thread-safe, therefore they should not be used for OS
+    thread synchronization"); a set() from another thread marks the Event but never wakes the loop's
+    selector, so the await never returns. {awaited, awaited_at, primitive, created_at, set_in_thread}."""
+    frame, tree = _loop_file(pid, frames)
+    if tree is None:
+        return None
+    from debug_stuck.live.loops import enclosing_function
+
+    made = _created(tree)
+    targets = _thread_targets(tree)
+    found = []
+    for call, receiver, coroutine in _awaits(tree):
+        name = _last(receiver)
+        if call.func.attr != "wait" or made.get(name, ("", 0))[0] != "Event":
+            continue
+        sets = [c for c, other in attribute_calls(tree, ("set",)) if _last(other) == name]
+        where = [enclosing_function(tree, c.lineno) for c in sets]
+        if sets and all(isinstance(f, ast.FunctionDef) and f.name in targets for f in where):
+            found.append((call, receiver, coroutine, sets[0], where[0]))
+    if len({receiver for _, receiver, *_ in found}) != 1:
+        return None
+    call, receiver, coroutine, setter, function = found[0]
+    return {
+        "awaited": f"{receiver}.wait()",
+        "awaited_at": f"{coroutine} ({frame.file}:{call.lineno})",
+        "primitive": "asyncio.Event",
+        "created_at": f"{frame.file}:{made[_last(receiver)][1]}",
+        "set_in_thread": (
+            f"{function.name} ({frame.file}:{setter.lineno}), which the file runs in another thread "
+            f"({frame.file}:{targets[function.name]})"
+        ),
     }

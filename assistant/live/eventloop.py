@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-from debug_stuck.live.asyncwaits import barrier_parties, lock_order, never_completed
+from debug_stuck.live.asyncwaits import barrier_parties, lock_order, never_completed, set_from_thread
 from debug_stuck.live.parties import SYNC_FILES, in_thread_sync, python_frames, silent_among
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer
@@ -94,6 +94,13 @@ SOURCE_READINGS = (
     (
         lock_order,
         lambda f: f"the job's code takes asyncio locks {f['async_locks']} in opposite orders: {f['lock_orders']}",
+    ),
+    (
+        set_from_thread,
+        lambda f: (
+            f"the job's code awaits {f['awaited']} in {f['awaited_at']}, an asyncio.Event made at {f['created_at']} "
+            f"that only {f['set_in_thread']} sets: a set() from another thread never wakes the loop"
+        ),
     ),
     (
         never_completed,

@@ -184,3 +184,36 @@ def test_an_asyncio_barrier_the_tasks_wait_in_is_named_with_its_parties_as_writt
     )
     assert found(second="other = asyncio.Barrier(2)") is None
     assert found(wait="pass") is None  # made, never waited in
+
+
+THREAD_SET = """
+    import asyncio, threading
+
+    async def main():
+        ready = asyncio.Event()
+
+        def loader():
+            ready.set()
+
+        {start}
+        await ready.wait()
+
+    asyncio.run(main())
+"""
+
+
+def test_an_asyncio_event_set_only_in_a_thread_target_is_named(tmp_path):
+    """The fourteenth hunt's j08: Thread(target=loader), run_in_executor(None, loader) or to_thread:
+    the only set() runs in another thread. A set() the loop's own code calls is not this."""
+    from debug_stuck.live.asyncwaits import set_from_thread
+
+    def found(start):
+        path = _write(tmp_path, THREAD_SET.format(start=start))
+        return set_from_thread(os.getpid(), _loop_frames(path, _run_line(path)))
+
+    thread = found("threading.Thread(target=loader).start()")
+    assert thread is not None and thread["awaited"] == "ready.wait()", thread
+    assert thread["set_in_thread"] == "loader (train.py:8), which the file runs in another thread (train.py:10)"
+    assert found("asyncio.get_running_loop().run_in_executor(None, loader)") is not None
+    assert found("asyncio.to_thread(loader)") is not None
+    assert found("loader()") is None  # the loop's own thread sets it

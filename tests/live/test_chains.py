@@ -1742,6 +1742,20 @@ def test_an_asyncio_barrier_with_more_parties_than_tasks_is_named_at_the_idle_lo
     )
 
 
+def test_an_asyncio_event_set_from_another_thread_is_named_at_the_idle_loop(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j08: a loader thread calls ready.set() on the asyncio.Event a coroutine
+    awaits. It read "no task is left ... one died", with the TaskGroup fix; the set() never wakes the loop."""
+    job = zoo("asyncio_set_from_thread")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "no-task" and end.get("awaited") == "ready.wait()", end
+    assert re.match(r"loader \((\S+/)?asyncio_set_from_thread\.py:\d+\), which the file runs", end["set_in_thread"]), (
+        end
+    )
+    assert_first_fix_is_about(report, "asyncio-set-from-thread", "The loop awaits ready.wait() in main (")
+
+
 def test_a_marker_made_below_the_wait_for_its_poller_is_named_where_it_is_made(knowledge, zoo):  # noqa: F811
     """The thirteenth hunt's j06 and j09: the file a process polls for is created by the process that
     waits for it, below that wait. The fixes said the loop waited "for something that never happens"."""
