@@ -237,3 +237,39 @@ def set_from_thread(pid: int, frames) -> Optional[Dict[str, str]]:
             f"({frame.file}:{targets[function.name]})"
         ),
     }
+
+
+def lock_across_await(pid: int, frames) -> Optional[Dict[str, str]]:
+    """The threading lock a coroutine holds across an await, when the loop thread waits for it at a
+    `with` of the job's own code: `with state_lock:` around `await ...` in one coroutine suspends that
+    coroutine with the lock held, and another coroutine's `with state_lock:` then blocks the loop's one
+    thread, so the holder is never resumed to release it (Python docs, asyncio Synchronization
+    Primitives: asyncio.Lock, "async with lock", is the lock for coroutines). {lock, held_across_await}."""
+    frame, tree = _loop_file(pid, frames)
+    if tree is None or not isinstance(frame.line, int):
+        return None
+    waiting = [
+        _last(ast.unparse(item.context_expr))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.With) and node.lineno == frame.line
+        for item in node.items
+    ]
+    if len(waiting) != 1:
+        return None
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if not isinstance(node, ast.With) or node.lineno == frame.line:
+                continue
+            if not any(_last(ast.unparse(item.context_expr)) == waiting[0] for item in node.items):
+                continue
+            held = next((a for part in node.body for a in ast.walk(part) if isinstance(a, ast.Await)), None)
+            if held is not None:
+                return {
+                    "lock": waiting[0],
+                    "held_across_await": (
+                        f"{function.name} (its `with` at {frame.file}:{node.lineno}, an await at line {held.lineno})"
+                    ),
+                }
+    return None

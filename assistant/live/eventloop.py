@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-from debug_stuck.live.asyncwaits import barrier_parties, lock_order, never_completed, set_from_thread
+from debug_stuck.live.asyncwaits import barrier_parties, lock_across_await, lock_order, never_completed, set_from_thread
 from debug_stuck.live.parties import SYNC_FILES, in_thread_sync, python_frames, silent_among
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer
@@ -134,6 +134,15 @@ def through_event_loop(job, hop, thread, future_wait: bool) -> Optional[Tuple[in
     to be called from a different OS thread than the one where the event loop is running"). The hop
     ends there (`loop-blocked`). A thread waiting for a concurrent future (`future_wait`) in a process
     with one other thread that runs a loop so blocked goes on to that thread."""
+    held = lock_across_await(hop.pid, hop.frames) if runs_event_loop(thread) else None
+    if held is not None:  # a `with lock:` has no Python frame of its own: its line says it
+        hop.detail = (
+            f"waits for threading lock {held['lock']} at {hop.where}, inside a coroutine of the asyncio event loop "
+            f"it runs itself, and coroutine {held['held_across_await']} holds that lock across an await: the "
+            "holder is suspended on this same loop, which can never resume it while this wait blocks it"
+        )
+        hop.facts.update(held, end="loop-blocked", event_loop="asyncio")
+        return None
     if in_thread_sync(thread) and runs_event_loop(thread):
         caller = next((f for f in python_frames(thread.frames) if not SYNC_FILES.search(f.file or "")), None)
         at = f" at {caller.text()}" if caller is not None else ""

@@ -1756,6 +1756,18 @@ def test_an_asyncio_event_set_from_another_thread_is_named_at_the_idle_loop(know
     assert_first_fix_is_about(report, "asyncio-set-from-thread", "The loop awaits ready.wait() in main (")
 
 
+def test_a_threading_lock_held_across_an_await_is_named_at_the_blocked_loop(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j15: a coroutine holds a threading.Lock across an await, another coroutine's
+    `with` on it blocks the loop's thread. The fix was "take the locks in one fixed order" (one lock)."""
+    job = zoo("asyncio_thread_lock")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "loop-blocked" and end.get("lock") == "state_lock", end
+    assert end["held_across_await"].startswith("checkpointer (its `with` at "), end
+    assert_first_fix_is_about(report, "threading-lock-across-await", "Coroutine checkpointer (its `with` at")
+
+
 def test_a_marker_made_below_the_wait_for_its_poller_is_named_where_it_is_made(knowledge, zoo):  # noqa: F811
     """The thirteenth hunt's j06 and j09: the file a process polls for is created by the process that
     waits for it, below that wait. The fixes said the loop waited "for something that never happens"."""
