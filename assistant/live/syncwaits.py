@@ -91,16 +91,29 @@ def _in_first_frames(thread, names, file_pattern) -> bool:
     )
 
 
+EXECUTOR_FILE = re.compile(r"(^|/)concurrent/futures/thread\.py$")
+
+
+def _idle_executor_worker(thread) -> bool:
+    """A ThreadPoolExecutor worker waiting for its next work item (CPython 3.11 Lib/concurrent/futures/
+    thread.py _worker: `work_queue.get(block=True)`, a C call with no Python frame): it runs nothing."""
+    frames = python_frames(thread.frames)
+    return bool(frames) and frames[0].bare_name == "_worker" and bool(EXECUTOR_FILE.search(frames[0].file or ""))
+
+
 def permits_leaked(job: JobView, hop) -> bool:
     """Threads of the process wait in Semaphore.acquire (threading.py) at one line, and every other
-    Python thread only joins threads: none runs that could release a permit, so the permits were taken
+    Python thread only joins threads or idles as a thread pool's worker with no task: none runs that
+    could release a permit, so the permits were taken
     and never given back (a path that returns or raises between acquire and release). No cycle: no
     lock order to fix."""
     threads = [t for t in job.threads(hop.pid) if python_frames(t.frames)]
     waiting = [t for t in threads if _in_first_frames(t, "Semaphore.acquire", THREAD_SYNC_FILE)]
     joining = [t for t in threads if _in_first_frames(t, ("join", "_wait_for_tstate_lock"), THREADING_FILE)]
+    # a ThreadPoolExecutor's worker with no task: its innermost Python frame is its loop's get
+    idle = [t for t in threads if _idle_executor_worker(t)]
     sites = {_caller(t.frames) for t in waiting}
-    if not waiting or len(sites) != 1 or len(waiting) + len(joining) != len(threads):
+    if not waiting or len(sites) != 1 or len(waiting) + len(joining) + len(idle) != len(threads):
         return False
     names = ", ".join(repr(t.name) for t in waiting[:3])
     many = len(waiting) > 1

@@ -6,6 +6,10 @@ succeed; two failed uploads leak both slots, and the training loop waits for a f
 upload releases the slot at the end of its ``try``, and its ``except`` logs the error and returns
 (the eleventh hunt's j22: "a lock whose thread has ended", a queue snippet as the fix).
 
+``python upload_slots.py pool``: the uploads run on a ``ThreadPoolExecutor(2)``, whose workers idle
+in their work queue once the slots are gone (the fourteenth hunt's j17: the idle workers hid the leak,
+"put a timeout on every wait" was the fix).
+
 READY (``{"pid", "acquire_line"}``): once the main thread has slept in ``acquire`` for 5 consecutive
 samples and no upload thread is left.
 """
@@ -14,8 +18,10 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import _common
 
@@ -36,9 +42,11 @@ def main() -> None:
     main_thread = threading.main_thread()
     source, first = inspect.getsourcelines(main)
     acquire_line = first + next(i for i, line in enumerate(source) if line.strip().startswith("slots.acquire()"))
+    pool = ThreadPoolExecutor(2, thread_name_prefix="upload") if sys.argv[1:] == ["pool"] else None
+    threads = 2 + (2 if pool is not None else 0)  # the main thread and this watcher (and the pool's)
     _common.ready_when(
         lambda: (
-            threading.active_count() == 2  # the main thread and this watcher: every upload has ended
+            threading.active_count() <= threads  # every upload thread has ended
             and "acquire" in _common.stack_functions(main_thread.ident)
             and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
         ),
@@ -48,7 +56,10 @@ def main() -> None:
         if step % 5 == 0:
             print(f"step {step}", flush=True)
             slots.acquire()  # back-pressure: wait for a free upload slot
-            threading.Thread(target=upload, args=(step,), name=f"upload-{step}").start()
+            if pool is not None:
+                pool.submit(upload, step)
+            else:
+                threading.Thread(target=upload, args=(step,), name=f"upload-{step}").start()
         time.sleep(0.01)
 
 

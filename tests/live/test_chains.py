@@ -1784,11 +1784,13 @@ def test_a_marker_made_below_the_wait_for_its_poller_is_named_where_it_is_made(k
     )
 
 
-def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo):  # noqa: F811
+@pytest.mark.parametrize("uploads", ["threads", "pool"])
+def test_a_semaphore_whose_takers_all_ended_without_release_is_a_permit_leak(knowledge, zoo, uploads):  # noqa: F811
     """The eleventh hunt's j22: upload threads release their slot only on success; after two failures
     the loop waits in acquire() with no thread left. It read "a lock whose thread has ended", with a
-    queue snippet as the fix."""
-    job = zoo("upload_slots")
+    queue snippet as the fix. The fourteenth hunt's j17: the same on a ThreadPoolExecutor, whose idle
+    workers hid the leak ("put a timeout on every wait")."""
+    job = zoo("upload_slots", args=["pool"] if uploads == "pool" else [])
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
     end = report.chain[-1]["waits_on"]
