@@ -190,6 +190,8 @@ class _Reader:
             token += "+stdin"  # input() has no frame of its own; a data feed (zcat | python) is not a prompt
         if waits.get("prompt") == "yes":
             token += "+prompt"  # a line of the job's code that calls input() or getpass(): a question
+        if waits.get("followed") == "yes":
+            token += "+followed"  # its output is read line by line by a thread the job joins
         if waits.get("preexec") == "yes":
             token += "+preexec"  # a Popen preexec_fn, in the forked child before exec
         return token

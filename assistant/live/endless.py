@@ -67,6 +67,16 @@ def endless_entry(argv: List[str]) -> Optional[dict]:
 WAITS_FOR_END = re.compile(r"^(Popen\.)?(communicate|_communicate|wait|_wait|_try_wait|run|check_output|call)$")
 
 
+def _joins_a_thread(job, pid: int) -> bool:
+    """A thread of pid joins another (threading's join): a follower thread reading the child's lines
+    (reached through the pipe) that it joins has to see the child's end-of-file first."""
+    return any(
+        not f.native and f.bare_name in ("join", "_wait_for_tstate_lock") and (f.file or "").endswith("threading.py")
+        for thread in job.threads(pid)
+        for f in thread.frames
+    )
+
+
 def _parent_waits_for_end(job, ppid: int, child: int) -> bool:
     """A thread of ppid waits for a child to end: in subprocess, or in os.wait / os.waitpid (wait4) for
     any child or this one."""
@@ -87,8 +97,11 @@ def runs_forever(job, hop) -> bool:
     if info is None or info.ppid not in job.procs or "end" in hop.facts:
         return False
     entry = endless_entry(list(info.cmdline or []))
-    if entry is None or not _parent_waits_for_end(job, info.ppid, hop.pid):
+    followed = hop.facts.get("via") == "pipe" and _joins_a_thread(job, info.ppid)
+    if entry is None or not (_parent_waits_for_end(job, info.ppid, hop.pid) or followed):
         return False
+    if followed:
+        hop.facts["followed"] = "yes"
     command = " ".join(info.cmdline)[:120]
     hop.facts["end"] = "runs-forever"
     hop.detail += f"; it runs `{command}`, which never ends until it is stopped (bounded by {entry.get('bound')})"

@@ -1911,6 +1911,18 @@ def test_a_poll_on_an_eventfd_whose_only_child_died_names_that_child(knowledge, 
     assert_first_fix_is_about(report, "dead-process", "has died (exit code 1)")
 
 
+def test_a_joined_thread_that_follows_an_endless_childs_output_ends_at_the_child(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j18: the main thread joins a thread that reads `tail -F`'s output line by
+    line. tail was named, with "put a timeout on every wait"; the child is to be stopped first."""
+    job = zoo("follower_joined")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]
+    assert end["pid"] == job.info["tail_pid"] and end["waits_on"].get("end") == "runs-forever", report.chain
+    assert end["waits_on"].get("followed") == "yes", end
+    assert_first_fix_is_about(report, "endless-child-followed", "runs `tail -F -n 0 ")
+
+
 def test_a_new_group_every_rank_waits_in_after_one_made_on_some_ranks_names_that_call(knowledge, zoo):  # noqa: F811
     """The twelfth hunt's j08: an earlier new_group under `if rank == 0`, then every rank in the next
     new_group, whose names now differ. It was a rendezvous/collective tie and a store timeout fix. The
