@@ -118,6 +118,7 @@ VALUES = {
     "barrier_waits": "the coroutine that waits in it, and where (load_shard (train.py:10))",
     "set_in_thread": "the function that sets an awaited asyncio.Event from another thread, and where it is started",
     "held_across_await": "the coroutine that holds a threading lock across an await, and where",
+    "queue": "a queue the job's code names (q), full, that only the thread joining its writer reads",
     "marker": "the file a process polls for (READY)",
     "made_at": "where the first process of the chain creates it, below its wait (train.py:22)",
     "waited_at": "where that process waits (train.py:20)",
@@ -146,6 +147,7 @@ ASYNC_UNMET = (
     "barrier_waits",
     "set_in_thread",
     "held_across_await",
+    "queue",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

@@ -88,6 +88,7 @@ from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
     barrier_feeders,
     barrier_short,
+    joiner_drains,
     none_left_to_release,
     none_left_words,
     permits_leaked,
@@ -658,6 +659,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             task_done_missing(job, hop, thread)
         if "end" not in hop.facts:
             two_queues(job, hop, thread)
+        if "end" not in hop.facts:
+            joiner_drains(job, hop, thread)
         joined = joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
         if joined is not None:
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))

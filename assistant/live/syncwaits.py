@@ -85,6 +85,44 @@ def two_queues(job: JobView, hop, thread) -> None:
     hop.parties = [{"tid": putter.tid, "name": putter.name, "where": where}]
 
 
+def joiner_drains(job: JobView, hop, thread) -> None:
+    """A thread in queue.Queue.put (the queue full), reached from a thread that joins it, when the
+    joining thread's own code is the one that reads that queue (`q.get()` in its file, the queue named
+    alike): the reader waits for the writer to end, and the writer for the reader to make room (CPython
+    3.11.7 Lib/queue.py: put blocks while full). `end` join-full-queue, `queue` the queue."""
+    import ast
+
+    from debug_stuck.live.loops import own_frame_index
+    from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
+
+    if hop.facts.get("via") != "thread" or not _in_first_frames(thread, ("put",), QUEUE_FILE):
+        return
+    index = own_frame_index(thread.frames)
+    frame = thread.frames[index] if index is not None else None
+    tree = parse_source(frame_source(frame, hop.pid)) if frame is not None else None
+    if tree is None:
+        return
+    puts = [r for c, r in attribute_calls(tree, ("put",)) if c.lineno == frame.line]
+    if len(puts) != 1:
+        return
+    name = puts[0].rsplit(".", 1)[-1]
+    for joiner in job.threads(hop.pid):
+        if joiner.tid == thread.tid or not _in_first_frames(joiner, ("join", "_wait_for_tstate_lock"), THREADING_FILE):
+            continue
+        own = own_frame_index(joiner.frames)
+        mine = joiner.frames[own] if own is not None else None
+        reader = parse_source(frame_source(mine, hop.pid)) if mine is not None else None
+        gets = [c for c, r in attribute_calls(reader, ("get", "get_nowait")) if r.rsplit(".", 1)[-1] == name]
+        if gets and isinstance(gets[0], ast.Call):
+            hop.facts["queue"] = puts[0]
+            hop.detail += (
+                f"; the queue {puts[0]} is read by thread {joiner.name!r} ({mine.file}:{gets[0].lineno}), which joins "
+                "this thread instead of reading it: no room will ever be made"
+            )
+            hop.facts["end"] = "join-full-queue"
+            return
+
+
 def _in_first_frames(thread, names, file_pattern) -> bool:
     return any(
         f.function.endswith(names) and file_pattern.search(f.file or "") for f in python_frames(thread.frames)[:3]

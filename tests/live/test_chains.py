@@ -1923,6 +1923,17 @@ def test_a_joined_thread_that_follows_an_endless_childs_output_ends_at_the_child
     assert_first_fix_is_about(report, "endless-child-followed", "runs `tail -F -n 0 ")
 
 
+def test_a_writer_blocked_on_a_full_queue_that_only_its_joiner_reads_is_named(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j25: at SIGTERM the loop stops reading and joins the prefetch thread, which
+    waits in put() on the full queue. It read "find what should set it"."""
+    job = zoo("join_full_queue")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "join-full-queue" and end.get("queue") == "q", end
+    assert_first_fix_is_about(report, "join-before-drain", "waits for room in q, which only the thread that joins it")
+
+
 def test_a_new_group_every_rank_waits_in_after_one_made_on_some_ranks_names_that_call(knowledge, zoo):  # noqa: F811
     """The twelfth hunt's j08: an earlier new_group under `if rank == 0`, then every rank in the next
     new_group, whose names now differ. It was a rendezvous/collective tie and a store timeout fix. The
