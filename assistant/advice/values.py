@@ -119,6 +119,7 @@ VALUES = {
     "set_in_thread": "the function that sets an awaited asyncio.Event from another thread, and where it is started",
     "held_across_await": "the coroutine that holds a threading lock across an await, and where",
     "queue": "a queue the job's code names (q), full, that only the thread joining its writer reads",
+    "notify_at": "where the job's code wakes a Condition with notify(), one waiter, while several wait",
     "marker": "the file a process polls for (READY)",
     "made_at": "where the first process of the chain creates it, below its wait (train.py:22)",
     "waited_at": "where that process waits (train.py:20)",
@@ -148,6 +149,7 @@ ASYNC_UNMET = (
     "set_in_thread",
     "held_across_await",
     "queue",
+    "notify_at",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

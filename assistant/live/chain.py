@@ -91,6 +91,7 @@ from debug_stuck.live.syncwaits import (
     joiner_drains,
     none_left_to_release,
     none_left_words,
+    notify_one_of_many,
     permits_leaked,
     task_done_missing,
     two_queues,
@@ -661,6 +662,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             two_queues(job, hop, thread)
         if "end" not in hop.facts:
             joiner_drains(job, hop, thread)
+        if "end" not in hop.facts:
+            notify_one_of_many(job, hop, thread)
         joined = joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
         if joined is not None:
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))

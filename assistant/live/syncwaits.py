@@ -123,6 +123,43 @@ def joiner_drains(job: JobView, hop, thread) -> None:
             return
 
 
+def notify_one_of_many(job: JobView, hop, thread) -> None:
+    """A thread in Condition.wait at a line of the job's code where other threads of its process wait
+    too, on a Condition the file only wakes with notify() (one waiter: CPython 3.11.7 Lib/threading.py
+    Condition.notify(n=1), "wake up one thread waiting on this condition"): each notify wakes one of
+    them, the others wait for a notify that is not sent. `end` notify-one, `notify_at`."""
+    from debug_stuck.live.loops import own_frame_index
+    from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
+
+    if not _in_first_frames(thread, ("Condition.wait",), THREADING_FILE):
+        return
+    index = own_frame_index(thread.frames)
+    frame = thread.frames[index] if index is not None else None
+    tree = parse_source(frame_source(frame, hop.pid)) if frame is not None else None
+    waits = [r for c, r in attribute_calls(tree, ("wait",)) if c.lineno == frame.line] if tree is not None else []
+    if len(waits) != 1:
+        return
+    name = waits[0].rsplit(".", 1)[-1]
+    wakes = [
+        (c, c.func.attr) for c, r in attribute_calls(tree, ("notify", "notify_all")) if r.rsplit(".", 1)[-1] == name
+    ]
+    if not wakes or any(attr == "notify_all" or c.args or c.keywords for c, attr in wakes):
+        return
+
+    def at_same_wait(other) -> bool:
+        own = own_frame_index(other.frames)
+        return own is not None and (other.frames[own].file, other.frames[own].line) == (frame.file, frame.line)
+
+    alike = [t for t in job.threads(hop.pid) if at_same_wait(t)]
+    if len(alike) < 2:
+        return
+    hop.facts.update(end="notify-one", notify_at=f"{frame.file}:{wakes[0][0].lineno}")
+    hop.detail += (
+        f"; {len(alike)} threads wait on {waits[0]} at this line, and the job's code wakes it only with "
+        f"{waits[0]}.notify() ({frame.file}:{wakes[0][0].lineno}), which wakes one of them"
+    )
+
+
 def _in_first_frames(thread, names, file_pattern) -> bool:
     return any(
         f.function.endswith(names) and file_pattern.search(f.file or "") for f in python_frames(thread.frames)[:3]

@@ -1934,6 +1934,19 @@ def test_a_writer_blocked_on_a_full_queue_that_only_its_joiner_reads_is_named(kn
     assert_first_fix_is_about(report, "join-before-drain", "waits for room in q, which only the thread that joins it")
 
 
+def test_two_threads_at_one_condition_woken_with_notify_are_named(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j24: cond.notify() wakes one of two consumers, and the trainer waits for
+    both to acknowledge. It read "waits for a signal another thread has not sent", not notify_all()."""
+    job = zoo("condition_notify_one")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "notify-one" and re.fullmatch(r"(\S+/)?condition_notify_one\.py:\d+", end["notify_at"]), (
+        end
+    )
+    assert_first_fix_is_about(report, "condition-notify-one", "Several threads wait on one Condition")
+
+
 def test_a_new_group_every_rank_waits_in_after_one_made_on_some_ranks_names_that_call(knowledge, zoo):  # noqa: F811
     """The twelfth hunt's j08: an earlier new_group under `if rank == 0`, then every rank in the next
     new_group, whose names now differ. It was a rendezvous/collective tie and a store timeout fix. The
