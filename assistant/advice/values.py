@@ -120,6 +120,7 @@ VALUES = {
     "held_across_await": "the coroutine that holds a threading lock across an await, and where",
     "queue": "a queue the job's code names (q), full, that only the thread joining its writer reads",
     "notify_at": "where the job's code wakes a Condition with notify(), one waiter, while several wait",
+    "sentinel": "the value a consumer's loop stops on (None), which no line of its file puts",
     "marker": "the file a process polls for (READY)",
     "made_at": "where the first process of the chain creates it, below its wait (train.py:22)",
     "waited_at": "where that process waits (train.py:20)",
@@ -150,6 +151,7 @@ ASYNC_UNMET = (
     "held_across_await",
     "queue",
     "notify_at",
+    "sentinel",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

@@ -28,6 +28,7 @@ from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.endless import runs_forever, serves_forever
 from debug_stuck.live.eventloop import (
     awaited_blocked_child,
+    awaits_executor_shutdown,
     stuck_event_loop,
     through_event_loop,
     waits_on_connections,
@@ -93,6 +94,7 @@ from debug_stuck.live.syncwaits import (
     none_left_words,
     notify_one_of_many,
     permits_leaked,
+    sentinel_never_put,
     task_done_missing,
     two_queues,
 )
@@ -542,6 +544,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     awaited = awaited_blocked_child(job, hop, thread)
     if awaited is not None:
         return awaited, None
+    shutdown = awaits_executor_shutdown(job, hop, thread)
+    if shutdown is not None:
+        return shutdown
     spawned = spawn_children(job, hop, thread)
     if spawned:
         hop.facts.pop("end", None)
@@ -664,6 +669,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             joiner_drains(job, hop, thread)
         if "end" not in hop.facts:
             notify_one_of_many(job, hop, thread)
+        if "end" not in hop.facts:
+            sentinel_never_put(job, hop, thread)
         joined = joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
         if joined is not None:
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))

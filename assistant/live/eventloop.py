@@ -169,6 +169,30 @@ def _sync_words(thread) -> str:
     return "a future's result" if "result" in names else "a threading primitive (a lock, an event, a queue)"
 
 
+BASE_EVENTS = re.compile(r"(^|/)asyncio/base_events\.py$")
+
+
+def awaits_executor_shutdown(job, hop, thread) -> Optional[Tuple[int, int]]:
+    """(pid, tid) of the thread that shuts the loop's default executor down, when the loop thread
+    waits in its selector for it: asyncio.run() ends with loop.shutdown_default_executor(), whose
+    thread (BaseEventLoop._do_shutdown, CPython 3.11 Lib/asyncio/base_events.py) joins every executor
+    worker, so a run_in_executor task that never returns keeps asyncio.run from returning."""
+    if hop.kind != "poll" or thread is None or not runs_event_loop(thread):
+        return None
+    for other in job.threads(hop.pid):
+        if other.tid != thread.tid and any(
+            f.bare_name == "_do_shutdown" and BASE_EVENTS.search(f.file or "") for f in python_frames(other.frames)
+        ):
+            hop.kind, hop.object = "thread", str(other.tid)
+            hop.detail = (
+                f"waits, as asyncio.run ends, for its default executor to shut down: thread {other.name!r} joins "
+                "the executor's workers (loop.shutdown_default_executor)"
+            )
+            hop.facts["event_loop"] = "asyncio"
+            return hop.pid, other.tid
+    return None
+
+
 # asyncio's ThreadedChildWatcher (the default on Unix in 3.8-3.11) waits for each child in a thread of
 # its own (CPython 3.11 Lib/asyncio/unix_events.py: _do_waitpid, thread name "asyncio-waitpid-N")
 CHILD_WATCHER = re.compile(r"(^|/)asyncio/unix_events\.py$")

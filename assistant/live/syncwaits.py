@@ -160,6 +160,58 @@ def notify_one_of_many(job: JobView, hop, thread) -> None:
     )
 
 
+def sentinel_never_put(job: JobView, hop, thread) -> None:
+    """A thread in queue.Queue.get at `item = q.get()` in a loop that ends on a sentinel (`if item is
+    None: return`, or `break`), in a file where no line puts that sentinel on q: the consumer waits for
+    a stop signal nobody sends (the exit of a job that joins it, or asyncio.run joining its executor).
+    `end` sentinel-missing, `queue`, `sentinel`."""
+    import ast
+
+    from debug_stuck.live.loops import own_frame_index
+    from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
+
+    if not _in_first_frames(thread, ("get",), QUEUE_FILE):
+        return
+    index = own_frame_index(thread.frames)
+    frame = thread.frames[index] if index is not None else None
+    tree = parse_source(frame_source(frame, hop.pid)) if frame is not None else None
+    if tree is None:
+        return
+    taken = [
+        (node.targets[0].id, ast.unparse(node.value.func.value))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and node.lineno == frame.line
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute)
+        and node.value.func.attr == "get"
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+    ]
+    if len(taken) != 1:
+        return
+    item, queue = taken[0]
+    sentinels = {
+        ast.unparse(test.comparators[0])
+        for test in ast.walk(tree)
+        if isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == item
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.Eq))
+    }
+    if len(sentinels) != 1:
+        return
+    sentinel = sentinels.pop()
+    puts = [
+        c for c, r in attribute_calls(tree, ("put", "put_nowait")) if r.rsplit(".", 1)[-1] == queue.rsplit(".", 1)[-1]
+    ]
+    if any(c.args and ast.unparse(c.args[0]) == sentinel for c in puts):
+        return
+    hop.facts.update(end="sentinel-missing", queue=queue, sentinel=sentinel)
+    hop.detail += f"; its loop stops on `{item} is {sentinel}`, and no line of {frame.file} puts {sentinel} on {queue}"
+
+
 def _in_first_frames(thread, names, file_pattern) -> bool:
     return any(
         f.function.endswith(names) and file_pattern.search(f.file or "") for f in python_frames(thread.frames)[:3]

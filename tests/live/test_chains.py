@@ -1768,6 +1768,19 @@ def test_a_threading_lock_held_across_an_await_is_named_at_the_blocked_loop(know
     assert_first_fix_is_about(report, "threading-lock-across-await", "Coroutine checkpointer (its `with` at")
 
 
+def test_asyncio_runs_exit_waiting_for_its_default_executor_goes_on_to_the_blocked_worker(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j21: asyncio.run ends with shutdown_default_executor, whose thread joins a
+    run_in_executor worker blocked in queue.get. The chain stopped at the loop's epoll."""
+    job = zoo("asyncio_executor_exit")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert "shut down" in report.chain[0]["waits_on"]["detail"], report.chain[0]
+    end = report.chain[-1]
+    assert end["where"].startswith("wait (") and "pump (" in end["waits_on"]["detail"], report.chain
+    assert end["waits_on"].get("end") == "sentinel-missing" and end["waits_on"].get("sentinel") == "None", end
+    assert_first_fix_is_about(report, "queue-sentinel-missing", "stops on None from telemetry_q, and nothing puts it")
+
+
 def test_a_marker_made_below_the_wait_for_its_poller_is_named_where_it_is_made(knowledge, zoo):  # noqa: F811
     """The thirteenth hunt's j06 and j09: the file a process polls for is created by the process that
     waits for it, below that wait. The fixes said the loop waited "for something that never happens"."""
