@@ -3,9 +3,11 @@ cycle: a queue.Queue.join whose task_done() calls never come, a Semaphore whose 
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Optional
 
+from debug_stuck.live.loops import own_frame_index
 from debug_stuck.live.parties import (
     MP_SYNC_FILE,
     SPAWN_JOIN,
@@ -18,6 +20,7 @@ from debug_stuck.live.parties import (
     primitive_of,
     python_frames,
 )
+from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
 from debug_stuck.probes.collectors.procs import HELPER_CHILD
 
 QUEUE_FILE = re.compile(r"(^|/)queue\.py$")
@@ -85,21 +88,21 @@ def two_queues(job: JobView, hop, thread) -> None:
     hop.parties = [{"tid": putter.tid, "name": putter.name, "where": where}]
 
 
+def _own_source(frames, pid: int):
+    """(the innermost frame of the job's own code, its file parsed), or (None, None)."""
+    index = own_frame_index(frames)
+    frame = frames[index] if index is not None else None
+    return frame, (parse_source(frame_source(frame, pid)) if frame is not None else None)
+
+
 def joiner_drains(job: JobView, hop, thread) -> None:
     """A thread in queue.Queue.put (the queue full), reached from a thread that joins it, when the
     joining thread's own code is the one that reads that queue (`q.get()` in its file, the queue named
     alike): the reader waits for the writer to end, and the writer for the reader to make room (CPython
     3.11.7 Lib/queue.py: put blocks while full). `end` join-full-queue, `queue` the queue."""
-    import ast
-
-    from debug_stuck.live.loops import own_frame_index
-    from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
-
     if hop.facts.get("via") != "thread" or not _in_first_frames(thread, ("put",), QUEUE_FILE):
         return
-    index = own_frame_index(thread.frames)
-    frame = thread.frames[index] if index is not None else None
-    tree = parse_source(frame_source(frame, hop.pid)) if frame is not None else None
+    frame, tree = _own_source(thread.frames, hop.pid)
     if tree is None:
         return
     puts = [r for c, r in attribute_calls(tree, ("put",)) if c.lineno == frame.line]
@@ -109,9 +112,7 @@ def joiner_drains(job: JobView, hop, thread) -> None:
     for joiner in job.threads(hop.pid):
         if joiner.tid == thread.tid or not _in_first_frames(joiner, ("join", "_wait_for_tstate_lock"), THREADING_FILE):
             continue
-        own = own_frame_index(joiner.frames)
-        mine = joiner.frames[own] if own is not None else None
-        reader = parse_source(frame_source(mine, hop.pid)) if mine is not None else None
+        mine, reader = _own_source(joiner.frames, hop.pid)
         gets = [c for c, r in attribute_calls(reader, ("get", "get_nowait")) if r.rsplit(".", 1)[-1] == name]
         if gets and isinstance(gets[0], ast.Call):
             hop.facts["queue"] = puts[0]
@@ -128,14 +129,9 @@ def notify_one_of_many(job: JobView, hop, thread) -> None:
     too, on a Condition the file only wakes with notify() (one waiter: CPython 3.11.7 Lib/threading.py
     Condition.notify(n=1), "wake up one thread waiting on this condition"): each notify wakes one of
     them, the others wait for a notify that is not sent. `end` notify-one, `notify_at`."""
-    from debug_stuck.live.loops import own_frame_index
-    from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
-
     if not _in_first_frames(thread, ("Condition.wait",), THREADING_FILE):
         return
-    index = own_frame_index(thread.frames)
-    frame = thread.frames[index] if index is not None else None
-    tree = parse_source(frame_source(frame, hop.pid)) if frame is not None else None
+    frame, tree = _own_source(thread.frames, hop.pid)
     waits = [r for c, r in attribute_calls(tree, ("wait",)) if c.lineno == frame.line] if tree is not None else []
     if len(waits) != 1:
         return
@@ -165,16 +161,9 @@ def sentinel_never_put(job: JobView, hop, thread) -> None:
     None: return`, or `break`), in a file where no line puts that sentinel on q: the consumer waits for
     a stop signal nobody sends (the exit of a job that joins it, or asyncio.run joining its executor).
     `end` sentinel-missing, `queue`, `sentinel`."""
-    import ast
-
-    from debug_stuck.live.loops import own_frame_index
-    from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
-
     if not _in_first_frames(thread, ("get",), QUEUE_FILE):
         return
-    index = own_frame_index(thread.frames)
-    frame = thread.frames[index] if index is not None else None
-    tree = parse_source(frame_source(frame, hop.pid)) if frame is not None else None
+    frame, tree = _own_source(thread.frames, hop.pid)
     if tree is None:
         return
     taken = [
