@@ -173,6 +173,13 @@ def feeder_errors(lines: List[str]) -> List[str]:
     ]
 
 
+def since_last_process_error(lines: List[str]) -> List[str]:
+    """The lines from the last multiprocessing child traceback's "Process NAME:" on (none when there is
+    none): the traceback a log's growth may repeat."""
+    start = next((i for i in range(len(lines) - 1, -1, -1) if _PROCESS.match(_strip(lines[i]).strip())), None)
+    return lines[start:] if start is not None else []
+
+
 def only_repeated_errors(lines: List[str]) -> Optional[str]:
     """The exception line, when the lines are nothing but two or more multiprocessing child
     tracebacks of one error at one place (a Pool whose initializer raises respawns its workers, each

@@ -52,28 +52,32 @@ def _read_raw(path: str, max_bytes: int):
 
 
 GROWN_BYTES = 64 * 1024  # of what a log gained in the window, at most this much is read
-BEFORE_BYTES = 1024  # and this much before it, for the line the growth follows
+BEFORE_BYTES = 8 * 1024  # and this much before it, for what the growth follows
 
 
 def repeated_error_growth(path: str, start: int, end: int, timeout: float = 2.0) -> Optional[str]:
     """The exception line when all a log gained from byte `start` to `end` (its last GROWN_BYTES) is
     the same child traceback again and again (core.logstacks.only_repeated_errors), or the line when it
     is one failure or retry message again and again (only_repeated_line); None otherwise,
-    or when it cannot be read in `timeout` seconds."""
-    from debug_stuck.core.logstacks import only_repeated_errors, only_repeated_line
+    or when it cannot be read in `timeout` seconds. A short window can gain one traceback or one
+    retry line: what the log held just before the growth says whether it repeats."""
+    from debug_stuck.core.logstacks import only_repeated_errors, only_repeated_line, since_last_process_error
 
     def read() -> tuple:
         with open_input(path, "log", LOG_EXPECTED) as (fd, _st):
             offset = max(start, end - GROWN_BYTES)
             raw = read_span(fd, offset, end - offset)
             before = max(0, start - BEFORE_BYTES)
-            last = read_span(fd, before, start - before).rstrip(b"\n").rsplit(b"\n", 1)[-1] if start else b""
-            return (raw if offset == start else raw.split(b"\n", 1)[-1]), last  # a line cut in two is left out
+            prior = read_span(fd, before, start - before) if start else b""
+            prior = prior if before == 0 else prior.split(b"\n", 1)[-1]
+            raw = raw if offset == start else raw.split(b"\n", 1)[-1]  # a line cut in two is left out,
+            raw = raw if raw.endswith(b"\n") else raw.rsplit(b"\n", 1)[0]  # and the one still being written
+            return raw, prior
 
     try:
-        raw, last = call_with_timeout(read, timeout, what=f"reading {path}")
+        raw, prior = call_with_timeout(read, timeout, what=f"reading {path}")
     except (CallTimedOut, InputError, OSError):
         return None
     lines = raw.decode("utf-8", "replace").splitlines()
-    # a retry every few seconds adds one line to a short window: the line before it says it repeats
-    return only_repeated_errors(lines) or only_repeated_line([last.decode("utf-8", "replace")] + lines)
+    before = prior.decode("utf-8", "replace").splitlines()
+    return only_repeated_errors(since_last_process_error(before) + lines) or only_repeated_line(before[-1:] + lines)

@@ -95,3 +95,19 @@ def test_a_queue_feeders_traceback_names_the_item_it_dropped():
     ]
     other = FEEDER.replace("in _feed", "in _send").splitlines()
     assert feeder_errors(other) == []
+
+
+def test_a_growth_cut_mid_line_or_holding_one_traceback_still_reads_as_repeating(tmp_path):
+    """The window ends while a worker writes its traceback (a CI run of pool_init_fails called it
+    progressing: the cut last line matched nothing), or it gains one traceback, the same as before it."""
+    from debug_stuck.probes.collectors.logtail import repeated_error_growth
+
+    log = tmp_path / "train.log"
+    before = "\n".join([ONE.format(n=1), ONE.format(n=2)]) + "\n"
+    grown = before + ONE.format(n=3) + "\n" + ONE.format(n=4)[:40]  # the last traceback half written
+    log.write_text(grown)
+    error = "FileNotFoundError: [Errno 2] No such file or directory: '/job/vocab.txt'"
+    assert repeated_error_growth(str(log), len(before), len(grown)) == error
+    one = before + ONE.format(n=3) + "\n"
+    log.write_text(one)
+    assert repeated_error_growth(str(log), len(before), len(one)) == error

@@ -1902,11 +1902,12 @@ def test_a_preexec_fn_waiting_for_a_lock_another_thread_held_at_the_fork_is_fork
 
 def test_an_item_the_queues_feeder_could_not_pickle_is_named_at_the_exited_producer(knowledge, zoo):  # noqa: F811
     """The fourteenth hunt's j02: a record holding a lambda is put on a multiprocessing Queue; the feeder
-    thread prints the traceback and drops it, the producer exits 0, and the trainer waits in get(). No
-    cause was named and the log's traceback was not used."""
+    thread prints the traceback and drops it, the producer exits 0, and the trainer waits in get(). The
+    log's traceback was not used. As for any dead producer, no cause is claimed: the child is blamed."""
     job = zoo("queue_unpicklable")
     report = diagnose(knowledge, job.proc.pid)
-    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.verdict.hung is True, top(report)
+    assert {d.cause for d in report.diagnoses if d.confidence >= 0.5} == set(), top(report)
     assert report.chain[-1]["pid"] == job.info["child_pid"], report.chain
     assert any("Can't pickle local object" in e for log in report.logs for e in log.get("feeder_errors") or [])
     assert_first_fix_is_about(report, "dead-process", "(exit code 0; its queue dropped an item it could not pickle)")
