@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, List, Optional, Tuple
 
-from debug_stuck.live.loops import own_frame_index
+from debug_stuck.live.loops import enclosing_function, own_frame_index
 from debug_stuck.live.selflock import attribute_calls, frame_source, named_calls, parse_source
 
 # awaited method -> (the asyncio class that has it, the calls that complete the await): CPython 3.11
@@ -211,8 +211,6 @@ def set_from_thread(pid: int, frames) -> Optional[Dict[str, str]]:
     frame, tree = _loop_file(pid, frames)
     if tree is None:
         return None
-    from debug_stuck.live.loops import enclosing_function
-
     made = _created(tree)
     targets = _thread_targets(tree)
     found = []

@@ -114,7 +114,7 @@ def joiner_drains(job: JobView, hop, thread) -> None:
             continue
         mine, reader = _own_source(joiner.frames, hop.pid)
         gets = [c for c, r in attribute_calls(reader, ("get", "get_nowait")) if r.rsplit(".", 1)[-1] == name]
-        if gets and isinstance(gets[0], ast.Call):
+        if gets:
             hop.facts["queue"] = puts[0]
             hop.detail += (
                 f"; the queue {puts[0]} is read by thread {joiner.name!r} ({mine.file}:{gets[0].lineno}), which joins "
