@@ -174,26 +174,60 @@ def feeder_errors(lines: List[str]) -> List[str]:
 
 
 def since_last_process_error(lines: List[str]) -> List[str]:
-    """The lines from the last multiprocessing child traceback's "Process NAME:" on (none when there is
-    none): the traceback a log's growth may repeat."""
-    start = next((i for i in range(len(lines) - 1, -1, -1) if _PROCESS.match(_strip(lines[i]).strip())), None)
+    """The lines from the "Process NAME:" of the second last multiprocessing child traceback that ends
+    in its exception line (or the last, when there is one) on; none when there is none: the
+    tracebacks a log's growth may repeat, and any that was still being written when the growth began.
+    Two, so that a growth holding only part of one more (a frame line) still reads as a repeat."""
+    kinds = [_line_kind(line) for line in lines]
+    exceptions = [i for i, kind in enumerate(kinds) if kind == "exception"][-2:]
+    if not exceptions:
+        return []
+    start = next((i for i in range(exceptions[0], -1, -1) if kinds[i] == "process"), None)
     return lines[start:] if start is not None else []
 
 
-def only_repeated_errors(lines: List[str]) -> Optional[str]:
-    """The exception line, when the lines are nothing but two or more multiprocessing child
-    tracebacks of one error at one place (a Pool whose initializer raises respawns its workers, each
-    printing the same traceback): a log that grows so is no progress. None for any other text."""
-    errors = process_errors(lines)
-    if len(errors) < 2 or len({(e["exception"], e["at"]) for e in errors}) != 1:
-        return None
-    exception = errors[0]["exception"]
-    for line in (_strip(line) for line in lines):
-        text = line.strip()
-        if not text or line[:1].isspace() or _PROCESS.match(text) or _TB_START.search(text) or text == exception:
-            continue
+def _line_kind(line: str) -> str:
+    """What a line of a multiprocessing child's traceback is: "process" (its "Process NAME:"),
+    "traceback" (the header, a frame, a source line or carets: indented), "exception", "blank", or
+    "other" (not a traceback's line)."""
+    text = _strip(line).strip()
+    if not text:
+        return "blank"
+    if _strip(line)[:1].isspace() or _TB_START.search(text):
+        return "traceback"
+    if _PROCESS.match(text):
+        return "process"
+    return "exception" if _EXCEPTION.match(text) else "other"
+
+
+def _traceback_line(lines: List[str], kinds: List[str], i: int) -> bool:
+    line = lines[i]
+    if kinds[i] in ("process", "exception") or _TB_FRAME.match(line) or _TB_START.search(line):
+        return True
+    return bool(re.match(r"^\s+[~^]+\s*$", line)) or (i > 0 and bool(_TB_FRAME.match(lines[i - 1])))
+
+
+def only_repeated_errors(lines: List[str], new_from: int = 0) -> Optional[str]:
+    """The exception line, when the lines are nothing but multiprocessing child tracebacks of one
+    error, two or more of them (a Pool whose initializer raises respawns its workers, each
+    printing the same traceback): a log that grows so is no progress. None for any other text.
+    Workers that die together interleave their tracebacks line by line ("Process ForkPoolWorker-300:",
+    "Process ForkPoolWorker-301:", two "Traceback" lines, then both frame lists), so the lines are
+    counted by kind, not parsed as whole tracebacks. The lines from `new_from` on (a log's growth)
+    are each a line only a traceback has (its header, a frame and the source line under it, carets,
+    an exception, a "Process NAME:") or one the lines before them hold already: an indented line
+    of the job's own is no traceback."""
+    kinds = [_line_kind(line) for line in lines]
+    if "other" in kinds:
         return None  # a line of the job's own among them
-    return exception
+    seen = set(lines[:new_from])
+    grown = [i for i in range(new_from, len(lines)) if kinds[i] != "blank"]
+    if not grown or not all(_traceback_line(lines, kinds, i) or lines[i] in seen for i in grown):
+        return None
+    exceptions = [_strip(line).strip()[:200] for line, kind in zip(lines, kinds) if kind == "exception"]
+    children = kinds.count("process")
+    repeated = children >= 2 or (children == 1 and len(exceptions) >= 2)
+    return exceptions[0] if repeated and len(set(exceptions)) == 1 else None
 
 
 # A line that reports a failure or a retry, as logging levels and the usual words print it

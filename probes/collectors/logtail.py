@@ -70,7 +70,9 @@ def repeated_error_growth(path: str, start: int, end: int, timeout: float = 2.0)
             before = max(0, start - BEFORE_BYTES)
             prior = read_span(fd, before, start - before) if start else b""
             prior = prior if before == 0 else prior.split(b"\n", 1)[-1]
-            raw = raw if offset == start else raw.split(b"\n", 1)[-1]  # a line cut in two is left out,
+            cut = offset > start or (start > 0 and not prior.endswith(b"\n"))
+            prior = prior[: prior.rfind(b"\n") + 1]  # the line the window starts in is left out, whole
+            raw = raw.split(b"\n", 1)[-1] if cut else raw  # a line cut in two is left out,
             raw = raw if raw.endswith(b"\n") else raw.rsplit(b"\n", 1)[0]  # and the one still being written
             return raw, prior
 
@@ -80,4 +82,5 @@ def repeated_error_growth(path: str, start: int, end: int, timeout: float = 2.0)
         return None
     lines = raw.decode("utf-8", "replace").splitlines()
     before = prior.decode("utf-8", "replace").splitlines()
-    return only_repeated_errors(since_last_process_error(before) + lines) or only_repeated_line(before[-1:] + lines)
+    context = since_last_process_error(before)
+    return only_repeated_errors(context + lines, len(context)) or only_repeated_line(before[-1:] + lines)

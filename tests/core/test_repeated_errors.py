@@ -111,3 +111,45 @@ def test_a_growth_cut_mid_line_or_holding_one_traceback_still_reads_as_repeating
     one = before + ONE.format(n=3) + "\n"
     log.write_text(one)
     assert repeated_error_growth(str(log), len(before), len(one)) == error
+
+
+def test_tracebacks_of_workers_dying_together_read_as_repeating_in_every_window(tmp_path):
+    """Two pool workers that die at once interleave their tracebacks line by line (the suite's load
+    made pool_init_fails read as progressing: "the log grew"). Every window the probe could read,
+    from any line to any later one, after the first whole traceback, still reads as repeating."""
+    from pathlib import Path
+
+    from debug_stuck.probes.collectors.logtail import repeated_error_growth
+
+    recorded = Path(__file__).parents[1] / "fixtures" / "stacks" / "pool-initializer-raises-interleaved.log"
+    log = tmp_path / "log.txt"
+    log.write_bytes(recorded.read_bytes())
+    text = recorded.read_bytes()
+    assert b"Process ForkPoolWorker-300:\nTraceback (most recent call last):\nProcess ForkPoolWorker-301:" in text
+    ends = [i + 1 for i, byte in enumerate(text) if byte == ord("\n")]
+    first_whole = text.index(b"FileNotFoundError")
+    starts = [end for end in ends if end > first_whole]
+    error = next(line for line in text.decode().splitlines() if line.startswith("FileNotFoundError"))
+    misread = [
+        (start, end)
+        for k, start in enumerate(starts)
+        for end in starts[k + 1 : k + 40]
+        if repeated_error_growth(str(log), start, end) != error
+    ]
+    assert not misread, f"{len(misread)} windows misread, the first {misread[0]}"
+
+
+def test_an_indented_line_of_the_jobs_own_after_the_tracebacks_is_progress(tmp_path):
+    """The growth may hold only part of one more traceback, but an indented line of the job's own
+    (a progress line under a heading) that no traceback before it holds is progress."""
+    from debug_stuck.probes.collectors.logtail import repeated_error_growth
+
+    log = tmp_path / "train.log"
+    before = "\n".join([ONE.format(n=1), ONE.format(n=2)]) + "\n"
+    for grown, repeats in (
+        ('  File "/job/train.py", line 8, in init_worker\n', True),
+        ("    step 12 loss 0.43\n", False),
+    ):
+        log.write_text(before + grown)
+        found = repeated_error_growth(str(log), len(before), len(before + grown))
+        assert (found is not None) is repeats, (grown, found)
