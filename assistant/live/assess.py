@@ -26,7 +26,8 @@ from debug_stuck.core.knowledge import Knowledge
 from debug_stuck.core.libfacts import innermost_wait
 from debug_stuck.core.phases import phase_of
 from debug_stuck.core.report import Evidence, Report
-from debug_stuck.live.chain import Chain, build_chains, chain_sentence
+from debug_stuck.live.chain import Chain, build_chains
+from debug_stuck.live.chaintext import chain_sentence
 from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.culprit import (
     WAITING_CAUSE,
