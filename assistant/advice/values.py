@@ -121,6 +121,8 @@ VALUES = {
     "queue": "a queue the job's code names (q), full, that only the thread joining its writer reads",
     "notify_at": "where the job's code wakes a Condition with notify(), one waiter, while several wait",
     "sentinel": "the value a consumer's loop stops on (None), which no line of its file puts",
+    "queued": "a function the job submits to a thread pool whose every worker waits on a queue only it serves",
+    "submitted_at": "where the job's code submits that function (train.py:17)",
     "marker": "the file a process polls for (READY)",
     "made_at": "where the first process of the chain creates it, below its wait (train.py:22)",
     "waited_at": "where that process waits (train.py:20)",
@@ -152,6 +154,8 @@ ASYNC_UNMET = (
     "queue",
     "notify_at",
     "sentinel",
+    "queued",
+    "submitted_at",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

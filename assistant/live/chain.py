@@ -80,6 +80,7 @@ from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.selflock import frame_source, own_lock_holder, self_held_wait
 from debug_stuck.live.selfwaits import import_lock_join, server_shuts_itself_down
 from debug_stuck.live.setafter import parent_sets_after_join, set_after_wait
+from debug_stuck.live.starved import queued_behind
 from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
     barrier_feeders,
@@ -658,7 +659,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.facts["end"] = "deadlock"
         if "end" not in hop.facts:
             task_done_missing(job, hop, thread)
-        if "end" not in hop.facts:
+        if "end" not in hop.facts and not queued_behind(job, hop, thread):
             two_queues(job, hop, thread)
         if "end" not in hop.facts:
             joiner_drains(job, hop, thread)

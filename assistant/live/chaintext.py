@@ -23,7 +23,7 @@ def chain_sentence(chain: Chain) -> str:
         return f"Deadlock: {links}; each waits for the other, nothing can move"
     text = f"{end.who}{_relation(hops[-2], end) if len(hops) > 1 else ''} {end.detail}"
     inside = _inside_text(end)
-    if inside and end.kind not in ("lock-cycle", "process", "futex", "thread") and "(pdb)" not in end.detail:
+    if inside and end.kind not in ("lock-cycle", "process", "futex", "thread", "pool") and "(pdb)" not in end.detail:
         text += f", inside {inside}"
     if len(hops) > 1:
         first = hops[0]

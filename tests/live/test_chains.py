@@ -1948,6 +1948,19 @@ def test_a_writer_blocked_on_a_full_queue_that_only_its_joiner_reads_is_named(kn
     assert_first_fix_is_about(report, "join-before-drain", "waits for room in q, which only the thread that joins it")
 
 
+def test_a_pool_whose_workers_wait_on_a_queue_only_a_task_queued_behind_them_drains_is_named(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j09: ThreadPoolExecutor(max_workers=2) runs two shard readers blocked in
+    put() on a full queue; the packer, its only reader, waits in the pool's work queue. It read "put
+    a timeout on every wait", the pool and the packer unnamed."""
+    job = zoo("pool_queued_behind")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("kind") == "pool" and end.get("end") == "queued-behind", end
+    assert end.get("queue") == "samples" and end.get("queued") == "pack_batches", end
+    assert_first_fix_is_about(report, "pool-queued-behind", "pack_batches")
+
+
 def test_two_threads_at_one_condition_woken_with_notify_are_named(knowledge, zoo):  # noqa: F811
     """The fourteenth hunt's j24: cond.notify() wakes one of two consumers, and the trainer waits for
     both to acknowledge. It read "waits for a signal another thread has not sent", not notify_all()."""
