@@ -123,6 +123,8 @@ VALUES = {
     "sentinel": "the value a consumer's loop stops on (None), which no line of its file puts",
     "queued": "a function the job submits to a thread pool whose every worker waits on a queue only it serves",
     "submitted_at": "where the job's code submits that function (train.py:17)",
+    "cleared_event": "the one Event the job's code makes, cleared in a loop and never set again there (data_enabled)",
+    "cleared_at": "where the job's code clears its one Event inside a loop that never sets it again (train.py:20)",
     "marker": "the file a process polls for (READY)",
     "made_at": "where the first process of the chain creates it, below its wait (train.py:22)",
     "waited_at": "where that process waits (train.py:20)",
@@ -156,6 +158,8 @@ ASYNC_UNMET = (
     "sentinel",
     "queued",
     "submitted_at",
+    "cleared_event",
+    "cleared_at",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

@@ -85,6 +85,7 @@ from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
     barrier_feeders,
     barrier_short,
+    event_cleared,
     joiner_drains,
     none_left_to_release,
     none_left_words,
@@ -667,6 +668,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             notify_one_of_many(job, hop, thread)
         if "end" not in hop.facts:
             sentinel_never_put(job, hop, thread)
+        if "end" not in hop.facts:
+            event_cleared(job, hop, thread)
         joined = joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
         if joined is not None:
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))

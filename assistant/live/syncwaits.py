@@ -354,3 +354,48 @@ def none_left_words(thread, others) -> str:
         f", and no other thread is left to provide it {everyone}: the thread that would have has ended "
         "(or never started)"
     )
+
+
+def _loops_around(tree: ast.AST, line: int) -> list:
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and node.lineno <= line <= (node.end_lineno or line)
+    ]
+
+
+def event_cleared(job: JobView, hop, thread) -> None:
+    """A thread in Event.wait (threading, or multiprocessing's shared one) at a line of a file that
+    makes exactly one Event, which the file clear()s inside a loop with no set() of it anywhere in
+    that loop: the loop pauses the waiters and never lets them go again (CPython 3.11.7
+    Lib/threading.py Event.clear: "threads calling wait() will block until set() is called"; the
+    multiprocessing Event behaves alike). `end` event-cleared, `cleared_event`, `cleared_at`."""
+    if primitive_of(thread.frames) != "Event" and not _in_first_frames(thread, ("Event.wait",), SYNC_FILES):
+        return
+    frame, tree = _own_source(thread.frames, hop.pid)
+    if tree is None:
+        return
+    made = {
+        ast.unparse(node.targets[0])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.value, ast.Call)
+        and (getattr(node.value.func, "attr", None) or getattr(node.value.func, "id", None)) == "Event"
+    }
+    if len(made) != 1:
+        return
+    event = made.pop()
+    short = event.rsplit(".", 1)[-1]
+    sets = [c.lineno for c, r in attribute_calls(tree, ("set",)) if r.rsplit(".", 1)[-1] == short]
+    for clear, receiver in attribute_calls(tree, ("clear",)):
+        if receiver.rsplit(".", 1)[-1] != short:
+            continue
+        loops = _loops_around(tree, clear.lineno)
+        if loops and not any(loop.lineno <= line <= (loop.end_lineno or line) for loop in loops for line in sets):
+            hop.facts.update(end="event-cleared", cleared_event=event, cleared_at=f"{frame.file}:{clear.lineno}")
+            hop.detail += (
+                f"; the job's one Event, {event}, is cleared in a loop at {frame.file}:{clear.lineno} "
+                "and no line of that loop sets it again"
+            )
+            return

@@ -1961,6 +1961,19 @@ def test_a_pool_whose_workers_wait_on_a_queue_only_a_task_queued_behind_them_dra
     assert_first_fix_is_about(report, "pool-queued-behind", "pack_batches")
 
 
+def test_dataloader_workers_gated_on_an_event_the_loop_clears_and_never_sets_name_the_clear(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j22: the loop clears a multiprocessing Event to pause its persistent
+    DataLoader workers for evaluation and never sets it again. It read "waits for a signal another
+    thread has not sent", with a generic Condition fix."""
+    job = zoo("dataloader_paused")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "event-cleared" and end.get("cleared_event") == "loading", end
+    assert re.fullmatch(r"(\S+/)?dataloader_paused\.py:\d+", end["cleared_at"]), end
+    assert_first_fix_is_about(report, "event-cleared-never-set", "Event loading is cleared at")
+
+
 def test_two_threads_at_one_condition_woken_with_notify_are_named(knowledge, zoo):  # noqa: F811
     """The fourteenth hunt's j24: cond.notify() wakes one of two consumers, and the trainer waits for
     both to acknowledge. It read "waits for a signal another thread has not sent", not notify_all()."""
