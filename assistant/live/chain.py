@@ -30,6 +30,7 @@ from debug_stuck.live.eventloop import (
     through_event_loop,
     waits_on_connections,
 )
+from debug_stuck.live.forkfill import fork_lost_filler
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.hop import Hop
 from debug_stuck.live.jobfacts import frames_prove, frames_table
@@ -670,6 +671,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             sentinel_never_put(job, hop, thread)
         if "end" not in hop.facts:
             event_cleared(job, hop, thread)
+        if "end" not in hop.facts:
+            fork_lost_filler(job, hop, thread)
         joined = joined_thread(job, hop.pid, thread) if "end" not in hop.facts else None
         if joined is not None:
             at_exit = any(EXIT_JOIN.match(f.bare_name) for f in python_frames(thread.frames))

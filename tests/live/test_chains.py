@@ -1974,6 +1974,18 @@ def test_dataloader_workers_gated_on_an_event_the_loop_clears_and_never_sets_nam
     assert_first_fix_is_about(report, "event-cleared-never-set", "Event loading is cleared at")
 
 
+def test_forked_loader_workers_waiting_on_a_queue_only_the_parents_thread_fills_name_that_thread(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j01: an IterableDataset starts its prefetch thread in __init__, and the
+    forked DataLoader workers wait on their copies of its queue. It read "make a stuck loader fail"."""
+    job = zoo("dataloader_forked_prefetch")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "dataloader", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "fork-filler" and end.get("queue") == "self.buffer", end
+    assert end.get("forked_by") == str(job.proc.pid) and "'shard-prefetch'" in end.get("filled_by", ""), end
+    assert_first_fix_is_about(report, "fork-lost-filler", "Start the thread that fills self.buffer in each worker")
+
+
 def test_two_threads_at_one_condition_woken_with_notify_are_named(knowledge, zoo):  # noqa: F811
     """The fourteenth hunt's j24: cond.notify() wakes one of two consumers, and the trainer waits for
     both to acknowledge. It read "waits for a signal another thread has not sent", not notify_all()."""
