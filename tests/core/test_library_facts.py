@@ -336,6 +336,8 @@ def test_a_fact_rules_detail_names_the_library_message(cli_json, tmp_path):
             "size=[64, 16], stride=[16, 1])",
             "compile-start",
         ),
+        # CPython 3.11.7 on this machine: socket.create_connection to a port nobody listens on
+        ("ConnectionRefusedError: [Errno 111] Connection refused", "connect-refused"),
     ],
 )
 def test_library_lines_read_as_their_fact(catalog, line, fact):

@@ -1316,3 +1316,15 @@ def test_a_pool_whose_initializer_raises_in_every_worker_is_hung_not_progressing
     fix = first_fix(report)
     assert fix.title.startswith("The pool's workers die as they start (FileNotFoundError"), fix.title
     assert "at load_vocab (" in fix.title and "pool_init_fails.py:" in fix.title, fix.title
+
+
+def test_a_logger_retrying_a_refused_connection_for_ever_is_hung_on_an_external_service(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j13: a metrics logger retries a tracking server that is down, every 2 s,
+    for ever. It was called progressing (the warnings grew the log). Whether or not a retry falls in
+    the window, the job is hung, and the refused connection (CPython's "[Errno 111] Connection
+    refused") names the service."""
+    job = zoo("tracker_refused")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert report.verdict.cause == "external-service", top(report)
+    assert any("connection was refused" in e.detail for e in report.diagnoses[0].evidence), report.diagnoses[0].evidence
