@@ -100,6 +100,8 @@ VALUES = {
     "ranks_here": "how many ranks of the job this machine runs",
     "ranks_here_list": "' (rank 0, 1)': their ranks",
     "ranks_short": "how many the world size wants beyond them",
+    "launched_in_turn": "where the ranks' launcher waits, in a loop, for the rank it started to exit (launch.py:4)",
+    "launcher_pid": "that launcher's pid",
     "awaited": "an await of the job's on an asyncio Event or Queue that its file never completes (pf.ready.wait())",
     "awaited_at": "the coroutine and line that await it",
     "primitive": "asyncio.Event or asyncio.Queue",

@@ -8,6 +8,7 @@ who is missing, which the stacks alone cannot."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shlex
 from typing import Dict, List, Optional
@@ -53,6 +54,41 @@ def missing_members(values: Dict[str, str], report, reader, end: dict) -> None:
     values["ranks_here"] = str(len(ranks))
     values["ranks_here_list"] = f" (rank {', '.join(map(str, here))})" if len(here) == len(ranks) else ""
     values["ranks_short"] = str(world - len(ranks))
+    _in_turn(values, ranks, reader)
+
+
+# CPython 3.11.7 Lib/subprocess.py: run, call, check_call and check_output start a child and return
+# only when it has exited; Popen returns at once (its wait in a loop is how ranks started together end)
+_WAITS_FOR_CHILD = ("run", "call", "check_call", "check_output")
+
+
+def _in_turn(values: Dict[str, str], ranks: List[dict], reader) -> None:
+    """`launched_in_turn` (where) when the ranks' one parent waits for its running child in a
+    subprocess call that returns only at the child's exit, made inside a `for` or `while` loop of its
+    own code: it starts the next rank only after this one ends, and this one waits for the next."""
+    parents = {p.get("ppid") for p in ranks}
+    parent = reader.processes.get(next(iter(parents))) if len(parents) == 1 else None
+    if parent is None:
+        return
+    hop = {"pid": parent["pid"]}
+    frames = reader.python_frames(hop)
+    own = reader.own_frame(hop)
+    if own is None or not any(
+        f.get("function", "").split(".")[-1] in _WAITS_FOR_CHILD and (f.get("file") or "").endswith("subprocess.py")
+        for f in frames
+    ):
+        return
+    from debug_stuck.live.selflock import parse_source, source_of
+
+    tree = parse_source(source_of(own.get("path") or own.get("file"), parent["pid"]))
+    line = own.get("line")
+    looped = tree is not None and any(
+        isinstance(node, (ast.For, ast.While)) and node.lineno <= (line or 0) <= (node.end_lineno or 0)
+        for node in ast.walk(tree)
+    )
+    if looped:
+        values["launched_in_turn"] = f"{own.get('file')}:{line}"
+        values["launcher_pid"] = str(parent["pid"])
 
 
 def _address(proc: dict) -> Optional[str]:

@@ -211,6 +211,24 @@ def test_spawned_ranks_short_of_their_world_size_are_counted(knowledge, zoo):  #
 
 
 @pytest.mark.timeout(180)
+def test_ranks_a_launcher_starts_one_after_another_are_told_to_start_together(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j23: a launcher runs subprocess.run() per rank in a loop, so rank 1 starts
+    only after rank 0 exits, and rank 0 waits for it in init_process_group. The fix said only "this
+    machine runs 1" of 2; it names the launcher's loop now."""
+    needs_torch()
+    from debug_stuck.advice import advise
+
+    job = zoo("ranks_in_turn")
+    report = diagnose(knowledge, job.proc.pid)  # the launcher, as the hunt gave it
+    assert report.verdict.hung is True and report.verdict.cause == "rendezvous", causes(report)
+    fix = advise(report, knowledge).diagnoses[0].fixes[0]
+    assert fix.title.startswith(f"Start the ranks together: pid {job.proc.pid} starts them one after another ("), (
+        fix.title
+    )
+    assert "ranks_in_turn.py:" in fix.title and "subprocess.Popen" in fix.commands[-1], fix
+
+
+@pytest.mark.timeout(180)
 def test_torchrun_waiting_for_a_node_that_never_joins(knowledge, zoo, tmp_path):  # noqa: F811
     """The eighth hunt's rdzv_nnodes2: `torchrun --nnodes=2` on one machine; its agent starts no worker
     and waits in the elastic rendezvous. It is the launcher (not a rank), the job is hung at the
