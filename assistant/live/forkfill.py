@@ -15,14 +15,14 @@ from typing import Optional
 from debug_stuck.live.loops import own_frame_index
 from debug_stuck.live.parties import FORKED_BY_MULTIPROCESSING, JobView, python_frames
 from debug_stuck.live.selflock import attribute_calls
-from debug_stuck.live.syncwaits import QUEUE_FILE, _in_first_frames, _own_source
+from debug_stuck.live.syncwaits import QUEUE_FILE, in_first_frames, own_source
 
 
 def _queue_read(job: JobView, pid: int, thread) -> Optional[str]:
     """The queue a thread waits to get from, as its own line names it (self.q)."""
-    if not _in_first_frames(thread, ("get",), QUEUE_FILE):
+    if not in_first_frames(thread, ("get",), QUEUE_FILE):
         return None
-    frame, tree = _own_source(thread.frames, pid)
+    frame, tree = own_source(thread.frames, pid)
     calls = [r for c, r in attribute_calls(tree, ("get",)) if c.lineno == frame.line] if tree is not None else []
     return calls[0] if len(calls) == 1 else None
 
@@ -43,11 +43,11 @@ def fork_lost_filler(job: JobView, hop, thread) -> bool:
     if queue is None or parent not in job.procs:
         return False
     short = queue.rsplit(".", 1)[-1]
-    mine, _tree = _own_source(thread.frames, hop.pid)
+    mine, _tree = own_source(thread.frames, hop.pid)
     for other in job.threads(parent):
         if other.tid == parent or not python_frames(other.frames):
             continue
-        frame, tree = _own_source(other.frames, parent)
+        frame, tree = own_source(other.frames, parent)
         if tree is None or frame.file != mine.file:
             continue
         body = attribute_calls(_function_node(tree, frame.bare_name), ("put", "put_nowait"))

@@ -14,7 +14,7 @@ from typing import List, Optional, Tuple
 
 from debug_stuck.live.parties import JobView, pool_of, python_frames
 from debug_stuck.live.selflock import attribute_calls
-from debug_stuck.live.syncwaits import EXECUTOR_FILE, QUEUE_FILE, _in_first_frames, _own_source
+from debug_stuck.live.syncwaits import EXECUTOR_FILE, QUEUE_FILE, in_first_frames, own_source
 
 # the other side of a blocked call: a worker blocked in put waits for a get, one in get for a put
 _OTHER_SIDE = {"put": ("get", "get_nowait"), "get": ("put", "put_nowait")}
@@ -34,9 +34,9 @@ def _pool_workers(job: JobView, pid: int) -> dict:
 def _blocked_on(job: JobView, pid: int, worker) -> Optional[Tuple[str, str, object]]:
     """(put or get, the queue as the worker's own line names it, that frame with its parsed file)."""
     for side in ("put", "get"):
-        if not _in_first_frames(worker, (side,), QUEUE_FILE):
+        if not in_first_frames(worker, (side,), QUEUE_FILE):
             continue
-        frame, tree = _own_source(worker.frames, pid)
+        frame, tree = own_source(worker.frames, pid)
         if tree is None:
             return None
         calls = [r for c, r in attribute_calls(tree, (side, f"{side}_nowait")) if c.lineno == frame.line]

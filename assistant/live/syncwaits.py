@@ -63,13 +63,13 @@ def two_queues(job: JobView, hop, thread) -> None:
     3.11.7 Lib/queue.py: not_empty, not_full), never both, so the two wait on two queue objects: the
     producer fills one that nobody reads (a queue replaced, or one made twice). The hop names the
     putter (`end` other-queue, `threads`)."""
-    if not _in_first_frames(thread, ("get",), QUEUE_FILE):
+    if not in_first_frames(thread, ("get",), QUEUE_FILE):
         return
     putters = [
         t
         for t in job.threads(hop.pid)
         if t.tid != thread.tid
-        and _in_first_frames(t, ("put",), QUEUE_FILE)
+        and in_first_frames(t, ("put",), QUEUE_FILE)
         and (job.wait(hop.pid, t.tid) or {}).get("op") == "futex"
     ]
     if len(putters) != 1:
@@ -88,7 +88,7 @@ def two_queues(job: JobView, hop, thread) -> None:
     hop.parties = [{"tid": putter.tid, "name": putter.name, "where": where}]
 
 
-def _own_source(frames, pid: int):
+def own_source(frames, pid: int):
     """(the innermost frame of the job's own code, its file parsed), or (None, None)."""
     index = own_frame_index(frames)
     frame = frames[index] if index is not None else None
@@ -100,9 +100,9 @@ def joiner_drains(job: JobView, hop, thread) -> None:
     joining thread's own code is the one that reads that queue (`q.get()` in its file, the queue named
     alike): the reader waits for the writer to end, and the writer for the reader to make room (CPython
     3.11.7 Lib/queue.py: put blocks while full). `end` join-full-queue, `queue` the queue."""
-    if hop.facts.get("via") != "thread" or not _in_first_frames(thread, ("put",), QUEUE_FILE):
+    if hop.facts.get("via") != "thread" or not in_first_frames(thread, ("put",), QUEUE_FILE):
         return
-    frame, tree = _own_source(thread.frames, hop.pid)
+    frame, tree = own_source(thread.frames, hop.pid)
     if tree is None:
         return
     puts = [r for c, r in attribute_calls(tree, ("put",)) if c.lineno == frame.line]
@@ -110,9 +110,9 @@ def joiner_drains(job: JobView, hop, thread) -> None:
         return
     name = puts[0].rsplit(".", 1)[-1]
     for joiner in job.threads(hop.pid):
-        if joiner.tid == thread.tid or not _in_first_frames(joiner, ("join", "_wait_for_tstate_lock"), THREADING_FILE):
+        if joiner.tid == thread.tid or not in_first_frames(joiner, ("join", "_wait_for_tstate_lock"), THREADING_FILE):
             continue
-        mine, reader = _own_source(joiner.frames, hop.pid)
+        mine, reader = own_source(joiner.frames, hop.pid)
         gets = [c for c, r in attribute_calls(reader, ("get", "get_nowait")) if r.rsplit(".", 1)[-1] == name]
         if gets:
             hop.facts["queue"] = puts[0]
@@ -129,9 +129,9 @@ def notify_one_of_many(job: JobView, hop, thread) -> None:
     too, on a Condition the file only wakes with notify() (one waiter: CPython 3.11.7 Lib/threading.py
     Condition.notify(n=1), "wake up one thread waiting on this condition"): each notify wakes one of
     them, the others wait for a notify that is not sent. `end` notify-one, `notify_at`."""
-    if not _in_first_frames(thread, ("Condition.wait",), THREADING_FILE):
+    if not in_first_frames(thread, ("Condition.wait",), THREADING_FILE):
         return
-    frame, tree = _own_source(thread.frames, hop.pid)
+    frame, tree = own_source(thread.frames, hop.pid)
     waits = [r for c, r in attribute_calls(tree, ("wait",)) if c.lineno == frame.line] if tree is not None else []
     if len(waits) != 1:
         return
@@ -161,9 +161,9 @@ def sentinel_never_put(job: JobView, hop, thread) -> None:
     None: return`, or `break`), in a file where no line puts that sentinel on q: the consumer waits for
     a stop signal nobody sends (the exit of a job that joins it, or asyncio.run joining its executor).
     `end` sentinel-missing, `queue`, `sentinel`."""
-    if not _in_first_frames(thread, ("get",), QUEUE_FILE):
+    if not in_first_frames(thread, ("get",), QUEUE_FILE):
         return
-    frame, tree = _own_source(thread.frames, hop.pid)
+    frame, tree = own_source(thread.frames, hop.pid)
     if tree is None:
         return
     taken = [
@@ -201,7 +201,7 @@ def sentinel_never_put(job: JobView, hop, thread) -> None:
     hop.detail += f"; its loop stops on `{item} is {sentinel}`, and no line of {frame.file} puts {sentinel} on {queue}"
 
 
-def _in_first_frames(thread, names, file_pattern) -> bool:
+def in_first_frames(thread, names, file_pattern) -> bool:
     return any(
         f.function.endswith(names) and file_pattern.search(f.file or "") for f in python_frames(thread.frames)[:3]
     )
@@ -224,8 +224,8 @@ def permits_leaked(job: JobView, hop) -> bool:
     and never given back (a path that returns or raises between acquire and release). No cycle: no
     lock order to fix."""
     threads = [t for t in job.threads(hop.pid) if python_frames(t.frames)]
-    waiting = [t for t in threads if _in_first_frames(t, "Semaphore.acquire", THREAD_SYNC_FILE)]
-    joining = [t for t in threads if _in_first_frames(t, ("join", "_wait_for_tstate_lock"), THREADING_FILE)]
+    waiting = [t for t in threads if in_first_frames(t, "Semaphore.acquire", THREAD_SYNC_FILE)]
+    joining = [t for t in threads if in_first_frames(t, ("join", "_wait_for_tstate_lock"), THREADING_FILE)]
     # a ThreadPoolExecutor's worker with no task: its innermost Python frame is its loop's get
     idle = [t for t in threads if _idle_executor_worker(t)]
     sites = {_caller(t.frames) for t in waiting}
@@ -370,9 +370,9 @@ def event_cleared(job: JobView, hop, thread) -> None:
     that loop: the loop pauses the waiters and never lets them go again (CPython 3.11.7
     Lib/threading.py Event.clear: "threads calling wait() will block until set() is called"; the
     multiprocessing Event behaves alike). `end` event-cleared, `cleared_event`, `cleared_at`."""
-    if primitive_of(thread.frames) != "Event" and not _in_first_frames(thread, ("Event.wait",), SYNC_FILES):
+    if primitive_of(thread.frames) != "Event" and not in_first_frames(thread, ("Event.wait",), SYNC_FILES):
         return
-    frame, tree = _own_source(thread.frames, hop.pid)
+    frame, tree = own_source(thread.frames, hop.pid)
     if tree is None:
         return
     made = {
