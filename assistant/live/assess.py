@@ -44,6 +44,7 @@ from debug_stuck.live.culprit import (
 from debug_stuck.live.feeders import hands_over
 from debug_stuck.live.helpers import busy_helpers, computes_in_library
 from debug_stuck.live.jobfacts import in_library_retry_loop, runs_dataloader
+from debug_stuck.live.loopexit import left_loop_side
 from debug_stuck.live.observe import (
     CPU_BUSY,
     StackGroup,
@@ -53,7 +54,7 @@ from debug_stuck.live.observe import (
     rank_alone,
     stack_motion,
 )
-from debug_stuck.live.parties import in_thread_sync
+from debug_stuck.live.parties import JobView, in_thread_sync
 from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
 from debug_stuck.live.wakes import WATCH_MAX_SECONDS
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
@@ -258,7 +259,8 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     groups = apart_from_waiters(knowledge, group_ranks(snap), alone, busy)
     culprit = find_culprit(knowledge, groups)
     phase_at = lambda pid: stack_phase_frame(snap, knowledge, pid)  # noqa: E731
-    mismatch = find_mismatch(knowledge, groups, phase_at) if culprit is None else None
+    left_loop = lambda pids: left_loop_side(JobView(snap), pids)  # noqa: E731
+    mismatch = find_mismatch(knowledge, groups, phase_at, left_loop) if culprit is None else None
     if culprit is None and mismatch is None:
         sizes = [p.world_size for p in snap.processes if p.role == "rank" and p.world_size]
         world = max(sizes) if sizes else None

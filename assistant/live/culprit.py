@@ -154,9 +154,10 @@ class Mismatch:
         return out
 
 
-def find_mismatch(knowledge: Knowledge, groups: List[StackGroup], phase_at=None) -> Optional[Mismatch]:
+def find_mismatch(knowledge: Knowledge, groups: List[StackGroup], phase_at=None, left_loop=None) -> Optional[Mismatch]:
     """Every rank waits in a collective, but not in the same one. `phase_at(pid)` -> (phase, frame)
-    or None tells a side inside a checkpoint save."""
+    or None tells a side inside a checkpoint save; `left_loop(pids)` -> (index, loop line, its line,
+    the others' lines) or None, the side that has left the loop the others still run."""
     waiting = [g for g in groups if _waits_in_collective(knowledge, g)]
     if len(waiting) < 2 or len(waiting) != len(groups):
         return None
@@ -166,7 +167,7 @@ def find_mismatch(knowledge: Knowledge, groups: List[StackGroup], phase_at=None)
     if all(name in P2P_RECV + P2P_SEND for name, _ in sides):
         return None  # sends and recvs that do not pair: find_p2p_deadlock's, not calls of different collectives
     mismatch = Mismatch(sides)
-    mismatch.odd = _odd_side(sides, phase_at)
+    mismatch.odd = _odd_side(sides, phase_at, left_loop)
     return mismatch
 
 
@@ -243,7 +244,7 @@ def find_site_mismatch(
     return Mismatch([(name, side) for side in by_site.values()], ops="sites")
 
 
-def _odd_side(sides: List[Tuple[str, StackGroup]], phase_at) -> Optional[Culprit]:
+def _odd_side(sides: List[Tuple[str, StackGroup]], phase_at, left_loop=None) -> Optional[Culprit]:
     """The side in the extra call, when the evidence singles one out: the only side of its size
     (the others agree), the only side whose collective the job's own code calls (frameworks call
     theirs on every rank; a rank-dependent branch or callback is the job's), or the only side
@@ -265,6 +266,17 @@ def _odd_side(sides: List[Tuple[str, StackGroup]], phase_at) -> Optional[Culprit
     if len(saving) == 1:
         name, group, frame = saving[0]
         why = f"its {name} runs inside a checkpoint save ({frame}) that the other ranks never entered"
+        return _odd(sides, group, why)
+    left = left_loop([g.pids[0] for _, g in sides]) if left_loop is not None else None
+    if left is not None:
+        index, start, line, others = left
+        name, group = sides[index]
+        at = ", ".join(str(o) for o in others)
+        rest = sum(len(g.pids) for i, (_, g) in enumerate(sides) if i != index)
+        why = (
+            f"it has left the loop that starts at line {start} (its {name} is at line {line}), which the "
+            f"other {'ranks still run' if rest > 1 else 'rank still runs'} (line {at}): it stopped on its own"
+        )
         return _odd(sides, group, why)
     return None
 

@@ -46,6 +46,9 @@ common launcher, as ``srun`` or ``pdsh`` start them).
   loss on ``metrics_pg``; rank 1 reduces the loss first. Both ranks wait in ``all_reduce`` from
   different lines, each in the group whose other member waits in the other one (the thirteenth
   hunt's j17).
+- ``early_stop``: at step 3 rank 1 stops training on its own early-stopping rule (``break``) and
+  waits in the final ``barrier`` after the loop, while rank 0 waits in the step's ``all_reduce``
+  inside it (the fourteenth hunt's j03, where no culprit was named).
 
 Both ranks init gloo with a 1 h timeout, so nothing errors during a test. READY
 (``{"pid", "rank0_pid", "rank1_pid", "scenario"}``) is written by rank 1 once rank 0 has announced it
@@ -154,6 +157,7 @@ SCENARIOS = (
     "isend_tag",
     "subgroup",
     "group_order",
+    "early_stop",
 )
 
 
@@ -259,9 +263,14 @@ def train() -> None:
             elif scenario == "mismatch":
                 rank0_waits_then_ready(step)
                 dist.broadcast(grad, src=1)  # rank 0 is in all_reduce: they never meet
+            elif scenario == "early_stop":
+                rank0_waits_then_ready(step)
+                print(f"rank {rank}: no improvement for 3 steps, early stopping at step {step}", flush=True)
+                break  # the slip: decided on this rank's own loss, not on all ranks'
         dist.all_reduce(grad)
         print(f"rank {rank} step {step} grad {grad.sum().item():.1f}", flush=True)
         step += 1
+    dist.barrier()  # the end of training, which rank 0 never reaches
 
 
 if __name__ == "__main__":

@@ -1124,6 +1124,19 @@ def test_a_process_group_made_on_one_rank_alone_is_a_collective_mismatch_not_the
     ), first.why
 
 
+def test_the_rank_that_left_the_training_loop_on_its_own_is_the_culprit_of_the_mismatch(knowledge, zoo):  # noqa: F811
+    """The fourteenth hunt's j03: rank 1 stops on its own early-stopping rule and waits in the barrier
+    after the loop, rank 0 in the next step's all_reduce inside it. The mismatch was named, the
+    culprit not: the rank past the end of the loop the other still runs is the one that left."""
+    pytest.importorskip("torch")
+    job = zoo("gloo_ranks", args=["early_stop"])
+    report = diagnose(knowledge, job.info["rank0_pid"])
+    assert report.verdict.hung is True and report.verdict.cause == "collective", top(report)
+    assert {side["collective"] for side in report.verdict.finding["sides"]} == {"all_reduce", "barrier"}
+    assert report.culprit is not None and report.culprit["pid"] == job.info["rank1_pid"], report.culprit
+    assert "it has left the loop that starts at line" in report.culprit["reason"], report.culprit
+
+
 def test_a_step_one_rank_skipped_after_an_error_is_named_with_its_try(knowledge, zoo):  # noqa: F811
     """The sixth hunt's ddp_swallowed_skip: rank 1 caught an error in its step and went on (`except:
     continue`), skipping the step's all_reduce; at the end of the epoch it is in barrier while rank 0
