@@ -253,9 +253,17 @@ def _program(knowledge: Knowledge, name: str) -> Optional[dict]:
     return next((p for p in knowledge.programs if name in (p.get("names") or ())), None)
 
 
+def _cpu_wanted(snap: Snapshot, pid: int) -> float:
+    """The CPU a process wants, running or waiting for a CPU (ProcessInfo.cpu_wanted): on a loaded
+    machine a rank that computes gets less than it asks for, and is still busy."""
+    info = snap.process(pid)
+    wanted = info.cpu_wanted() if info is not None else None
+    return wanted or 0.0
+
+
 def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequence = ()) -> LiveAnalysis:
     alone = lambda pid, host=None: rank_alone(snap, pid)  # noqa: E731
-    busy = lambda pid: (getattr(snap.process(pid), "cpu_percent", None) or 0.0) >= CPU_BUSY  # noqa: E731
+    busy = lambda pid: _cpu_wanted(snap, pid) >= CPU_BUSY  # noqa: E731
     groups = apart_from_waiters(knowledge, group_ranks(snap), alone, busy)
     culprit = find_culprit(knowledge, groups)
     phase_at = lambda pid: stack_phase_frame(snap, knowledge, pid)  # noqa: E731

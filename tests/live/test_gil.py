@@ -104,3 +104,15 @@ def test_a_gil_waiter_read_as_running_still_leads_to_the_holder():
         assert hop.kind == "thread" and hop.facts == {"gil": "wait"}, hop
     hop = Hop(pid, "rank", None, pid, "MainThread", "x", op="poll")
     assert to_gil_holder(job, hop, threads["MainThread"]) is None
+
+
+def test_a_rank_that_asks_for_a_whole_cpu_on_a_loaded_machine_counts_as_busy():
+    """On a loaded machine a computing rank gets less CPU than it wants: with two busy processes on
+    2 cores, the ddp_long_backward rank fell under 80% and was grouped with the waiting rank (HUNG in
+    3 runs of 3). What its main thread asked for (running or waiting for a CPU) counts."""
+    from debug_stuck.live.assess import _cpu_wanted
+
+    loaded = ProcInfo(pid=7, ppid=1, name="python", cmdline=["python", "train.py"], cpu_percent=45.0, cpu_demand=97.0)
+    idle = ProcInfo(pid=8, ppid=1, name="python", cmdline=["python", "train.py"], cpu_percent=0.5, cpu_demand=0.5)
+    snap = Snapshot(host="h", taken_at=0.0, window=1.0, processes=[loaded, idle])
+    assert _cpu_wanted(snap, 7) == 97.0 and _cpu_wanted(snap, 8) == 0.5 and _cpu_wanted(snap, 9) == 0.0
