@@ -160,6 +160,24 @@ def _holder_at_work(snap: Snapshot, chains, progress: Progress) -> Progress:
     return Progress(None, [text], undecided_computing=True)
 
 
+def _deadlock_beside_a_log(chains, progress: Progress) -> Progress:
+    """A main thread in a wait cycle (a lock-order deadlock, a process that waits for itself) is
+    stuck for good, whatever another thread writes to the log meanwhile (a heartbeat thread that
+    logs "alive" with the step frozen): when the log's growth is all the progress there is, hung."""
+    if progress.hung is not False or not progress.reasons:
+        return progress
+    if not all(r.startswith("log ") and " grew during the " in r for r in progress.reasons):
+        return progress
+    hops = chains[0].hops if chains else []
+    if not hops or hops[0].tid != hops[0].pid or hops[-1].kind not in ("lock-cycle", "cycle"):
+        return progress
+    text = (
+        f"{progress.reasons[0]}, but {hops[0].who} is in a wait cycle that no log line ends: "
+        "another thread of the job writes while the main thread waits for good"
+    )
+    return Progress(True, [text])
+
+
 # a loop that names what it waits for (`while not os.path.exists(done)`): a poll, whatever its sleep
 POLL_HEADER = re.compile(r"^while\s+(?!(True|1)\s*:?\s*$)")
 LATER_MAX_SECONDS = 300.0  # a sleep longer than this holds the job up, whatever follows it
@@ -295,6 +313,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     progress = _sleeper_wakes_later(snap, chains, progress)
     progress = _feeder_wakes_later(snap, chains, progress)
     progress = _compiler_at_work(knowledge, snap, chains, progress)
+    progress = _deadlock_beside_a_log(chains, progress)
     for chain in chains:
         for hop in chain.hops:
             obs.add("chain", ObservedLine(hop.fact_line(), subject=hop.who, pid=hop.pid))

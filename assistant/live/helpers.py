@@ -129,7 +129,31 @@ def busy_helpers(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optional[Hel
     # no pool: the threads of its own code that would fill what it waits on (a prefetcher thread putting
     # batches on a queue.Queue); library threads (tqdm's monitor, a tracker's) fill nothing of its own
     own = [t for t in others if own_frame_index(list(t.frames)) is not None]
-    return _threads(snap, knowledge, pid, own, "threads", "thread") if own else None
+    found = _threads(snap, knowledge, pid, own, "threads", "thread") if own else None
+    return found or _serving_children(snap, pid)
+
+
+def _serving_children(snap: Snapshot, pid: int) -> Optional[Helpers]:
+    """Child processes that serve the thread's wait over a channel no system call of it shows (a gRPC
+    stream, whose connections a library's own thread polls): when every child of the process runs,
+    and a thread of each computes inside a library routine under its own code (numpy, LAPACK, torch),
+    it is at work on what the thread waits for, or on something of its own; either way one window
+    cannot call it stuck. A child spinning in its own Python code is not counted."""
+    children = [p for p in snap.processes if p.ppid == pid and not is_library_helper(p.cmdline)]
+    if not children or not all(running(p) and p.state not in "DZT" for p in children):
+        return None
+    for child in children:
+        threads = _latest_threads(snap, child.pid)
+        at_work = [t for t in threads if own_frame_index(list(t.frames)) is not None and _in_library(list(t.frames))]
+        if not at_work:
+            return None
+    members = [f"pid {p.pid} ({p.cpu_percent or 0:.0f}% CPU)" for p in children]
+    return Helpers("child processes", members, children[0].pid, "child process")
+
+
+def _in_library(frames) -> bool:
+    own = own_frame_index(frames)
+    return own is not None and own > 0 and library_at_work(frames, own) is not None
 
 
 def _waited_processes(snap: Snapshot, pid: int, tid: int):
@@ -143,9 +167,25 @@ def _waited_processes(snap: Snapshot, pid: int, tid: int):
         ends, what, one = {peer.get("pid") for peer in found.get("peer") or []}, "connection peers", "connection's peer"
     elif wait.get("op") == "lock":
         ends, what, one = set(wait.get("lock_holders") or ()), "lock holders", "lock's holder"
+    elif wait.get("op") in ("read", "poll") and _pipe_ends(wait) is not None:
+        # results that arrive through pipes (multiprocessing's Pipe, connection.wait over several):
+        # the processes holding their other ends write them when they finish computing
+        ends, what, one = _pipe_ends(wait), "pipe writers", "pipe's writer"
     else:
         return [], "", ""
     return [p for p in snap.processes if p.pid in ends - {pid}], what, one
+
+
+def _pipe_ends(wait: dict) -> Optional[set]:
+    """The pids holding the other ends of the pipes a read or a poll waits on; None when it waits on
+    anything but pipes (a poll over a socket, an event loop's wakeup socket)."""
+    if wait.get("op") == "read":
+        found = wait.get("object") or {}
+        return {p.get("pid") for p in wait.get("peers") or []} if found.get("kind") == "pipe" else None
+    watched = [w.get("object") or {} for w in wait.get("watched") or []]
+    if not watched or any(w.get("kind") != "pipe" for w in watched):
+        return None
+    return {p.get("pid") for w in watched for p in w.get("peers") or []}
 
 
 def _joins_processes(entry: dict) -> bool:

@@ -1328,3 +1328,35 @@ def test_a_logger_retrying_a_refused_connection_for_ever_is_hung_on_an_external_
     assert report.verdict.hung is True, top(report)
     assert report.verdict.cause == "external-service", top(report)
     assert any("connection was refused" in e.detail for e in report.diagnoses[0].evidence), report.diagnoses[0].evidence
+
+
+def test_results_awaited_over_pipes_from_computing_workers_are_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's h08: the main process polls the pipes of two workers that compute for
+    30 s per result. It was HUNG (cpu-spin, a worker the culprit): the workers at the other ends of
+    the pipes compute, so one window cannot call the job stuck."""
+    job = zoo("results_by_pipe")
+    report = diagnose(knowledge, job.proc.pid)
+    summary = undecided_summary(report)
+    assert f"pid {job.proc.pid} (rank) waits for its pipe writers while all 2 of them compute" in summary, summary
+
+
+def test_a_trainer_waiting_on_an_rpc_whose_server_child_computes_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's h06 (gRPC there): the main thread waits on a future that a library's I/O
+    thread completes, while the server child computes each answer for 30 s. It was HUNG (cpu-spin)."""
+    job = zoo("rpc_child_computes")
+    report = diagnose(knowledge, job.proc.pid)
+    summary = undecided_summary(report)
+    assert f"waits for its child process pid {job.info['server_pid']}" in summary and "which computes" in summary, (
+        summary
+    )
+
+
+def test_a_lock_order_deadlock_behind_a_heartbeat_that_keeps_logging_is_hung(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's j07: a heartbeat thread logs "alive step=40" every half second while the
+    main thread and an EMA thread wait for each other's lock. It was called progressing (the log
+    grew); a wait cycle that holds the main thread is stuck for good, whatever other threads log.
+    (The heartbeat writes every 0.5 s, so the 1 s window sees the log grow.)"""
+    job = zoo("heartbeat_deadlock")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert report.chain[-1]["waits_on"].get("end") == "deadlock", report.chain[-1]
