@@ -79,6 +79,16 @@ def _waits_for_children(dump, tid: int) -> str:
     return " waits=children" if mine else ""
 
 
+def _feeds_queue(dump, tid: int) -> str:
+    """`writes=queue` when the thread is a multiprocessing Queue's feeder writing into the queue's
+    pipe (CPython 3.11.7 Lib/multiprocessing/queues.py Queue._feed): a full pipe there is a queue
+    nobody drains, not the job's stdout or stderr."""
+    thread = next((t for t in dump.threads if t.tid == tid), None) if dump is not None else None
+    if thread is None:
+        return ""
+    return " writes=queue" if feeder_writing([(f.function, f.file) for f in thread.frames if not f.native]) else ""
+
+
 def observe(snap: Snapshot, obs: Observations) -> None:
     shm_ratio = snap.shm.get("ratio") if snap.shm else None
     for pid, beat in snap.heartbeats.items():
@@ -98,7 +108,9 @@ def observe(snap: Snapshot, obs: Observations) -> None:
         obs.add("process", ObservedLine(fact, subject=info.label(role), pid=info.pid))
         for tid, wchan in info.thread_wchans.items():
             if tid != info.pid:
-                line = f"role={role} thread={tid} wchan={wchan}" + _waits_for_children(dump, tid)
+                line = (
+                    f"role={role} thread={tid} wchan={wchan}" + _waits_for_children(dump, tid) + _feeds_queue(dump, tid)
+                )
                 obs.add("process", ObservedLine(line, subject=info.label(role), pid=info.pid))
         if dump is None:
             continue

@@ -1360,3 +1360,14 @@ def test_a_lock_order_deadlock_behind_a_heartbeat_that_keeps_logging_is_hung(kno
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
     assert report.chain[-1]["waits_on"].get("end") == "deadlock", report.chain[-1]
+
+
+def test_two_bounded_multiprocessing_queues_in_a_cycle_are_a_deadlock_not_blocked_output(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's j04: the main process fills a bounded task queue before reading results,
+    and the worker blocks putting into the full result queue. Both queues' feeder threads sit in
+    pipe_write, which read as output blocked on stdout (90%, "drain the pipe to a file"). A queue's
+    feeder writing into its own pipe is no stdout."""
+    job = zoo("mp_queue_cycle")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert all(d.cause != "output-blocked" for d in report.diagnoses[:3]), top(report)
