@@ -127,6 +127,7 @@ VALUES = {
     "submitted_at": "where the job's code submits that function (train.py:17)",
     "cleared_event": "the one Event the job's code makes, cleared in a loop and never set again there (data_enabled)",
     "filled_by": "the parent's thread that fills a queue its forked child waits on, and where it puts",
+    "callback": "a Pool callback that waits for a result of its own pool, and where (on_done (train.py:28))",
     "cleared_at": "where the job's code clears its one Event inside a loop that never sets it again (train.py:20)",
     "marker": "the file a process polls for (READY)",
     "made_at": "where the first process of the chain creates it, below its wait (train.py:22)",
@@ -164,6 +165,7 @@ ASYNC_UNMET = (
     "cleared_event",
     "cleared_at",
     "filled_by",
+    "callback",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

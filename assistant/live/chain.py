@@ -76,6 +76,7 @@ from debug_stuck.live.parties import (
     thread_party,
 )
 from debug_stuck.live.pipeholders import watched_pipe_writers
+from debug_stuck.live.poolcallback import callback_waits_on_pool
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.selflock import frame_source, own_lock_holder, self_held_wait
@@ -595,6 +596,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     if hop.facts.get("end") == "own-process" and thread is not None:
         return own_lock_holder(job, hop, thread)
     if hop.role != "dataloader-worker" and _waits_on_process_pool(job, hop, files):
+        if callback_waits_on_pool(job, hop) is not None:
+            return None
         worker = _pool_wait(job, hop)
         if worker is not None:
             return worker, None

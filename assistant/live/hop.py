@@ -15,7 +15,7 @@ WAIT_FACTS = (
     "awaited", "awaited_at", "primitive", "created_at", "completes", "holder_thread", "holder_at",
     "manager", "setter_pid", "dead_child", "sleep_left", "async_locks", "lock_orders", "prompt",
     "barrier_parties", "barrier_at", "barrier_waits", "preexec", "set_in_thread", "held_across_await", "followed",
-    "queue", "notify_at", "sentinel", "queued", "submitted_at", "cleared_event", "cleared_at", "filled_by",
+    "queue", "notify_at", "sentinel", "queued", "submitted_at", "cleared_event", "cleared_at", "filled_by", "callback",
 )  # fmt: skip
 
 

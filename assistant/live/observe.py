@@ -6,6 +6,7 @@ the ranks group by stack (progress is judged in `progress.py`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional
 
@@ -79,14 +80,24 @@ def _waits_for_children(dump, tid: int) -> str:
     return " waits=children" if mine else ""
 
 
+MP_CONNECTION = re.compile(r"(^|/)multiprocess(ing)?/connection\.py$")
+
+
 def _feeds_queue(dump, tid: int) -> str:
-    """`writes=queue` when the thread is a multiprocessing Queue's feeder writing into the queue's
-    pipe (CPython 3.11.7 Lib/multiprocessing/queues.py Queue._feed): a full pipe there is a queue
-    nobody drains, not the job's stdout or stderr."""
+    """`writes=queue` when the thread writes into one of multiprocessing's pipes: a Queue's feeder
+    (CPython 3.11.7 Lib/multiprocessing/queues.py Queue._feed), or a send on a Connection (a Pool
+    worker putting its result on the pool's SimpleQueue, a Pipe's send). A full pipe there is a
+    queue or a peer nobody drains, not the job's stdout or stderr."""
     thread = next((t for t in dump.threads if t.tid == tid), None) if dump is not None else None
     if thread is None:
         return ""
-    return " writes=queue" if feeder_writing([(f.function, f.file) for f in thread.frames if not f.native]) else ""
+    python = [(f.function, f.file) for f in thread.frames if not f.native]
+    sends = any(
+        function.rsplit(".", 1)[-1] in ("_send", "_send_bytes", "send_bytes", "send")
+        and MP_CONNECTION.search(file or "")
+        for function, file in python[:3]
+    )
+    return " writes=queue" if sends or feeder_writing(python) else ""
 
 
 def observe(snap: Snapshot, obs: Observations) -> None:
@@ -105,6 +116,7 @@ def observe(snap: Snapshot, obs: Observations) -> None:
         dump = series.latest() if series is not None else None
         role = fact_role(info, dataloader_job, dump)
         fact = process_fact(info, stack_motion(series), shm_ratio, role) + _waits_for_children(dump, info.pid)
+        fact += _feeds_queue(dump, info.pid)
         obs.add("process", ObservedLine(fact, subject=info.label(role), pid=info.pid))
         for tid, wchan in info.thread_wchans.items():
             if tid != info.pid:

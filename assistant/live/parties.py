@@ -158,7 +158,8 @@ def idle_in_queue(job: JobView, pid: int) -> bool:
         return False
     py = python_frames(thread.frames)
     library_part = py[: own_frame_index(py)]  # what it runs above the job's own code
-    return any(IDLE_QUEUE.search(f.file or "") for f in library_part)
+    # a get waits for work; a put (a pool worker sending its result) is a worker with a result to hand in
+    return any(IDLE_QUEUE.search(f.file or "") and f.bare_name in IDLE_CALLS for f in library_part)
 
 
 def replacement_worker(workers):

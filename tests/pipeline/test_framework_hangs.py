@@ -1371,3 +1371,15 @@ def test_two_bounded_multiprocessing_queues_in_a_cycle_are_a_deadlock_not_blocke
     report = diagnose(knowledge, job.proc.pid)
     assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
     assert all(d.cause != "output-blocked" for d in report.diagnoses[:3]), top(report)
+
+
+def test_a_pool_callback_that_waits_for_its_own_pool_is_named(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's j02: a Pool callback calls pool.apply(), in the result-handler thread
+    that alone delivers results. It was read as a lost task (a worker that died mid-task)."""
+    job = zoo("pool_callback_apply")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "callback-waits-pool" and "on_done (" in end.get("callback", ""), end
+    fix = first_fix(report)
+    assert fix.title.startswith("The Pool callback on_done ("), fix.title

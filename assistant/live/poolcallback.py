@@ -1,0 +1,47 @@
+"""A multiprocessing Pool whose result-handler thread waits for a result of the same pool.
+
+CPython 3.11.7 Lib/multiprocessing/pool.py: one thread, Pool._handle_results, takes every result off
+the pool's result queue and sets its ApplyResult, which runs the task's `callback` in that thread
+(ApplyResult._set). A callback that calls pool.apply(), or .get() on another result of the pool,
+waits for a result only that thread could deliver: it never comes, and every later result with it
+(the docs: "Callbacks should complete immediately since otherwise the thread which handles the
+results will get blocked").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from debug_stuck.live.parties import JobView, python_frames
+
+POOL_FILE = re.compile(r"(^|/)multiprocess(ing)?/pool\.py$")
+# a wait for one of the pool's own results: ApplyResult.get/wait (MapResult's too), Pool.apply/map
+_RESULT_WAITS = ("wait", "get", "apply", "map", "starmap")
+
+
+def callback_waits_on_pool(job: JobView, hop) -> Optional[str]:
+    """The callback (`function (file:line)`) running in the process's pool result-handler thread
+    while it waits for a result of the pool; sets the hop's `end` callback-waits-pool, `callback`."""
+    for thread in job.threads(hop.pid):
+        frames = python_frames(thread.frames)
+        handler = next(
+            (i for i, f in enumerate(frames) if f.bare_name == "_handle_results" and POOL_FILE.search(f.file or "")),
+            None,
+        )
+        if handler is None:
+            continue
+        inner = frames[:handler]
+        waits = any(f.bare_name in _RESULT_WAITS and POOL_FILE.search(f.file or "") for f in inner)
+        callback = next((f for f in reversed(inner) if not POOL_FILE.search(f.file or "")), None)
+        if not waits or callback is None:
+            continue
+        hop.kind, hop.object = "thread", str(thread.tid)
+        hop.facts.update(end="callback-waits-pool", callback=callback.text())
+        hop.detail = (
+            f"waits for a result from its pool, and the pool's result-handler thread runs the callback "
+            f"{callback.text()}, which itself waits for a result of that pool: only that thread delivers "
+            "results, so neither ever comes"
+        )
+        return callback.text()
+    return None
