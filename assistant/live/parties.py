@@ -588,7 +588,9 @@ def rpc_callee(job: JobView, pid: int, thread) -> Optional[Tuple[int, int]]:
     return None
 
 
-POLL_LOOP = re.compile(r"^while\s+not\b|^while\b.*\bnot\s+in\b")  # a loop that waits for one thing
+# a loop that waits for one thing: `while not done`, `while x not in seen`, `while seq[0] % 2 == 0` (any
+# condition; `while True` names none)
+POLL_LOOP = re.compile(r"^while\s+(?!(True|1)\s*:?\s*$)")
 
 
 def dead_child_of_poll(job: JobView, hop) -> Optional[int]:

@@ -14,6 +14,11 @@ it connects (the twelfth hunt's j24: no cause named, the dead client not named).
 ``signal.sigwait`` from a staging helper child, which raises (a missing config key) before it sends
 it (the thirteenth hunt's j23: no cause named, "Compile in-process" first).
 
+``python poll_dead_child.py counter``: the trainer polls a shared sequence number (``while
+seq.value == seen: time.sleep(0.001)``, a ``multiprocessing.Value``) that its decoder child bumps for
+each batch; the decoder raises on a truncated record (the fifteenth hunt's j20, with shared memory:
+no cause named, the dead decoder not connected to the loop).
+
 READY (``{"pid", "child_pid"}``): once the child is a zombie and the trainer has slept for 5 samples.
 """
 
@@ -93,7 +98,34 @@ def wait_for_signal() -> None:
     print("staged", flush=True)
 
 
+def decode(seq, batches: int) -> None:
+    for index in range(batches):
+        record = b"\x00" * (4 * 128 - (3 if index == 7 else 0))
+        if len(record) % 4:
+            raise ValueError(f"record {index}: buffer size must be a multiple of element size")
+        with seq.get_lock():
+            seq.value += 1
+        time.sleep(0.05)
+
+
+def poll_counter() -> None:
+    seq = multiprocessing.Value("q", 0)
+    decoder = multiprocessing.get_context("fork").Process(target=decode, args=(seq, 1000), name="decoder")
+    decoder.start()
+    _common.ready_when(
+        lambda: _common.task_state(decoder.pid) == "Z" and _common.sleeping_steadily(os.getpid()),
+        lambda: {"child_pid": decoder.pid},
+    )
+    seen = 0
+    for step in range(1000):
+        while seq.value == seen:
+            time.sleep(0.001)
+        seen = seq.value
+        print(f"step {step} batch {seen}", flush=True)
+
+
 if __name__ == "__main__":
     import sys
 
-    {"accept": serve, "sigwait": wait_for_signal}.get(sys.argv[1] if sys.argv[1:] else "", main)()
+    scenarios = {"accept": serve, "sigwait": wait_for_signal, "counter": poll_counter}
+    scenarios.get(sys.argv[1] if sys.argv[1:] else "", main)()

@@ -1605,6 +1605,19 @@ def test_a_loop_polling_for_a_marker_whose_child_crashed_ends_at_the_dead_child(
     assert_first_fix_is_about(report, "dead-process", f"Worker process pid {child} has died (exit code 1)")
 
 
+def test_a_loop_polling_a_shared_counter_whose_child_crashed_ends_at_the_dead_child(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's j20: `while seq.value == seen: time.sleep(0.001)` on a counter the decoder
+    child bumps, and the decoder died of a ValueError. Only `while not ...` loops read as polls: no
+    cause was named."""
+    job = zoo("poll_dead_child", args=["counter"])
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child], report.chain
+    assert report.culprit["pid"] == child, report.culprit
+    assert_first_fix_is_about(report, "dead-process", f"Worker process pid {child} has died (exit code 1)")
+
+
 def test_an_accept_whose_client_child_crashed_ends_at_the_dead_child(knowledge, zoo):  # noqa: F811
     """The twelfth hunt's j24: Listener.accept() while the actor child that would connect is a zombie
     (FileNotFoundError before it connects). No cause was named and the socket read "to 0.0.0.0:0"."""
