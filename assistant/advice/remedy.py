@@ -174,6 +174,8 @@ class _Reader:
             token += ":" + str(waits["op"])
         if waits.get("peer") == "self":
             token += "+self"
+        if waits.get("spin_loop"):
+            token += "+spin"
         if waits.get("loop") == "own":
             token += "+own"
         for flag in ("gc", "master"):
@@ -269,6 +271,10 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     values.update({f"store_{k}": str(waits[k]) for k in ("key", "set_key", "set_at") if waits.get(k)})
     # an asyncio Event or Queue the job's code awaits and never completes (live.asyncwaits)
     values.update({k: str(waits[k]) for k in ASYNC_UNMET + ("sleep_left",) if waits.get(k)})
+    # a parent at a multiprocessing primitive whose child spins on a flag (live.spinparty): the hop before
+    spin = next((h.get("waits_on") or {} for h in chain if (h.get("waits_on") or {}).get("spin_loop")), None)
+    if spin is not None:
+        values.update(spin_pid=str(spin.get("object")), spin_loop=str(spin["spin_loop"]), spin_at=str(spin["spin_at"]))
     _sync(values, end, reader)
     _lock_cycle(values, end)
     join_lock_values(values, end, _source)

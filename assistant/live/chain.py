@@ -82,6 +82,7 @@ from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.selflock import frame_source, own_lock_holder, self_held_wait
 from debug_stuck.live.selfwaits import import_lock_join, server_shuts_itself_down
 from debug_stuck.live.setafter import parent_sets_after_join, set_after_wait
+from debug_stuck.live.spinparty import spinning_child
 from debug_stuck.live.starved import queued_behind
 from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
@@ -615,6 +616,16 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         if party is not None:
             hop.kind, hop.object = "process", str(party)
             hop.detail = f"waits at a multiprocessing {primitive_of(thread.frames)} for pid {party}"
+            return party, None
+        spinning = spinning_child(job, hop.pid)
+        if spinning is not None:
+            party, header, where = spinning
+            hop.kind, hop.object = "process", str(party)
+            hop.facts.update(spin_loop=header, spin_at=where)
+            hop.detail = (
+                f"waits at a multiprocessing {primitive_of(thread.frames)}, while its child pid {party} spins in "
+                f"`{header}` at {where}, waiting too"
+            )
             return party, None
         if barrier_short(job, hop, thread):
             return None

@@ -1383,3 +1383,17 @@ def test_a_pool_callback_that_waits_for_its_own_pool_is_named(knowledge, zoo):  
     assert end.get("end") == "callback-waits-pool" and "on_done (" in end.get("callback", ""), end
     fix = first_fix(report)
     assert fix.title.startswith("The Pool callback on_done ("), fix.title
+
+
+def test_a_child_spinning_on_a_flag_its_waiting_parent_raises_later_is_named(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's j08: the trainer waits at a multiprocessing Event the prefetcher child
+    sets once started, and the child spins on a flag the trainer raises only after that wait. No
+    cause was named and the first fix was "Raise on NaN/Inf gradients"."""
+    job = zoo("handshake_spin")
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child], report.chain
+    assert report.chain[0]["waits_on"].get("spin_loop") == "while not start.value", report.chain[0]
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Pid {child} spins in `while not start.value`"), fix.title
