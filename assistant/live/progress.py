@@ -165,6 +165,12 @@ def receiving(info) -> Optional[dict]:
     return None
 
 
+def unmeasured(conn: dict) -> bool:
+    """No reading of the connection's tcp_info was taken (`ss` missing, slow or refused): nothing is
+    known of whether its peer still sends."""
+    return "last_received_ms" not in conn and "received_bytes" not in conn
+
+
 def arriving(conn: dict) -> bool:
     """Data reached this connection within the last RECEIVING_MS (the kernel's tcp_info): its peer
     has not stopped sending."""
