@@ -521,6 +521,13 @@ def _lock_file(values: Dict[str, str], reader: _Reader, end: dict) -> None:
     if not found or not found.get("path"):
         return
     values["lock_file"] = found["path"]
+    frames = (reader.thread(end) or {}).get("frames") or []
+    if any(
+        (match_frame(reader.frames_table, f.get("function") or "", None) or {}).get("library") == "sqlite"
+        for f in frames
+        if f.get("native")
+    ):
+        values["sqlite_db"] = found["path"]  # SQLite's busy handler polls the database file's lock
     entry = reader.library_wait(end)
     values["lock_library"] = f", a lock file of {entry['library']}" if entry and entry.get("library") else ""
     holders = found.get("holders") or []

@@ -144,6 +144,7 @@ VALUES = {
     "respawn_exception": "the exception every Pool worker in the log died of as it started",
     "respawn_at": "where they raised it (init_worker (train.py:8))",
     "respawn_count": "how many such dead workers the log's tail holds",
+    "sqlite_db": "an SQLite database whose lock the waiting thread polls in SQLite's busy handler",
     "holder_thread": "the thread of the waiting process that holds the file lock it waits for",
     "holder_at": "where that thread's own code is, inside the `with` that took it",
 }

@@ -130,30 +130,43 @@ def _cmdline(pid: int) -> str:
 MAX_FDS = 256
 
 
-def locked_open_file(pid: int, seconds: float = 3.0) -> Optional[str]:
-    """The path of a regular file `pid` has open on which another process holds a flock/POSIX lock
-    (/proc/locks): what a native lock poll waits on (SQLite's busy handler, which polls the database
-    file's POSIX lock and keeps no path in a Python local). None when there is none or it cannot be read."""
+def _open_file_among(pid: int, inodes: set) -> Optional[str]:
+    """The path of the first regular file pid has open whose inode is among `inodes`."""
     import stat
 
+    fd_dir = f"/proc/{pid}/fd"
+    for name in sorted(os.listdir(fd_dir), key=lambda n: int(n) if n.isdigit() else 0)[:MAX_FDS]:
+        try:
+            target = os.readlink(f"{fd_dir}/{name}")
+            if not target.startswith("/"):
+                continue
+            info = os.stat(f"{fd_dir}/{name}")
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_ino in inodes:
+            return target
+    return None
+
+
+def locked_open_file(pid: int, seconds: float = 3.0) -> Optional[str]:
+    """The path of a regular file `pid` has open on which another process holds a flock/POSIX lock
+    (/proc/locks), else one its own process locks: what a native lock poll waits on (SQLite's busy
+    handler, which polls the database file's POSIX lock and keeps no path in a Python local). None when
+    there is none or it cannot be read."""
     from debug_stuck.bounded import call_or
     from debug_stuck.probes.collectors.waits import lock_holders
 
     def scan() -> Optional[str]:
-        held = {ino for ino, pids in lock_holders().items() if any(p != pid for p in pids)}
-        if not held:
-            return None
-        fd_dir = f"/proc/{pid}/fd"
-        for name in sorted(os.listdir(fd_dir), key=lambda n: int(n) if n.isdigit() else 0)[:MAX_FDS]:
-            try:
-                target = os.readlink(f"{fd_dir}/{name}")
-                if not target.startswith("/"):
-                    continue
-                info = os.stat(f"{fd_dir}/{name}")
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode) and info.st_ino in held:
-                return target
+        holders = lock_holders()
+        # another process's lock first; else one its own process holds (POSIX locks are per process: a
+        # second SQLite connection of the same process waits for the first one's transaction)
+        for held in (
+            {ino for ino, pids in holders.items() if any(p != pid for p in pids)},
+            {ino for ino, pids in holders.items() if pid in pids},
+        ):
+            found = _open_file_among(pid, held) if held else None
+            if found is not None:
+                return found
         return None
 
     return call_or(None, scan, seconds, f"the locked files of {pid}")

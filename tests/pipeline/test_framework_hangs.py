@@ -1397,3 +1397,17 @@ def test_a_child_spinning_on_a_flag_its_waiting_parent_raises_later_is_named(kno
     assert report.chain[0]["waits_on"].get("spin_loop") == "while not start.value", report.chain[0]
     fix = first_fix(report)
     assert fix.title.startswith(f"Pid {child} spins in `while not start.value`"), fix.title
+
+
+def test_a_second_sqlite_connection_waiting_on_the_first_ones_transaction_is_named(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's j01: a summary helper writes through a second connection while the first,
+    in the same thread, holds an uncommitted insert; SQLite's busy handler waits for an hour. It was
+    read as slow storage, "put the data on a local SSD", the lock unnamed."""
+    job = zoo("sqlite_two_connections")
+    path = job.info["path"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "own-process" and end.get("object") == path, end
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Another connection of this same process holds the write lock on {path}"), fix.title
