@@ -50,10 +50,10 @@ def _spin_header(source: str, line: int) -> Optional[str]:
 def _own_frame(frames):
     """The innermost frame of the job's own code that is a file of its own: multiprocessing's shared
     values run generated code (`getvalue` in "<string>", Lib/multiprocessing/sharedctypes.py)."""
-    for frame in frames[own_frame_index(frames) or 0 :] if own_frame_index(frames) is not None else ():
-        if not frame.native and not (frame.file or "").startswith("<"):
-            return frame
-    return None
+    start = own_frame_index(frames)
+    if start is None:
+        return None
+    return next((f for f in frames[start:] if not f.native and not (f.file or "").startswith("<")), None)
 
 
 def _own_lines(series, pid: int) -> set:
