@@ -160,6 +160,21 @@ def _holder_at_work(snap: Snapshot, chains, progress: Progress) -> Progress:
     return Progress(None, [text], undecided_computing=True)
 
 
+def _transfer_unread(chains, progress: Progress) -> Progress:
+    """A wait that ends on a connection whose tcp_info could not be read (`ss` missing, slow on a
+    loaded machine): a slow transfer and a stalled one look alike in a frozen stack, so not hung."""
+    if progress.hung is not True:
+        return progress
+    hop = next((c.hops[-1] for c in chains if c.hops and c.hops[-1].facts.get("receiving") == "unread"), None)
+    if hop is None:
+        return progress
+    text = (
+        f"{hop.who} waits to read a connection to {hop.object}, and whether data still arrives on it could not "
+        "be read (`ss -ti`): a slow transfer and a stalled one look alike in one window"
+    )
+    return Progress(None, [text])
+
+
 def _deadlock_beside_a_log(chains, progress: Progress) -> Progress:
     """A main thread in a wait cycle (a lock-order deadlock, a process that waits for itself) is
     stuck for good, whatever another thread writes to the log meanwhile (a heartbeat thread that
@@ -314,6 +329,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
     progress = _feeder_wakes_later(snap, chains, progress)
     progress = _compiler_at_work(knowledge, snap, chains, progress)
     progress = _deadlock_beside_a_log(chains, progress)
+    progress = _transfer_unread(chains, progress)
     for chain in chains:
         for hop in chain.hops:
             obs.add("chain", ObservedLine(hop.fact_line(), subject=hop.who, pid=hop.pid))

@@ -292,6 +292,7 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
             hop.facts["receiving"] = "yes"
         elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll") and unmeasured(obj):
             text += ": whether data still arrives on it could not be read (no reading of `ss -ti`)"
+            hop.facts["receiving"] = "unread"
         elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll"):
             peer = obj.get("peer") or []
             peer_text = f" ({describe_peer(peer)})" if peer else ""

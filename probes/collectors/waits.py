@@ -488,7 +488,7 @@ def socket_tables(pid: int) -> Dict[int, dict]:
     return out
 
 
-SS_SECONDS = 1.5
+SS_SECONDS = 3.0
 _SS_LASTRCV = re.compile(r"\blastrcv:(\d+)")
 _SS_RECEIVED = re.compile(r"\bbytes_received:(\d+)")
 _SS_SENT = re.compile(r"\bbytes_sent:(\d+)")

@@ -43,3 +43,18 @@ def test_a_connection_silent_for_seconds_is_one_that_never_answers():
     silent = dict(WAIT, object=dict(WAIT["object"], last_received_ms=9000, received_bytes=0, sent_bytes=120))
     _describe(hop, silent, {26543})
     assert hop.facts.get("end") == "no-answer" and "never answers" in hop.detail, (hop.detail, hop.facts)
+
+
+def test_a_hung_reading_that_ends_on_an_unread_connection_is_undecided():
+    """A frozen stack over a connection nobody could measure is what a slow download looks like too."""
+    from debug_stuck.live.assess import _transfer_unread
+    from debug_stuck.live.chain import Chain
+    from debug_stuck.live.progress import Progress
+
+    hop = _hop()
+    _describe(hop, WAIT, {26543})
+    judged = _transfer_unread([Chain([hop])], Progress(True, ["no stack moved"]))
+    assert judged.hung is None and "could not be read" in judged.reasons[0], judged
+    measured = _hop()
+    _describe(measured, dict(WAIT, object=dict(WAIT["object"], last_received_ms=9000, received_bytes=0)), {26543})
+    assert _transfer_unread([Chain([measured])], Progress(True, ["no stack moved"])).hung is True
