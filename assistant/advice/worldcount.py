@@ -8,7 +8,6 @@ who is missing, which the stacks alone cannot."""
 
 from __future__ import annotations
 
-import ast
 import os
 import shlex
 from typing import Dict, List, Optional
@@ -78,15 +77,11 @@ def _in_turn(values: Dict[str, str], ranks: List[dict], reader) -> None:
         for f in frames
     ):
         return
-    from debug_stuck.live.selflock import parse_source, source_of
+    from debug_stuck.live.loops import innermost_loop
+    from debug_stuck.live.selflock import source_of
 
-    tree = parse_source(source_of(own.get("path") or own.get("file"), parent["pid"]))
     line = own.get("line")
-    looped = tree is not None and any(
-        isinstance(node, (ast.For, ast.While)) and node.lineno <= (line or 0) <= (node.end_lineno or 0)
-        for node in ast.walk(tree)
-    )
-    if looped:
+    if innermost_loop(source_of(own.get("path") or own.get("file"), parent["pid"]) or "", line or 0) is not None:
         values["launched_in_turn"] = f"{own.get('file')}:{line}"
         values["launcher_pid"] = str(parent["pid"])
 

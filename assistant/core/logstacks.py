@@ -44,6 +44,7 @@ _PYSTACK_FRAME = re.compile(
 )
 _TB_START = re.compile(r"Traceback \(most recent call (?P<order>last|first)\):")
 _TB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_CARETS = re.compile(r"^\s+[~^]+\s*$")  # 3.11+ marks the failing expression under its source line
 _FH_START = FH_START
 _FH_FRAME = FH_FRAME
 _PYSPY_START = re.compile(r'^Thread (?P<ident>0x[0-9A-Fa-f]+|\d+) \((?P<state>[\w+]+)\)(?:: "(?P<name>[^"]*)")?')
@@ -190,10 +191,11 @@ def _line_kind(line: str) -> str:
     """What a line of a multiprocessing child's traceback is: "process" (its "Process NAME:"),
     "traceback" (the header, a frame, a source line or carets: indented), "exception", "blank", or
     "other" (not a traceback's line)."""
-    text = _strip(line).strip()
+    stripped = _strip(line)
+    text = stripped.strip()
     if not text:
         return "blank"
-    if _strip(line)[:1].isspace() or _TB_START.search(text):
+    if stripped[:1].isspace() or _TB_START.search(text):
         return "traceback"
     if _PROCESS.match(text):
         return "process"
@@ -204,7 +206,7 @@ def _traceback_line(lines: List[str], kinds: List[str], i: int) -> bool:
     line = lines[i]
     if kinds[i] in ("process", "exception") or _TB_FRAME.match(line) or _TB_START.search(line):
         return True
-    return bool(re.match(r"^\s+[~^]+\s*$", line)) or (i > 0 and bool(_TB_FRAME.match(lines[i - 1])))
+    return bool(_CARETS.match(line)) or (i > 0 and bool(_TB_FRAME.match(lines[i - 1])))
 
 
 def only_repeated_errors(lines: List[str], new_from: int = 0) -> Optional[str]:
@@ -282,7 +284,7 @@ def _traceback(text: List[str], start: int, headerless: bool = False):
             i += 1
             if i < len(text) and not _TB_FRAME.match(text[i]) and _is_source_line(text, i):
                 i += 1  # the source line under the frame
-            while i < len(text) and re.match(r"^\s+[~^]+\s*$", text[i]):
+            while i < len(text) and _CARETS.match(text[i]):
                 i += 1  # 3.11+ carets
             continue
         break

@@ -55,7 +55,7 @@ from debug_stuck.live.observe import (
     stack_motion,
 )
 from debug_stuck.live.parties import JobView, in_thread_sync
-from debug_stuck.live.progress import STOPPED_STATES, Progress, judge_progress
+from debug_stuck.live.progress import STOPPED_STATES, Progress, cpu_used, judge_progress
 from debug_stuck.live.wakes import WATCH_MAX_SECONDS
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
 from debug_stuck.probes.collectors.stacks import main_thread
@@ -290,8 +290,7 @@ def _cpu_wanted(snap: Snapshot, pid: int) -> float:
     """The CPU a process wants, running or waiting for a CPU (ProcessInfo.cpu_wanted): on a loaded
     machine a rank that computes gets less than it asks for, and is still busy."""
     info = snap.process(pid)
-    wanted = info.cpu_wanted() if info is not None else None
-    return wanted or 0.0
+    return cpu_used(info) if info is not None else 0.0
 
 
 def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequence = ()) -> LiveAnalysis:

@@ -9,12 +9,11 @@ are taken (CPython 3.11.7 Lib/queue.py: get blocks while the queue is empty).
 
 from __future__ import annotations
 
-import ast
 from typing import Optional
 
-from debug_stuck.live.loops import own_frame_index
+from debug_stuck.live.loops import enclosing_function, own_frame_index
 from debug_stuck.live.parties import FORKED_BY_MULTIPROCESSING, JobView, python_frames
-from debug_stuck.live.selflock import attribute_calls
+from debug_stuck.live.selflock import attribute_calls, receivers_at
 from debug_stuck.live.syncwaits import QUEUE_FILE, in_first_frames, own_source
 
 
@@ -23,7 +22,7 @@ def _queue_read(job: JobView, pid: int, thread) -> Optional[str]:
     if not in_first_frames(thread, ("get",), QUEUE_FILE):
         return None
     frame, tree = own_source(thread.frames, pid)
-    calls = [r for c, r in attribute_calls(tree, ("get",)) if c.lineno == frame.line] if tree is not None else []
+    calls = receivers_at(tree, ("get",), frame.line) if tree is not None else []
     return calls[0] if len(calls) == 1 else None
 
 
@@ -50,7 +49,7 @@ def fork_lost_filler(job: JobView, hop, thread) -> bool:
         frame, tree = own_source(other.frames, parent)
         if tree is None or frame.file != mine.file:
             continue
-        body = attribute_calls(_function_node(tree, frame.bare_name), ("put", "put_nowait"))
+        body = attribute_calls(enclosing_function(tree, frame.line or 0), ("put", "put_nowait"))
         if not any(r.rsplit(".", 1)[-1] == short for _c, r in body):
             continue
         filler = f"thread {other.name!r} of pid {parent} at {frame.text()}"
@@ -62,10 +61,3 @@ def fork_lost_filler(job: JobView, hop, thread) -> bool:
         )
         return True
     return False
-
-
-def _function_node(tree, name: str):
-    return next(
-        (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name),
-        None,
-    )

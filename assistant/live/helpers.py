@@ -167,10 +167,10 @@ def _waited_processes(snap: Snapshot, pid: int, tid: int):
         ends, what, one = {peer.get("pid") for peer in found.get("peer") or []}, "connection peers", "connection's peer"
     elif wait.get("op") == "lock":
         ends, what, one = set(wait.get("lock_holders") or ()), "lock holders", "lock's holder"
-    elif wait.get("op") in ("read", "poll") and _pipe_ends(wait) is not None:
+    elif wait.get("op") in ("read", "poll") and (pipe_ends := _pipe_ends(wait)) is not None:
         # results that arrive through pipes (multiprocessing's Pipe, connection.wait over several):
         # the processes holding their other ends write them when they finish computing
-        ends, what, one = _pipe_ends(wait), "pipe writers", "pipe's writer"
+        ends, what, one = pipe_ends, "pipe writers", "pipe's writer"
     else:
         return [], "", ""
     return [p for p in snap.processes if p.pid in ends - {pid}], what, one

@@ -10,10 +10,9 @@ in the same function.
 
 from __future__ import annotations
 
-import ast
 from typing import List, Optional
 
-from debug_stuck.live.loops import own_frame_index
+from debug_stuck.live.loops import loops_around, own_frame_index
 from debug_stuck.live.parties import JobView
 from debug_stuck.live.selflock import frame_source, parse_source
 
@@ -34,11 +33,10 @@ def left_loop_side(job: JobView, side_pids: List[int]) -> Optional[tuple]:
     tree = parse_source(frame_source(frames[0], side_pids[0]))
     if tree is None:
         return None
-    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
     found = []
     for index, frame in enumerate(frames):
         others = [f.line for i, f in enumerate(frames) if i != index]
-        for loop in loops:
+        for loop in loops_around(tree, others[0]):
             end = loop.end_lineno or loop.lineno
             if all(loop.lineno <= line <= end for line in others) and (frame.line or 0) > end:
                 found.append((index, loop.lineno, frame.line, others))

@@ -168,6 +168,15 @@ def enclosing_function(tree: ast.AST, line: int):
     return best
 
 
+def loops_around(tree: ast.AST, line: int) -> list:
+    """Every `while` or `for` loop of `tree` that spans `line`, its header included."""
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and node.lineno <= line <= (node.end_lineno or line)
+    ]
+
+
 def innermost_loop(source: str, line: int):
     """The innermost `while` or `for` loop of `source` whose body holds `line` (an ast node), or None
     when the source does not parse or no loop holds the line."""

@@ -49,6 +49,11 @@ def attribute_calls(node: Optional[ast.AST], methods) -> List[Tuple[ast.Call, st
     ]
 
 
+def receivers_at(node: Optional[ast.AST], methods, line: Optional[int]) -> List[str]:
+    """The receiver of each `x.m(...)` call with m in methods on `line` (`q` for `q.put(item)`)."""
+    return [receiver for call, receiver in attribute_calls(node, methods) if call.lineno == line]
+
+
 def call_name(call: ast.Call) -> Optional[str]:
     """The name of the function a call calls: `f` for `f(...)` and for `x.f(...)`."""
     return getattr(call.func, "attr", None) or getattr(call.func, "id", None)

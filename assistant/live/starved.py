@@ -13,7 +13,7 @@ import ast
 from typing import List, Optional, Tuple
 
 from debug_stuck.live.parties import JobView, pool_of, python_frames
-from debug_stuck.live.selflock import attribute_calls
+from debug_stuck.live.selflock import attribute_calls, receivers_at
 from debug_stuck.live.syncwaits import EXECUTOR_FILE, QUEUE_FILE, in_first_frames, own_source
 
 # the other side of a blocked call: a worker blocked in put waits for a get, one in get for a put
@@ -39,7 +39,7 @@ def _blocked_on(job: JobView, pid: int, worker) -> Optional[Tuple[str, str, obje
         frame, tree = own_source(worker.frames, pid)
         if tree is None:
             return None
-        calls = [r for c, r in attribute_calls(tree, (side, f"{side}_nowait")) if c.lineno == frame.line]
+        calls = receivers_at(tree, (side, f"{side}_nowait"), frame.line)
         return (side, calls[0], (frame, tree)) if len(calls) == 1 else None
     return None
 

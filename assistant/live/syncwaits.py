@@ -7,7 +7,7 @@ import ast
 import re
 from typing import Optional
 
-from debug_stuck.live.loops import own_frame_index
+from debug_stuck.live.loops import loops_around, own_frame_index
 from debug_stuck.live.parties import (
     MP_SYNC_FILE,
     SPAWN_JOIN,
@@ -20,7 +20,7 @@ from debug_stuck.live.parties import (
     primitive_of,
     python_frames,
 )
-from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
+from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source, receivers_at
 from debug_stuck.probes.collectors.procs import HELPER_CHILD
 
 QUEUE_FILE = re.compile(r"(^|/)queue\.py$")
@@ -105,7 +105,7 @@ def joiner_drains(job: JobView, hop, thread) -> None:
     frame, tree = own_source(thread.frames, hop.pid)
     if tree is None:
         return
-    puts = [r for c, r in attribute_calls(tree, ("put",)) if c.lineno == frame.line]
+    puts = receivers_at(tree, ("put",), frame.line)
     if len(puts) != 1:
         return
     name = puts[0].rsplit(".", 1)[-1]
@@ -132,7 +132,7 @@ def notify_one_of_many(job: JobView, hop, thread) -> None:
     if not in_first_frames(thread, ("Condition.wait",), THREADING_FILE):
         return
     frame, tree = own_source(thread.frames, hop.pid)
-    waits = [r for c, r in attribute_calls(tree, ("wait",)) if c.lineno == frame.line] if tree is not None else []
+    waits = receivers_at(tree, ("wait",), frame.line) if tree is not None else []
     if len(waits) != 1:
         return
     name = waits[0].rsplit(".", 1)[-1]
@@ -356,14 +356,6 @@ def none_left_words(thread, others) -> str:
     )
 
 
-def _loops_around(tree: ast.AST, line: int) -> list:
-    return [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and node.lineno <= line <= (node.end_lineno or line)
-    ]
-
-
 def event_cleared(job: JobView, hop, thread) -> None:
     """A thread in Event.wait (threading, or multiprocessing's shared one) at a line of a file that
     makes exactly one Event, which the file clear()s inside a loop with no set() of it anywhere in
@@ -391,7 +383,7 @@ def event_cleared(job: JobView, hop, thread) -> None:
     for clear, receiver in attribute_calls(tree, ("clear",)):
         if receiver.rsplit(".", 1)[-1] != short:
             continue
-        loops = _loops_around(tree, clear.lineno)
+        loops = loops_around(tree, clear.lineno)
         if loops and not any(loop.lineno <= line <= (loop.end_lineno or line) for loop in loops for line in sets):
             hop.facts.update(end="event-cleared", cleared_event=event, cleared_at=f"{frame.file}:{clear.lineno}")
             hop.detail += (
