@@ -101,7 +101,7 @@ from debug_stuck.live.syncwaits import (
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer, object_text
 from debug_stuck.live.wakes import LONG_SLEEP_S
 from debug_stuck.probes.collectors.lockfiles import HOLDER_GAP
-from debug_stuck.probes.collectors.waits import RECEIVE_GAP
+from debug_stuck.probes.collectors.sockets import RECEIVE_GAP
 
 MAX_HOPS = 8
 HOLDER_AT_WORK_BYTES = 64 << 10  # a lock holder that writes this much in HOLDER_GAP s is at work

@@ -675,7 +675,7 @@ def _own_loops(snap: Snapshot) -> None:
     (`service`, _answering_service), when one answered moments ago."""
     from debug_stuck.live.jobfacts import in_process_group
     from debug_stuck.live.loops import growing_sleep, library_native_frame, loop_header, waits_in_own_code
-    from debug_stuck.probes.collectors.waits import process_connections
+    from debug_stuck.probes.collectors.sockets import process_connections
 
     sources: dict = {}
     services = 0

@@ -10,7 +10,7 @@ from debug_stuck.live.asyncwaits import barrier_parties, lock_across_await, lock
 from debug_stuck.live.parties import SYNC_FILES, in_thread_sync, python_frames, silent_among
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer
-from debug_stuck.probes.collectors.waits import RECEIVE_GAP
+from debug_stuck.probes.collectors.sockets import RECEIVE_GAP
 
 ASYNCIO_FILE = re.compile(r"asyncio/base_events\.py")
 # Connections to several addresses: one that has received nothing for SILENT_CONNECTION_MS, beside

@@ -26,8 +26,8 @@ from debug_stuck.live.collect import Snapshot
 from debug_stuck.live.gcframes import frames_in_gc
 from debug_stuck.live.loops import own_loop
 from debug_stuck.live.wakes import polls, wait_returned, waits_for_input, works_between_sleeps
+from debug_stuck.probes.collectors.sockets import RECEIVE_GAP, RECEIVING_MS
 from debug_stuck.probes.collectors.stacks import main_thread
-from debug_stuck.probes.collectors.waits import RECEIVE_GAP, RECEIVING_MS
 
 # Written in the window by one process: data (a checkpoint upload at 0.65 MB/s, a conversion), not
 # the lines a stuck process logs

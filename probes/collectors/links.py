@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from typing import Dict, Iterable, List, Set, Tuple
 
-from debug_stuck.probes.collectors.waits import _bounded, socket_tables
+from debug_stuck.probes.collectors.procfs import bounded_read as _bounded
+from debug_stuck.probes.collectors.sockets import socket_tables
 
 MAX_FDS = 4096  # per process: more than any trainer holds, and a bound on a runaway one
 

@@ -83,22 +83,22 @@ def test_a_poll_or_epoll_wait_keeps_its_timeout(name, timeout, expected):
     ],
 )
 def test_an_endpoint_reads_the_same_from_proc_net_tcp_and_from_ss(proc_form, ss_form):
-    from debug_stuck.probes.collectors.waits import _endpoint
+    from debug_stuck.probes.collectors.sockets import _endpoint
 
     assert _endpoint(proc_form) == _endpoint(ss_form) is not None
 
 
 def test_connections_last_receive_times_are_empty_without_ss(monkeypatch):
-    from debug_stuck.probes.collectors import waits
+    from debug_stuck.probes.collectors import sockets
 
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert waits.tcp_last_receive() == {}
+    assert sockets.tcp_last_receive() == {}
 
 
 def test_a_connection_receiving_between_two_readings_is_told_from_one_that_stopped(tmp_path, monkeypatch):
     """Two readings of `ss -tinH` (tcp_info), the gap apart: bytes_received grew on one connection
     and not on the other; lastrcv as the second reading gives it."""
-    from debug_stuck.probes.collectors import waits
+    from debug_stuck.probes.collectors import sockets
 
     count = tmp_path / "count"
     count.write_text("0")
@@ -122,12 +122,12 @@ def test_a_connection_receiving_between_two_readings_is_told_from_one_that_stopp
     )
     # ss leaves out lastrcv when it is 0 (data this very millisecond)
     zero = (("127.0.0.1", 5002), ("127.0.0.1", 8082))
-    assert waits.tcp_last_receive()[zero] == 0
+    assert sockets.tcp_last_receive()[zero] == 0
     count.write_text("0")
-    found = waits.tcp_receiving([moving, stopped, absent], gap=0.01)
+    found = sockets.tcp_receiving([moving, stopped, absent], gap=0.01)
     assert found == {moving: (12, 65536, 100), stopped: (4000, 0, 0)}
     count.write_text("0")  # only a connection silent for over a second: no second reading, no gap
-    assert waits.tcp_receiving([stopped], gap=60) == {stopped: (4000, 0, 0)}
+    assert sockets.tcp_receiving([stopped], gap=60) == {stopped: (4000, 0, 0)}
     assert count.read_text().strip() == "1"
 
 
