@@ -168,6 +168,8 @@ class _Reader:
         token = kind
         if kind == "process":
             token += ":" + str(waits.get("state") or (self.processes.get(hop.get("pid")) or {}).get("state") or "?")
+            if waits.get("end"):
+                token += ":" + str(waits["end"])  # process:S:signal-blocked
         elif waits.get("end"):
             token += ":" + str(waits["end"])
         elif kind == "tty" and waits.get("op"):

@@ -147,6 +147,8 @@ VALUES = {
     "sqlite_db": "an SQLite database whose lock the waiting thread polls in SQLite's busy handler",
     "holder_thread": "the thread of the waiting process that holds the file lock it waits for",
     "holder_at": "where that thread's own code is, inside the `with` that took it",
+    "held_signals": "the stopping signals pending and blocked in a child the job waits for to end (SIGTERM)",
+    "mask_at": "the job's pthread_sigmask line that blocks them (train.py:9)",
 }
 ASYNC_UNMET = (
     "awaited",
@@ -170,6 +172,8 @@ ASYNC_UNMET = (
     "cleared_at",
     "filled_by",
     "callback",
+    "held_signals",
+    "mask_at",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

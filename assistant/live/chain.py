@@ -82,6 +82,7 @@ from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.selflock import frame_source, own_lock_holder, self_held_wait
 from debug_stuck.live.selfwaits import import_lock_join, server_shuts_itself_down
 from debug_stuck.live.setafter import parent_sets_after_join, set_after_wait
+from debug_stuck.live.sigheld import ignores_its_stop
 from debug_stuck.live.spinparty import spinning_child
 from debug_stuck.live.starved import queued_behind
 from debug_stuck.live.storewait import store_wait
@@ -529,7 +530,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     inside = " ".join(hop.inside)
     thread = job.thread(hop.pid, hop.tid)
     files = " ".join(f.file for f in python_frames(thread.frames)) if thread is not None else ""
-    if hop.facts.get("stdin") == "prompt" or runs_forever(job, hop) or serves_forever(job, hop):
+    if hop.facts.get("stdin") == "prompt" or ignores_its_stop(job, hop) or runs_forever(job, hop):
+        return None
+    if serves_forever(job, hop):
         return None
     if thread is not None:
         handled, after = manager_next(job, hop, thread, None)

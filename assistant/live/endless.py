@@ -77,7 +77,7 @@ def _joins_a_thread(job, pid: int) -> bool:
     )
 
 
-def _parent_waits_for_end(job, ppid: int, child: int) -> bool:
+def parent_waits_for_end(job, ppid: int, child: int) -> bool:
     """A thread of ppid waits for a child to end: in subprocess, or in os.wait / os.waitpid (wait4) for
     any child or this one."""
     return any(
@@ -98,7 +98,7 @@ def runs_forever(job, hop) -> bool:
         return False
     entry = endless_entry(list(info.cmdline or []))
     followed = hop.facts.get("via") == "pipe" and _joins_a_thread(job, info.ppid)
-    if entry is None or not (_parent_waits_for_end(job, info.ppid, hop.pid) or followed):
+    if entry is None or not (parent_waits_for_end(job, info.ppid, hop.pid) or followed):
         return False
     if followed:
         hop.facts["followed"] = "yes"
@@ -129,7 +129,7 @@ def serves_forever(job, hop) -> bool:
     frames = [f for f in (main.frames if main is not None else []) if not f.native]
     if not any(f.bare_name == "serve_forever" and SERVE_FOREVER_FILE.search(f.file or "") for f in frames):
         return False
-    if not _parent_waits_for_end(job, info.ppid, hop.pid):
+    if not parent_waits_for_end(job, info.ppid, hop.pid):
         return False
     hop.facts["end"] = "serves-forever"
     command = " ".join(info.cmdline or [])[:120]

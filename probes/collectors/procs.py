@@ -18,6 +18,7 @@ import psutil
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
 from debug_stuck.probes.collectors.links import families_linked
+from debug_stuck.probes.collectors.sigmask import blocked_and_held
 from debug_stuck.redact import redact_env, redacted_command_line
 
 PROC_READ_SECONDS = 2.0
@@ -102,6 +103,8 @@ class ProcInfo:
     main_wakes: Optional[dict] = None  # its main thread watched past the window (live.wakes): seconds, runs, ran_ms
     # outside the job's process tree, taken in because it holds the other end of a pipe this pid waits on
     adopted_by: Optional[int] = None
+    signals_blocked: List[str] = field(default_factory=list)  # its main thread's mask (SigBlk)
+    signals_held: List[str] = field(default_factory=list)  # pending while blocked: never delivered
 
     def cpu_wanted(self) -> Optional[float]:
         """CPU use as the job wants it, in percent of one CPU: the larger of what it got over the window
@@ -159,6 +162,8 @@ class ProcInfo:
             **({"exit_status": self.exit_status} if self.exit_status is not None else {}),
             **({"main_wakes": self.main_wakes} if self.main_wakes is not None else {}),
             **({"adopted_by": self.adopted_by} if self.adopted_by is not None else {}),
+            **({"signals_blocked": self.signals_blocked} if self.signals_blocked else {}),
+            **({"signals_held": self.signals_held} if self.signals_held else {}),
         }
 
 
@@ -747,6 +752,7 @@ def _state(info: ProcInfo) -> None:
         info.exit_status = zombie_exit_status(pid)
     m = re.search(r"^Threads:\s+(\d+)", status, re.M)
     info.threads = int(m.group(1)) if m else 0
+    info.signals_blocked, info.signals_held = blocked_and_held(status)
     info.wchan = _bounded(lambda: _read(f"/proc/{pid}/wchan").strip() or None, f"reading /proc/{pid}/wchan")
     if info.wchan == "0":
         info.wchan = None

@@ -2041,3 +2041,22 @@ def test_a_new_group_every_rank_waits_in_after_one_made_on_some_ranks_names_that
         r"The new_group at gloo_ranks\.py:\d+, inside `if rank == 0:` runs on some ranks only", fix.title
     ), fix
     assert "dist.new_group([0, 1])  # on every rank" in fix.commands[0], fix.commands
+
+
+def test_a_helper_that_inherited_a_blocked_sigterm_is_named_as_the_stop_that_never_arrives(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's j19: the trainer blocks SIGTERM around its setup, starts a helper inside
+    that window and later waits in terminate(); wait(). It was external-service 90%, "Give every network
+    call a timeout": the helper's accept loop was read as a service that never answers."""
+    job = zoo("helper_sigterm_blocked")
+    server = job.info["server_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, server], report.chain
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "signal-blocked" and end.get("held_signals") == "SIGTERM", end
+    assert end.get("mask_from") == str(job.proc.pid), end
+    assert re.fullmatch(r"(\S+/)?helper_sigterm_blocked\.py:\d+", end["mask_at"]), end
+    assert report.culprit and report.culprit["pid"] == server, report.culprit
+    assert_first_fix_is_about(
+        report, "child-signal-blocked-at", "pthread_sigmask at ", "blocks SIGTERM", "terminate() stops"
+    )
