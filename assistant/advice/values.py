@@ -149,6 +149,7 @@ VALUES = {
     "holder_at": "where that thread's own code is, inside the `with` that took it",
     "held_signals": "the stopping signals pending and blocked in a child the job waits for to end (SIGTERM)",
     "mask_at": "the job's pthread_sigmask line that blocks them (train.py:9)",
+    "own_server": "the address of a server of the job's own process, on the event loop whose thread waits for it",
 }
 ASYNC_UNMET = (
     "awaited",
@@ -174,6 +175,7 @@ ASYNC_UNMET = (
     "callback",
     "held_signals",
     "mask_at",
+    "own_server",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

@@ -26,6 +26,7 @@ from debug_stuck.live.endless import runs_forever, serves_forever
 from debug_stuck.live.eventloop import (
     awaited_blocked_child,
     awaits_executor_shutdown,
+    blocks_own_server,
     stuck_event_loop,
     through_event_loop,
     waits_on_connections,
@@ -533,6 +534,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     if hop.facts.get("stdin") == "prompt" or ignores_its_stop(job, hop) or runs_forever(job, hop):
         return None
     if serves_forever(job, hop):
+        return None
+    if thread is not None and blocks_own_server(hop, wait, thread):
         return None
     if thread is not None:
         handled, after = manager_next(job, hop, thread, None)

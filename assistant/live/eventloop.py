@@ -220,3 +220,23 @@ def awaited_blocked_child(job, hop, thread) -> Optional[int]:
             )
             return child
     return None
+
+
+def blocks_own_server(hop, wait: dict, thread) -> bool:
+    """A thread that runs an asyncio event loop blocks, inside a coroutine or callback of it, in a call
+    on a TCP connection that nothing accepted, to a listening socket its own process holds: a server
+    on that loop (aiohttp, asyncio.start_server) accepts and answers only when the loop runs again, and
+    the loop's one thread is the one waiting (a blocking requests.get to the job's own endpoint).
+    `end` loop-blocked, `own_server` the address."""
+    obj = wait.get("object") or {}
+    listeners = obj.get("listener_by") or []
+    if not (obj.get("peer_unaccepted") and listeners and runs_event_loop(thread)):
+        return False
+    if any(holder.get("pid") != hop.pid for holder in listeners):
+        return False
+    hop.detail = (
+        f"waits, on the asyncio event loop it runs itself, for an answer from {obj.get('remote')}: a server of "
+        "its own process that accepts only when that loop runs again, so the connection is never accepted"
+    )
+    hop.facts.update(end="loop-blocked", event_loop="asyncio", own_server=str(obj.get("remote")))
+    return True

@@ -635,6 +635,10 @@ def _socket_peer(obj: dict, tid: int, table: Dict[int, dict], wanted: Dict[str, 
     if any(e["local"] == obj["remote"] and e["remote"] == obj["local"] for e in extra.get("unowned", [])):
         obj["peer_unaccepted"] = True  # the kernel accepted the connection; no process ever called accept()
         obj["listener"] = port in extra.get("listening", {})
+        listener = extra.get("listening", {}).get(port)
+        if listener:  # who holds the listening socket: the process that would accept, if it ran
+            obj["listener_inode"] = listener
+            wanted.setdefault(f"socket:[{listener}]", []).append((-1, tid))
 
 
 def _attach_peers(pid: int, wait: Wait, holders: Dict[str, List[dict]], incomplete: bool) -> None:
@@ -657,6 +661,8 @@ def _attach_peers(pid: int, wait: Wait, holders: Dict[str, List[dict]], incomple
         wait.peers = [h for h in holders[key] if not (h["pid"] == pid and h["fd"] == wait.fd)]
     if obj.get("peer_inode"):
         obj["peer"] = holders.get(f"socket:[{obj['peer_inode']}]", [])[:4]
+    if obj.get("listener_inode"):
+        obj["listener_by"] = holders.get(f"socket:[{obj['listener_inode']}]", [])[:4]
     if incomplete:
         obj["holders_incomplete"] = True
 

@@ -2060,3 +2060,15 @@ def test_a_helper_that_inherited_a_blocked_sigterm_is_named_as_the_stop_that_nev
     assert_first_fix_is_about(
         report, "child-signal-blocked-at", "pthread_sigmask at ", "blocks SIGTERM", "terminate() stops"
     )
+
+
+def test_a_blocking_call_from_the_event_loop_to_its_own_server_is_loop_blocked(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's j26: a coroutine makes a blocking HTTP call to the endpoint the same event
+    loop serves. It was external-service 93%, "127.0.0.1:18426 never answers; give the call a timeout"."""
+    job = zoo("loop_calls_own_server")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "loop-blocked" and end.get("own_server") == f"127.0.0.1:{job.info['port']}", end
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid], report.chain  # it waits for itself
+    assert_first_fix_is_about(report, "loop-calls-own-server", "Never block the event loop", "served by that same loop")
