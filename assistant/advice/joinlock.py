@@ -28,7 +28,7 @@ def join_lock_values(values: Dict[str, str], end: dict, source: Callable[[Option
     joining it holds (live.joinlock)."""
     waits = end.get("waits_on") or {}
     threads = waits.get("threads") or []
-    if waits.get("end") == "wait-under-lock" and len(threads) >= 2 and waits.get("lock"):
+    if waits.get("end") in ("wait-under-lock", "pipe-under-lock") and len(threads) >= 2 and waits.get("lock"):
         _wait_lock_values(values, waits, threads)
         return
     if waits.get("end") != "join-under-lock" or len(threads) < 2 or not waits.get("lock"):

@@ -8,6 +8,10 @@
   thread whose code would fill, drain or set it waits for that lock. A logging handler whose emit puts
   on a bounded queue (logging.Handler.handle holds the handler's lock around emit) while the queue's
   drainer logs through the same handler is the common case.
+- pipe-under-lock: a thread blocks writing (or reading) a pipe whose other end only its own process
+  holds while it holds a lock, and the one other thread that could use that end waits for the lock:
+  a stderr forwarder thread that stamps each line under the training step's lock, while the step,
+  holding it, prints a dump larger than the pipe's 64 KiB.
 
 Which locks a thread holds is read from the source of each of its frames (each `with` and .acquire()
 enclosing its line, live.selflock.locks_at), never run."""
@@ -173,6 +177,34 @@ def wait_under_lock(job, hop, thread) -> bool:
     hop.detail += (
         f", holding {lock}; thread {other.name!r}, whose code calls {target}.{releases[0]}() "
         f"(at {releaser.get('where')}), waits for that lock: neither can go on"
+    )
+    return True
+
+
+def pipe_under_lock(job, hop, thread, other) -> bool:
+    """hop's thread blocks on a pipe whose other end only its own process holds while it holds a lock
+    (by its source), and `other`, the one other thread that could use that end, waits for that lock:
+    the hop becomes that cycle (kind lock-cycle, `end` pipe-under-lock, `lock`, both threads as its
+    parties). pipe(7): a write to a full pipe blocks until it is read."""
+    held = _held(python_frames(thread.frames), hop.pid)
+    if not held or other not in lock_waiters(job, hop.pid, thread.tid):
+        return False
+    wanted = _wanted(python_frames(other.frames), hop.pid) & held
+    if not wanted:
+        return False
+    file, name = sorted(wanted)[0]
+    lock = _lock_label(file, name, python_frames(thread.frames), hop.pid)
+    blocked, releaser = thread_party(thread), thread_party(other)
+    reading = hop.op != "write"
+    blocked["call"] = "a read of the pipe" if reading else "a write to the pipe"
+    releaser["calls"] = "a write to it" if reading else "a read of it"
+    hop.kind, hop.object, hop.parties = "lock-cycle", "pipe", [blocked, releaser]
+    hop.facts.update(end="pipe-under-lock", lock=lock)
+    if LOGGING_FILE.search(file):
+        hop.facts["lock_module"] = "logging"
+    hop.detail += (
+        f", holding {lock}; thread {other.name!r}, the only one that can {'read' if hop.op == 'write' else 'write'} "
+        f"that pipe, waits for that lock at {releaser.get('where')}: neither can go on"
     )
     return True
 

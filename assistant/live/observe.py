@@ -100,6 +100,17 @@ def _feeds_queue(dump, tid: int) -> str:
     return " writes=queue" if sends or feeder_writing(python) else ""
 
 
+def _own_pipe(info, tid: int) -> str:
+    """`writes=own` when the thread blocks writing a pipe whose read end only its own process holds
+    (an os.pipe() a thread of its own reads, stderr redirected into it): no other process stopped
+    reading, so a full pipe there is the process's own wait."""
+    wait = info.waits.get(tid) or {}
+    peers = wait.get("peers") or []
+    if wait.get("op") != "write" or (wait.get("object") or {}).get("kind") != "pipe" or not peers:
+        return ""
+    return " writes=own" if all(peer.get("pid") == info.pid for peer in peers) else ""
+
+
 def observe(snap: Snapshot, obs: Observations) -> None:
     shm_ratio = snap.shm.get("ratio") if snap.shm else None
     for pid, beat in snap.heartbeats.items():
@@ -116,12 +127,14 @@ def observe(snap: Snapshot, obs: Observations) -> None:
         dump = series.latest() if series is not None else None
         role = fact_role(info, dataloader_job, dump)
         fact = process_fact(info, stack_motion(series), shm_ratio, role) + _waits_for_children(dump, info.pid)
-        fact += _feeds_queue(dump, info.pid)
+        fact += _feeds_queue(dump, info.pid) or _own_pipe(info, info.pid)
         obs.add("process", ObservedLine(fact, subject=info.label(role), pid=info.pid))
         for tid, wchan in info.thread_wchans.items():
             if tid != info.pid:
                 line = (
-                    f"role={role} thread={tid} wchan={wchan}" + _waits_for_children(dump, tid) + _feeds_queue(dump, tid)
+                    f"role={role} thread={tid} wchan={wchan}"
+                    + _waits_for_children(dump, tid)
+                    + (_feeds_queue(dump, tid) or _own_pipe(info, tid))
                 )
                 obs.add("process", ObservedLine(line, subject=info.label(role), pid=info.pid))
         if dump is None:

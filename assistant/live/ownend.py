@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Optional, Tuple
 
+from debug_stuck.live.joinlock import pipe_under_lock
 from debug_stuck.live.parties import python_frames
 from debug_stuck.live.syncwaits import feeding_threads
 
@@ -63,7 +64,15 @@ def own_end(job, hop, wait: dict, thread) -> Optional[Tuple[int, Optional[int]]]
                 "thread is left in it to use that end: the processes given it have ended, or were given another"
             )
             hop.facts["end"] = "no-thread"
-        return None
+        if len(others) != 1:
+            return None
+        # its one other thread is the only one that can use that end (a forwarder reading an os.pipe())
+        hop.detail = re.sub(r"; the (reader|writer) is pid .*$", "", hop.detail)
+        hop.detail += f"; its other end is this process's own fd {fds}"
+        if pipe_under_lock(job, hop, thread, others[0]):
+            return None
+        hop.detail += f": only its thread {others[0].name!r} can use it"
+        return hop.pid, others[0].tid
     caller = next((f for f in python_frames(thread.frames) if not LIBRARY_IO.search(f.file or "")), None)
     at = f" at {caller.text()}" if caller is not None else ""
     what = "data on a socket" if receiving else "room on a socket"

@@ -2072,3 +2072,17 @@ def test_a_blocking_call_from_the_event_loop_to_its_own_server_is_loop_blocked(k
     assert end.get("end") == "loop-blocked" and end.get("own_server") == f"127.0.0.1:{job.info['port']}", end
     assert [hop["pid"] for hop in report.chain] == [job.proc.pid], report.chain  # it waits for itself
     assert_first_fix_is_about(report, "loop-calls-own-server", "Never block the event loop", "served by that same loop")
+
+
+def test_a_write_to_a_pipe_its_own_thread_reads_under_the_lock_that_thread_needs_is_a_cycle(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's j18: stderr goes into an os.pipe() a forwarder thread reads, taking the step's
+    lock per line; the step prints a large dump while holding that lock. It was output-blocked 93%,
+    "Drain the pipe to a file": the pipe's reader is the job's own thread, blocked by the writer."""
+    job = zoo("stderr_forwarder_lock")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "pipe-under-lock" and end.get("lock") == "state_lock", end
+    names = [party.get("name") for party in end.get("threads") or []]
+    assert names == ["MainThread", "stderr-forwarder"], end
+    assert_first_fix_is_about(report, "pipe-under-lock", "thread 'stderr-forwarder' reads while holding state_lock")
