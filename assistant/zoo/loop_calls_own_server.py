@@ -30,7 +30,11 @@ async def control(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     writer.close()
 
 
+calling = threading.Event()  # set just before the blocking call: READY waits for it
+
+
 def fetch_hparams(port: int) -> dict:
+    calling.set()
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/hparams") as reply:  # blocks the loop's thread
         return json.load(reply)
 
@@ -49,7 +53,7 @@ async def main() -> None:
     me = os.getpid()
     threading.Thread(
         target=_common.ready_when,
-        args=(lambda: _common.sleeping_steadily(me), lambda: {"pid": me, "port": port}),
+        args=(lambda: calling.is_set() and _common.sleeping_steadily(me), lambda: {"pid": me, "port": port}),
         daemon=True,
     ).start()
     async with server:

@@ -2058,7 +2058,7 @@ def test_a_helper_that_inherited_a_blocked_sigterm_is_named_as_the_stop_that_nev
     assert re.fullmatch(r"(\S+/)?helper_sigterm_blocked\.py:\d+", end["mask_at"]), end
     assert report.culprit and report.culprit["pid"] == server, report.culprit
     assert_first_fix_is_about(
-        report, "child-signal-blocked-at", "pthread_sigmask at ", "blocks SIGTERM", "terminate() stops"
+        report, "child-signal-blocked-at", "The pthread_sigmask call at ", "blocks SIGTERM", "terminate() stops"
     )
 
 
