@@ -150,6 +150,8 @@ VALUES = {
     "held_signals": "the stopping signals pending and blocked in a child the job waits for to end (SIGTERM)",
     "mask_at": "the job's pthread_sigmask line that blocks them (train.py:9)",
     "own_server": "the address of a server of the job's own process, on the event loop whose thread waits for it",
+    "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
+    "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }
 ASYNC_UNMET = (
     "awaited",
@@ -176,6 +178,8 @@ ASYNC_UNMET = (
     "held_signals",
     "mask_at",
     "own_server",
+    "polled",
+    "reaper",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

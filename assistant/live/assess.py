@@ -175,16 +175,30 @@ def _transfer_unread(chains, progress: Progress) -> Progress:
     return Progress(None, [text])
 
 
+# chain ends that can never change, whatever the job logs meanwhile (a poll loop that logs as it waits)
+FOR_GOOD = ("child-reaped",)
+
+
 def _deadlock_beside_a_log(chains, progress: Progress) -> Progress:
-    """A main thread in a wait cycle (a lock-order deadlock, a process that waits for itself) is
-    stuck for good, whatever another thread writes to the log meanwhile (a heartbeat thread that
-    logs "alive" with the step frozen): when the log's growth is all the progress there is, hung."""
+    """A main thread in a wait cycle (a lock-order deadlock, a process that waits for itself), or in a
+    wait that can never end (FOR_GOOD: a loop on is_alive() of a child another wait reaped), is stuck
+    for good, whatever is written to the log meanwhile (a heartbeat thread that logs "alive" with the
+    step frozen, the loop's own "still waiting" lines): when the log's growth is all the progress
+    there is, hung."""
     if progress.hung is not False or not progress.reasons:
         return progress
     if not all(r.startswith("log ") and " grew during the " in r for r in progress.reasons):
         return progress
     hops = chains[0].hops if chains else []
-    if not hops or hops[0].tid != hops[0].pid or hops[-1].kind not in ("lock-cycle", "cycle"):
+    if not hops or hops[0].tid != hops[0].pid:
+        return progress
+    if hops[-1].facts.get("end") in FOR_GOOD:
+        text = (
+            f"{progress.reasons[0]}, but {hops[0].who} {hops[-1].detail}: the log lines are written while it "
+            "waits for what can never come"
+        )
+        return Progress(True, [text])
+    if hops[-1].kind not in ("lock-cycle", "cycle"):
         return progress
     text = (
         f"{progress.reasons[0]}, but {hops[0].who} is in a wait cycle that no log line ends: "

@@ -80,6 +80,7 @@ from debug_stuck.live.pipeholders import watched_pipe_writers
 from debug_stuck.live.poolcallback import callback_waits_on_pool
 from debug_stuck.live.progress import arriving, unmeasured
 from debug_stuck.live.prompts import stopped_in_debugger
+from debug_stuck.live.reaped import reaped_elsewhere
 from debug_stuck.live.selflock import frame_source, own_lock_holder, self_held_wait
 from debug_stuck.live.selfwaits import import_lock_join, server_shuts_itself_down
 from debug_stuck.live.setafter import parent_sets_after_join, set_after_wait
@@ -532,6 +533,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     thread = job.thread(hop.pid, hop.tid)
     files = " ".join(f.file for f in python_frames(thread.frames)) if thread is not None else ""
     if hop.facts.get("stdin") == "prompt" or ignores_its_stop(job, hop) or runs_forever(job, hop):
+        return None
+    if reaped_elsewhere(job, hop, wait):
         return None
     if serves_forever(job, hop):
         return None

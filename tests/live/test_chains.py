@@ -2086,3 +2086,15 @@ def test_a_write_to_a_pipe_its_own_thread_reads_under_the_lock_that_thread_needs
     names = [party.get("name") for party in end.get("threads") or []]
     assert names == ["MainThread", "stderr-forwarder"], end
     assert_first_fix_is_about(report, "pipe-under-lock", "thread 'stderr-forwarder' reads while holding state_lock")
+
+
+def test_a_loop_on_is_alive_of_a_child_a_sigchld_handler_reaped_names_the_handler(knowledge, zoo):  # noqa: F811
+    """The fifteenth hunt's j15: a SIGCHLD handler that reaps any child takes the index builder's exit
+    status; `while builder.is_alive()` loops for ever, logging as it goes. No cause was named."""
+    job = zoo("mp_child_reaped")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "child-reaped" and end.get("polled") == "builder.is_alive()", end
+    assert re.fullmatch(r"reap_children \(mp_child_reaped\.py:\d+\)", end.get("reaper", "")), end
+    assert_first_fix_is_about(report, "child-reaped-by-handler", "reap_children", "reap only the PIDs you started")
