@@ -42,7 +42,7 @@ from debug_stuck.live.culprit import (
     waits_in_collective,
 )
 from debug_stuck.live.feeders import hands_over
-from debug_stuck.live.helpers import busy_helpers, computes_in_library
+from debug_stuck.live.helpers import busy_helpers, computes_in_library, thread_computes_in_library
 from debug_stuck.live.jobfacts import in_library_retry_loop, runs_dataloader
 from debug_stuck.live.loopexit import left_loop_side
 from debug_stuck.live.observe import (
@@ -156,6 +156,26 @@ def _holder_at_work(snap: Snapshot, chains, progress: Progress) -> Progress:
         f"{end.who} waits for the lock on {end.object} that pid {holder} ({whose}) holds while it writes "
         f"({wrote >> 10} KiB in {HOLDER_GAP} s): it waits its turn; if pid {holder} keeps writing without end, "
         f"`py-spy dump --pid {holder}` says what it does"
+    )
+    return Progress(None, [text], undecided_computing=True)
+
+
+def _end_computes(snap: Snapshot, chains, progress: Progress) -> Progress:
+    """A wait that ends at another thread of the job computing inside a library routine (pickling a
+    large state under the lock the main thread wants, a long parse) is no hang in one window: such a
+    routine runs as long as its input needs. Undecided, as a main thread computing there is."""
+    hops = chains[0].hops if chains else []
+    end = hops[-1] if len(hops) > 1 else None
+    if progress.hung is not True or end is None or end.kind != "cpu" or end.tid is None:
+        return progress
+    where = thread_computes_in_library(snap, end.pid, end.tid)
+    if where is None:
+        return progress
+    waiter = hops[0].who if hops[0].pid != end.pid else f"the main thread of pid {end.pid}"
+    text = (
+        f"{waiter} waits for {end.who}, which computes in {where}: a routine whose time grows with its "
+        f"input, so one window cannot call it stuck; `py-spy dump --native --pid {end.pid}` twice, a minute "
+        "apart, shows whether it moves"
     )
     return Progress(None, [text], undecided_computing=True)
 
@@ -338,6 +358,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
         mismatch = None if culprit is not None else mismatch
     chains = build_chains(snap, groups, culprit)
     progress = _holder_at_work(snap, chains, progress)
+    progress = _end_computes(snap, chains, progress)
     progress = _sleeper_wakes_later(snap, chains, progress)
     progress = _feeder_wakes_later(snap, chains, progress)
     progress = _compiler_at_work(knowledge, snap, chains, progress)

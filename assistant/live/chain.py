@@ -35,7 +35,7 @@ from debug_stuck.live.forkfill import fork_lost_filler
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.hop import Hop
 from debug_stuck.live.jobfacts import frames_prove, frames_table
-from debug_stuck.live.joinlock import join_under_lock, process_lock_holder, wait_under_lock
+from debug_stuck.live.joinlock import join_under_lock, process_lock_holder, thread_lock_holder, wait_under_lock
 from debug_stuck.live.loops import (
     innermost_loop,
     library_native_frame,
@@ -685,6 +685,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             names = " and ".join(f"{t.name!r} at {_sync_wait(t.frames)[1]}" for t in others[:3])
             hop.detail = f"waits while threads {names} each wait for a lock the other holds: a lock-order deadlock"
             hop.facts["end"] = "deadlock"
+        holder = thread_lock_holder(job, hop, thread) if "end" not in hop.facts else None
+        if holder is not None:
+            return holder
         if "end" not in hop.facts:
             task_done_missing(job, hop, thread)
         if "end" not in hop.facts and not queued_behind(job, hop, thread):

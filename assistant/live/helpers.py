@@ -346,6 +346,29 @@ def computes_in_library(snap: Snapshot, knowledge: Knowledge, pid: int) -> Optio
     return f"{found.shown_text()}, called from {innermost.text()}" if found.native else innermost.text()
 
 
+def thread_computes_in_library(snap: Snapshot, pid: int, tid: int) -> Optional[str]:
+    """Where a thread of pid computes inside a library routine (library_at_work under its own frame: a
+    library's Python or native code, or a standard-library routine whose time grows with its input,
+    pickling a large state), when it ran most of the window (its demand, else its process's CPU)."""
+    process = snap.process(pid)
+    if process is None or process.state in "DZT":
+        return None
+    demand = (process.thread_demand or {}).get(tid)
+    if (demand if demand is not None else cpu_used(process)) < BUSY_CPU:
+        return None
+    series = snap.stacks.get(pid)
+    samples = [t for d in reversed(series.dumps) for t in d.threads if t.tid == tid] if series is not None else []
+    for thread in samples:  # any sample will do: one caught between two calls of the routine shows none
+        own = own_frame_index(list(thread.frames))
+        found = library_at_work(thread.frames, own) if own else None
+        if found is not None:
+            break
+    else:
+        return None
+    mine = thread.frames[own]
+    return f"{found.shown_text()}, called from {mine.text()}" if found.native else f"{found.text()}, from {mine.text()}"
+
+
 def own_for_loop(thread, pid: int) -> Optional[str]:
     """ "F (file:line), in its own loop `for x in y`" when the thread's innermost frame of the job's own
     code is at a line in the body of a `for` loop (the innermost loop holding it), read from the job's

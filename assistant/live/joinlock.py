@@ -23,7 +23,15 @@ import re
 from typing import List, Optional, Set, Tuple
 
 from debug_stuck.live.loops import enclosing_function, own_frame_index
-from debug_stuck.live.parties import SYNC_FILES, joined_thread, lock_waiters, locks_of, python_frames, thread_party
+from debug_stuck.live.parties import (
+    SYNC_FILES,
+    THREADING_FILE,
+    joined_thread,
+    lock_waiters,
+    locks_of,
+    python_frames,
+    thread_party,
+)
 from debug_stuck.live.selflock import attribute_calls, frame_source, locks_at, parse_source
 
 MP_LOCK_FILE = re.compile(r"(^|/)multiprocessing/synchronize\.py$")
@@ -216,6 +224,38 @@ def _same_lock(wanted: str, held: str) -> bool:
     if wanted == held:
         return True
     return "." in wanted and "." in held and wanted.rsplit(".", 1)[1] == held.rsplit(".", 1)[1]
+
+
+def thread_lock_holder(job, hop, thread):
+    """(pid, tid) of the one other thread of hop's process whose frames hold, by their own source, the
+    threading lock hop's thread waits for at its own line (`with state_lock:` around a checkpoint's
+    pickling): the hop names it (`lock`, kind lock). None when no one, or more than one, holds it."""
+    if thread is None or (job.wait(hop.pid, thread.tid) or {}).get("op") != "futex":
+        return None
+    at = own_frame_index(thread.frames)
+    between = thread.frames[:at] if at is not None else []
+    if at is None or any(not (f.native or THREADING_FILE.search(f.file or "")) for f in between):
+        return None  # only the lock's own acquire (a C lock's has no frame; a Condition's is threading.py)
+    _, wanted = locks_at(frame_source(thread.frames[at], hop.pid), thread.frames[at].line)
+    if not wanted:
+        return None
+    holders = []
+    for other in job.threads(hop.pid):
+        if other.tid == thread.tid:
+            continue
+        names = [name for _, name in _held(python_frames(other.frames), hop.pid) if _same_lock(wanted, name)]
+        if names:
+            holders.append((other, names[0]))
+    if len(holders) != 1:
+        return None
+    other, name = holders[0]
+    index = own_frame_index(other.frames)
+    inside = f" encloses {other.frames[index].text()}" if index is not None else ""
+    hop.object = wanted  # kind stays futex: a thread's lock, not a file's
+    hop.facts["lock"] = name
+    where = thread_party(thread).get("where")
+    hop.detail = f"waits for {wanted} at {where}, which thread {other.name!r} holds: its `with {name}:`{inside}"
+    return hop.pid, other.tid
 
 
 def process_lock_holder(job, hop, thread):

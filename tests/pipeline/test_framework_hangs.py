@@ -1411,3 +1411,15 @@ def test_a_second_sqlite_connection_waiting_on_the_first_ones_transaction_is_nam
     assert end.get("end") == "own-process" and end.get("object") == path, end
     fix = first_fix(report)
     assert fix.title.startswith(f"Another connection of this same process holds the write lock on {path}"), fix.title
+
+
+def test_a_main_thread_waiting_for_a_lock_a_pickling_thread_holds_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's h06: the main thread waits for state_lock while a checkpoint thread holds it
+    and pickles a large state (protocol 0). It was HUNG, cpu-spin 45%: the chain stopped at the lock.
+    It now goes to the thread that holds the lock by its source, which computes in pickle's C code."""
+    job = zoo("lock_holder_pickles")
+    report = diagnose(knowledge, job.proc.pid)
+    summary = undecided_summary(report)
+    assert "thread 'ckpt'" in summary and "which computes in dump (_pickle.c)" in summary, summary
+    first = report.chain[0]["waits_on"]
+    assert first.get("lock") == "state_lock" and report.chain[-1]["thread"]["tid"] == job.info["ckpt_tid"], report.chain
