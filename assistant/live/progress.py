@@ -36,7 +36,10 @@ IO_PROGRESS_BYTES = 256 << 10
 # tcp_info, `ss -ti` lastrcv) and kept receiving between two readings (bytes_received grew): a
 # transfer under way (a slow download), not a peer that stopped. /proc/PID/io cannot tell: its
 # rchar counts read(2), not the recv(2) family that sockets are read with.
-RECEIVE_MIN_BYTES = 4 << 10  # in RECEIVE_GAP: 8 KB/s and more (a heartbeat or a ping frame is tens of bytes)
+# In RECEIVE_GAP: 1 KB/s and more. A keep-alive is far less: an HTTP/2 PING frame is 17 bytes (RFC 9113
+# 6.7), a WebSocket ping at most 131 (RFC 6455 5.5), a TCP keep-alive probe carries none; a download
+# trickled 1 KB at a time to several connections at once is a transfer (the sixteenth hunt's h03).
+RECEIVE_MIN_BYTES = 512
 STUCK_MULTIPLE = 20.0  # silent for this many step intervals: stuck
 SLOW_MULTIPLE = 10.0  # steps this many times slower than the job's own rhythm: slow
 STALE_FLOOR = 60.0  # ... and at least this long, in seconds

@@ -18,6 +18,9 @@ and keeps the body in no file (only the connection shows the progress).
 200 ms (20 KB/s), and the job reads it with asyncio streams, so its thread waits in the event loop's
 ``epoll_wait`` on the connection, not in a read of its own.
 
+``python stalled_download.py asyncio_trickle``: not hung. Four asyncio downloads at once, each body
+trickled 1 KiB every 200 ms (the sixteenth hunt's h03: an object store throttling every stream).
+
 READY (``{"pid", "server_pid", "port"}``): once the main thread has sat in the body read for 5
 consecutive samples.
 """
@@ -42,10 +45,10 @@ async def fetch_weights(port: int) -> None:
         pass
 
 
-def download_with_asyncio() -> None:
+def download_with_asyncio(drip: int = 4 << 10, connections: int = 1) -> None:
     import asyncio
 
-    server, port = _common.start_silent_server(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n", drip=4 << 10)
+    server, port = _common.start_silent_server(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n", drip=drip)
     main_thread = threading.main_thread()
 
     def in_event_loop() -> bool:
@@ -53,12 +56,18 @@ def download_with_asyncio() -> None:
         return "run_forever" in names and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
 
     _common.ready_when(in_event_loop, lambda: {"server_pid": server.pid, "port": port})
-    asyncio.run(fetch_weights(port))
+
+    async def fetch_all() -> None:
+        await asyncio.gather(*(fetch_weights(port) for _ in range(connections)))
+
+    asyncio.run(fetch_all())
 
 
 def main() -> None:
     if sys.argv[1:] == ["asyncio_slow"]:
         return download_with_asyncio()
+    if sys.argv[1:] == ["asyncio_trickle"]:
+        return download_with_asyncio(drip=1 << 10, connections=4)
     slow = sys.argv[1:] == ["slow"]
     answer = b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n" + b"x" * 5000  # then silence
     server, port = _common.start_silent_server(answer, drip=16 << 10 if slow else 0)

@@ -875,6 +875,19 @@ def test_a_slow_stream_read_by_an_asyncio_event_loop_is_progressing(knowledge, z
     assert "waits in epoll_wait() on a connection to" in end["detail"] and "data still arrives" in end["detail"], end
 
 
+def test_four_asyncio_streams_each_trickled_a_kilobyte_at_a_time_are_progressing(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's h03: an object store trickles each of four streams 1 KiB at a time. It was
+    HUNG, "the peer never answers": 2 KiB per connection in the half-second gap was below the 4 KiB
+    a transfer needed. A keep-alive is tens of bytes; 512 is the floor now."""
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) reads the connection's tcp_info")
+    job = zoo("stalled_download", args=["asyncio_trickle"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False and report.verdict.state == "progressing", top(report)
+    said = " ".join(report.verdict.state_reasons)
+    assert f"receives data on its connection to 127.0.0.1:{job.info['port']}" in said, said
+
+
 # what the summary of an undecided busy_helpers scenario says ({pid}: the job's, {child}: its child's)
 UNDECIDED_SAYS = {
     "pool_imap": ["pid {pid} (rank) waits for its pool worker processes while all 2 of them compute"],
