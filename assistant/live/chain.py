@@ -78,7 +78,7 @@ from debug_stuck.live.parties import (
 )
 from debug_stuck.live.pipeholders import watched_pipe_writers
 from debug_stuck.live.poolcallback import callback_waits_on_pool
-from debug_stuck.live.progress import arriving, unmeasured
+from debug_stuck.live.progress import arriving, departing, unmeasured
 from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.reaped import reaped_elsewhere
 from debug_stuck.live.selflock import frame_source, own_lock_holder, self_held_wait
@@ -293,6 +293,9 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll") and arriving(obj):
             text += f": data still arrives ({obj['received_bytes']} bytes in the last {RECEIVE_GAP} s)"
             hop.facts["receiving"] = "yes"
+        elif obj.get("state") == "ESTABLISHED" and op in ("send", "write") and departing(obj):
+            text += f": data still leaves ({obj['sent_bytes']} bytes in the last {RECEIVE_GAP} s)"
+            hop.facts["sending"] = "yes"
         elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll") and unmeasured(obj):
             text += ": whether data still arrives on it could not be read (no reading of `ss -ti`)"
             hop.facts["receiving"] = "unread"

@@ -16,7 +16,7 @@ WAIT_FACTS = (
     "manager", "setter_pid", "dead_child", "sleep_left", "async_locks", "lock_orders", "prompt",
     "barrier_parties", "barrier_at", "barrier_waits", "preexec", "set_in_thread", "held_across_await", "followed",
     "queue", "notify_at", "sentinel", "queued", "submitted_at", "cleared_event", "cleared_at", "filled_by", "callback",
-    "spin_loop", "spin_at", "held_signals", "mask_from", "mask_at", "own_server", "polled", "reaper",
+    "spin_loop", "spin_at", "held_signals", "mask_from", "mask_at", "own_server", "polled", "reaper", "sending",
 )  # fmt: skip
 
 

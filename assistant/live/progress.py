@@ -168,6 +168,22 @@ def receiving(info) -> Optional[dict]:
     return None
 
 
+def departing(conn: dict) -> bool:
+    """Data left this connection between two readings of its tcp_info (bytes_sent grew): a thread
+    blocked sending on it feeds a slow reader (an upload to a throttled store), not a peer that stopped
+    reading."""
+    return conn.get("sent_bytes", 0) >= RECEIVE_MIN_BYTES
+
+
+def sending(info) -> Optional[dict]:
+    """The connection a thread of this process is blocked sending on while data leaves it, or None."""
+    for wait in (info.waits or {}).values():
+        conn = wait.get("object") or {}
+        if wait.get("op") in ("send", "write") and conn.get("kind") == "socket" and departing(conn):
+            return conn
+    return None
+
+
 def unmeasured(conn: dict) -> bool:
     """No reading of the connection's tcp_info was taken (`ss` missing, slow or refused): nothing is
     known of whether its peer still sends."""
@@ -305,6 +321,7 @@ def judge_progress(
     # any process of the job, a child it waits for too (an extraction, a conversion it runs)
     writers = [p for p in snap.processes if p.io_write_bytes and p.io_write_bytes > IO_PROGRESS_BYTES]
     receivers = [(p, conn) for p in snap.processes for conn in [receiving(p)] if conn is not None]
+    senders = [(p, conn) for p in snap.processes for conn in [sending(p)] if conn is not None]
     returned = [(p, text) for p in ranks for text in [wait_returned(p)] if text]  # watched past the window
     waiting = [p for p in ranks if p.pid in set(waiting_pids)]
     stuck_logs = [lg for lg in logs if lg.stuck()]
@@ -323,7 +340,7 @@ def judge_progress(
         text = f"{', '.join(p.label() for p in waiters)} {verb} in a collective for the whole window while {who}"
         return Progress(True, [text], stuck_on=[p.pid for p in stopped])
     if waiting and all(motion.get(p.pid) == "frozen" for p in waiting) and not grew:
-        moved = writers + [p for p, _ in receivers] + [p for p, _ in returned]
+        moved = writers + [p for p, _ in receivers + senders] + [p for p, _ in returned]
         verdict = _waited_for(snap, ranks, waiting, motion, moved, stuck_logs, phases)
         if verdict is not None:
             return verdict
@@ -354,6 +371,11 @@ def judge_progress(
         reasons.append(
             f"{info.label()} receives data on its connection to {conn.get('remote')}: {conn['received_bytes']} "
             f"bytes in {RECEIVE_GAP} s"
+        )
+    for info, conn in senders:
+        reasons.append(
+            f"{info.label()} sends data on its connection to {conn.get('remote')}: {conn['sent_bytes']} bytes "
+            f"in {RECEIVE_GAP} s"
         )
     reasons.extend(text for _, text in returned)
     for info in _device_work_on_the_cpu(snap, ranks, device_waits):

@@ -122,11 +122,12 @@ def tcp_receiving(
     """(local, remote) -> (ms since it last received data, bytes it received and bytes it sent in
     `gap` seconds) for these connections, from two readings of tcp_info `gap` apart (lastrcv,
     bytes_received, bytes_sent): data that keeps coming, not one keep-alive packet, and whether the
-    process asks for each piece (a polling client sends as it receives). The second reading is taken
-    only when a connection received something in the last `recent_ms` (ranks waiting on a silent
-    peer cost no gap); the others get 0 bytes. Empty without ss."""
+    process asks for each piece (a polling client sends as it receives), or data that keeps leaving
+    (an upload to a slow reader). The second reading is taken only when a connection received or
+    sent something in the last `recent_ms` (ranks waiting on a silent peer cost no gap); the others
+    get 0 bytes. Empty without ss."""
     first = _tcp_info()
-    if not any(pair in first and first[pair][0] < recent_ms for pair in pairs):
+    if not any(pair in first and min(first[pair][0], first[pair][3]) < recent_ms for pair in pairs):
         return {pair: (first[pair][0], 0, 0) for pair in pairs if pair in first}
     time.sleep(gap)
     second = _tcp_info()
@@ -134,10 +135,11 @@ def tcp_receiving(
     for pair in pairs:
         a, b = first.get(pair), second.get(pair)
         if a is not None and b is not None:
-            # no byte counts printed (ss leaves bytes_received out until something arrives): no transfer,
+            # no count printed (ss leaves bytes_received out until something arrives): none moved that way,
             # yet how long since it last received still tells a silent connection from the others
-            counted = None not in (a[1], b[1], a[2], b[2])
-            out[pair] = (b[0], b[1] - a[1], b[2] - a[2]) if counted else (b[0], 0, 0)
+            received = b[1] - a[1] if None not in (a[1], b[1]) else 0
+            sent = b[2] - a[2] if None not in (a[2], b[2]) else 0
+            out[pair] = (b[0], received, sent)
     return out
 
 

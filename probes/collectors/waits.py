@@ -451,11 +451,11 @@ def resolve_waits(waits_by_pid: Dict[int, Dict[int, Wait]], budget: float = RESO
             _resolve_one(pid, wait, wanted, sockets)
             obj = wait.object or {}
             if (
-                wait.op in ("recv", "read", "poll")
+                wait.op in ("recv", "read", "poll", "send", "write")
                 and obj.get("kind") == "socket"
                 and obj.get("state") == "ESTABLISHED"
             ):
-                reading.append(obj)
+                reading.append(obj)  # a send too: data that keeps leaving is an upload to a slow reader
             # an event loop (asyncio's, a selector's) reads its connections from an epoll or poll wait
             reading += [w for w in _watched_connections(wait) if w is not obj]
     if reading:

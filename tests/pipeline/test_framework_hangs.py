@@ -888,6 +888,19 @@ def test_four_asyncio_streams_each_trickled_a_kilobyte_at_a_time_are_progressing
     assert f"receives data on its connection to 127.0.0.1:{job.info['port']}" in said, said
 
 
+def test_uploader_threads_blocked_sending_to_a_slow_reader_are_progressing(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's h05: pool threads sendall() shards to a store that reads each connection
+    slowly; the main thread waits in as_completed. It was HUNG, thread-deadlock 82%: a blocked send
+    was not measured. Bytes leaving between two readings of tcp_info are an upload under way."""
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) reads the connection's tcp_info")
+    job = zoo("upload_slow_reader")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is False and report.verdict.state == "progressing", top(report)
+    said = " ".join(report.verdict.state_reasons)
+    assert f"sends data on its connection to 127.0.0.1:{job.info['port']}" in said, said
+
+
 # what the summary of an undecided busy_helpers scenario says ({pid}: the job's, {child}: its child's)
 UNDECIDED_SAYS = {
     "pool_imap": ["pid {pid} (rank) waits for its pool worker processes while all 2 of them compute"],

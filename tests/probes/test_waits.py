@@ -109,9 +109,11 @@ def test_a_connection_receiving_between_two_readings_is_told_from_one_that_stopp
         'echo "0 0 127.0.0.1:5000 127.0.0.1:8080"\n'
         'echo "\t cubic bytes_sent:$((200 + n * 100)) lastsnd:900 lastrcv:12 bytes_received:$((1000 + n * 65536))"\n'
         'echo "0 0 127.0.0.1:5001 127.0.0.1:8081"\n'
-        'echo "\t cubic lastsnd:900 lastrcv:4000 bytes_received:5000 lastack:4000"\n'
+        'echo "\t cubic lastsnd:4000 lastrcv:4000 bytes_received:5000 lastack:4000"\n'
         'echo "0 0 127.0.0.1:5002 127.0.0.1:8082"\n'
         'echo "\t cubic bytes_sent:10 bytes_received:77"\n'
+        'echo "0 0 127.0.0.1:5003 127.0.0.1:8083"\n'
+        'echo "\t cubic bytes_sent:$((1000 + n * 4096)) lastsnd:20 lastrcv:9000"\n'
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
@@ -126,6 +128,9 @@ def test_a_connection_receiving_between_two_readings_is_told_from_one_that_stopp
     count.write_text("0")
     found = sockets.tcp_receiving([moving, stopped, absent], gap=0.01)
     assert found == {moving: (12, 65536, 100), stopped: (4000, 0, 0)}
+    count.write_text("0")  # an upload to a slow reader: it only sends, and ss prints no bytes_received
+    uploading = (("127.0.0.1", 5003), ("127.0.0.1", 8083))
+    assert sockets.tcp_receiving([uploading], gap=0.01) == {uploading: (9000, 0, 4096)}
     count.write_text("0")  # only a connection silent for over a second: no second reading, no gap
     assert sockets.tcp_receiving([stopped], gap=60) == {stopped: (4000, 0, 0)}
     assert count.read_text().strip() == "1"
