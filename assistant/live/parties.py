@@ -326,12 +326,27 @@ def blocked_handler(job: JobView, pid: int) -> Optional[int]:
     return None
 
 
+IDLE_CPU = 10.0  # percent of one CPU: a process under it computes nothing that could answer
+
+
 def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[int]:
     """The process of the job at the other end of a connection that never answers, when it is a server
     whose handler thread is blocked (blocked_handler): the chain goes on into it, to that thread; for a
     unix socket (whose state /proc does not give), the job's process at its other end. `files`: the
     waiting thread's Python files, joined."""
     obj = wait.get("object") or {}
+    if hop.kind == "poll" and wait.get("op") in ("epoll", "poll", "select"):
+        # an event loop (an asyncio server) idle on a connection whose other end, a process of the job,
+        # waits to read from it too, and computes nothing: neither will send
+        for conn in (w.get("object") or {} for w in wait.get("watched") or []):
+            for peer in conn.get("peer") or [] if conn.get("kind") == "socket" else []:
+                other = job.procs.get(peer.get("pid"))
+                if other is None or other.pid == hop.pid or (other.cpu_percent or 0) >= IDLE_CPU:
+                    continue
+                if reads_from(job, other.pid, hop.pid):
+                    hop.kind, hop.object = "socket", str(conn.get("remote") or conn.get("path"))
+                    hop.detail += f"; pid {other.pid}, at the other end of its connection, waits to read from it too"
+                    return other.pid
     pooled = POOL_WAIT.search(files) or POLLED_POOL_WAIT.search(files)
     # a unix socket to a process of the job (a multiprocessing Manager, a local server): go on into it,
     # whatever holds it up (stopped, its handler blocked); a send on a TCP connection waits for the other
@@ -341,8 +356,18 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[i
     if hop.kind == "socket" and (obj.get("proto") == "unix" or sending) and not pooled:
         ends = [p["pid"] for p in obj.get("peer") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
         return ends[0] if ends else None
+    listeners = [p["pid"] for p in obj.get("listener_by") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
+    if hop.kind == "socket" and hop.facts.get("end") == "never-accepted" and listeners:
+        # the listener is a process of the job that does not accept: what holds it up is the end
+        hop.facts.pop("end")
+        hop.detail = hop.detail.replace("the listener at the other end never accepted it", "")
+        hop.detail += f"the listener, pid {listeners[0]} of this job, has not accepted it"
+        return listeners[0]
     if hop.kind != "socket" or hop.facts.get("end") != "no-answer":
         return None
+    if obj.get("kind") != "socket":  # an event loop's epoll: the watched connection the hop names
+        watched = [w.get("object") or {} for w in wait.get("watched") or []]
+        obj = next((w for w in watched if w.get("kind") == "socket" and w.get("remote") == hop.object), {})
     peers = obj.get("peer") or []
     served = next((p["pid"] for p in peers if p.get("pid") in job.procs and blocked_handler(job, p["pid"])), None)
     if served is not None:
@@ -358,13 +383,15 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[i
 
 
 def reads_from(job: JobView, pid: int, other: int) -> bool:
-    """pid's main thread waits to receive on a connection whose other end `other` holds."""
+    """pid's main thread waits to receive on a connection whose other end `other` holds: in a read of
+    its own, or in its event loop's epoll or poll that watches that connection (an asyncio server
+    awaiting the next request)."""
     wait = job.wait(pid, pid) or {}
-    obj = wait.get("object") or {}
-    return (
-        wait.get("op") in ("recv", "read", "poll")
-        and obj.get("kind") == "socket"
-        and any(p.get("pid") == other for p in obj.get("peer") or [])
+    objects = [wait.get("object") or {}]
+    if wait.get("op") in ("epoll", "poll", "select"):
+        objects += [w.get("object") or {} for w in wait.get("watched") or []]
+    return wait.get("op") in ("recv", "read", "poll", "epoll", "select") and any(
+        obj.get("kind") == "socket" and any(p.get("pid") == other for p in obj.get("peer") or []) for obj in objects
     )
 
 

@@ -2098,3 +2098,27 @@ def test_a_loop_on_is_alive_of_a_child_a_sigchld_handler_reaped_names_the_handle
     assert end.get("end") == "child-reaped" and end.get("polled") == "builder.is_alive()", end
     assert re.fullmatch(r"reap_children \(mp_child_reaped\.py:\d+\)", end.get("reaper", "")), end
     assert_first_fix_is_about(report, "child-reaped-by-handler", "reap_children", "reap only the PIDs you started")
+
+
+def test_a_request_queued_behind_a_long_poll_on_a_one_thread_server_names_the_server(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j13: a long-poll handler on the job's own single-threaded HTTPServer child
+    waits for a /publish that sits in its backlog. It was external-service, "give urlopen() a timeout"."""
+    job = zoo("one_thread_server")
+    server = job.info["server_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, server], report.chain
+    assert report.chain[-1]["waits_on"].get("end") == "one-thread-server", report.chain[-1]
+    assert report.culprit and report.culprit["pid"] == server, report.culprit
+    assert_first_fix_is_about(report, "one-thread-server", "Serve requests on threads", "ThreadingHTTPServer")
+
+
+def test_an_event_loop_and_its_server_child_both_waiting_to_read_are_a_cycle(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j17: the client's readexactly(n) waits for bytes the server's framing never
+    sends, and the asyncio server awaits the next request. It was external-service, "never answers"."""
+    job = zoo("asyncio_frame_mismatch")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain][:2] == [job.proc.pid, job.info["server_pid"]], report.chain
+    assert report.chain[-1]["waits_on"].get("kind") == "cycle", report.chain[-1]
+    assert_first_fix_is_about(report, "socket-both-read", "both wait to read on one connection")
