@@ -514,6 +514,8 @@ def _lock_holder(values: Dict[str, str], reader: _Reader, chain: List[dict]) -> 
     after = chain[chain.index(lock) + 1] if chain.index(lock) + 1 < len(chain) else None
     if after is not None and after.get("pid") == holder:
         values["holder_doing"] = (after.get("waits_on") or {}).get("detail") or "does not release it"
+        if holder == chain[0].get("pid") and (chain[0].get("waits_on") or {}).get("kind") == "rank":
+            values["holder_in_collective"] = "yes"  # it holds the lock inside the collective it waits in
     else:
         values["holder_doing"] = "does not release it"
 

@@ -150,6 +150,7 @@ VALUES = {
     "held_signals": "the stopping signals pending and blocked in a child the job waits for to end (SIGTERM)",
     "mask_at": "the job's pthread_sigmask line that blocks them (train.py:9)",
     "own_server": "the address of a server of the job's own process, on the event loop whose thread waits for it",
+    "holder_in_collective": "set when the lock's holder waits in a collective for the rank that wants the lock",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }

@@ -160,6 +160,24 @@ def _holder_at_work(snap: Snapshot, chains, progress: Progress) -> Progress:
     return Progress(None, [text], undecided_computing=True)
 
 
+def _holder_among_waiters(culprit, chains, groups, waiting: Set[int]):
+    """The rank found elsewhere waits, through its chain, for a rank that waits in the collective for
+    it (rank 0 holds the lock, or runs the server thread, that rank 1 needs, and entered all_reduce
+    holding it): that rank is the one to change, the culprit."""
+    hops = chains[0].hops if chains else []
+    if culprit is None or len(hops) < 3 or hops[1].pid != culprit.pid:
+        return culprit
+    holder = next((h for h in hops[2:] if h.pid != culprit.pid and h.pid in waiting), None)
+    group = next((g for g in groups if holder is not None and holder.pid in g.pids), None)
+    if group is None:
+        return culprit
+    reason = (
+        f"{hops[1].who} {hops[1].detail}; and {holder.who} waits in the collective for {hops[1].who}: each "
+        "waits for the other"
+    )
+    return Culprit(holder.pid, holder.rank, reason, group, culprit.waiting)
+
+
 def _end_computes(snap: Snapshot, chains, progress: Progress) -> Progress:
     """A wait that ends at another thread of the job computing inside a library routine (pickling a
     large state under the lock the main thread wants, a long parse) is no hang in one window: such a
@@ -357,6 +375,7 @@ def analyze(knowledge: Knowledge, snap: Snapshot, obs: Observations, tails: Sequ
         culprit = stuck_rank(knowledge, groups, progress.stuck_on[0], progress.reasons[0])
         mismatch = None if culprit is not None else mismatch
     chains = build_chains(snap, groups, culprit)
+    culprit = _holder_among_waiters(culprit, chains, groups, set(waiting))
     progress = _holder_at_work(snap, chains, progress)
     progress = _end_computes(snap, chains, progress)
     progress = _sleeper_wakes_later(snap, chains, progress)

@@ -587,10 +587,11 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         if target is not None and target in job.procs:
             hop.object = str(target)
             return target, None
-    server = blocked_server_peer(job, hop, wait, files)
-    if server is not None:
+    found = blocked_server_peer(job, hop, wait, files)
+    if found is not None:
+        server, handler = found
         # a Manager's server: the handler thread that runs this client's call, not its idle main thread
-        return server, serving_thread(job, server, hop.pid) if is_manager_server(job, server) else None
+        return server, serving_thread(job, server, hop.pid) if is_manager_server(job, server) else handler
     elsewhere = awaited_elsewhere(job, hop, thread)
     if elsewhere is not None:
         return elsewhere

@@ -309,31 +309,32 @@ def joined_thread(job: JobView, pid: int, thread):
     return others[0] if at_shutdown and not busy and len(others) == 1 else None
 
 
-def blocked_handler(job: JobView, pid: int) -> Optional[int]:
+def blocked_handler(job: JobView, pid: int, busy_main: bool = False) -> Optional[int]:
     """A server process (its main thread waits for connections on a listening socket: idle by design)
     with a thread of Python code blocked on a lock or primitive: the thread its clients wait for, where
     a chain through the process goes. None otherwise."""
     wait = job.wait(pid, pid) or {}
-    if (wait.get("object") or {}).get("state") != "LISTEN":
-        return None
-    for thread in job.threads(pid):
-        if (
-            thread.tid != pid
-            and python_frames(thread.frames)
-            and (job.wait(pid, thread.tid) or {}).get("op") == "futex"
-        ):
-            return thread.tid
-    return None
+    blocked = [
+        thread.tid
+        for thread in job.threads(pid)
+        if thread.tid != pid and python_frames(thread.frames) and (job.wait(pid, thread.tid) or {}).get("op") == "futex"
+    ]
+    if (wait.get("object") or {}).get("state") == "LISTEN":
+        return blocked[0] if blocked else None
+    # `busy_main`, for a peer whose connection never answers: a server thread in a process whose main
+    # thread does other work (a rank serving batches to its peers), the one thread of Python code
+    # blocked on a lock or primitive there
+    return blocked[0] if busy_main and len(blocked) == 1 else None
 
 
 IDLE_CPU = 10.0  # percent of one CPU: a process under it computes nothing that could answer
 
 
-def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[int]:
+def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[Tuple[int, Optional[int]]]:
     """The process of the job at the other end of a connection that never answers, when it is a server
     whose handler thread is blocked (blocked_handler): the chain goes on into it, to that thread; for a
-    unix socket (whose state /proc does not give), the job's process at its other end. `files`: the
-    waiting thread's Python files, joined."""
+    unix socket (whose state /proc does not give), the job's process at its other end. (pid, the thread
+    to go on to, or None for its own choice). `files`: the waiting thread's Python files, joined."""
     obj = wait.get("object") or {}
     if hop.kind == "poll" and wait.get("op") in ("epoll", "poll", "select"):
         # an event loop (an asyncio server) idle on a connection whose other end, a process of the job,
@@ -346,7 +347,7 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[i
                 if reads_from(job, other.pid, hop.pid):
                     hop.kind, hop.object = "socket", str(conn.get("remote") or conn.get("path"))
                     hop.detail += f"; pid {other.pid}, at the other end of its connection, waits to read from it too"
-                    return other.pid
+                    return other.pid, None
     pooled = POOL_WAIT.search(files) or POLLED_POOL_WAIT.search(files)
     # a unix socket to a process of the job (a multiprocessing Manager, a local server): go on into it,
     # whatever holds it up (stopped, its handler blocked); a send on a TCP connection waits for the other
@@ -355,31 +356,36 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[i
     sending = hop.op in ("send", "write") and obj.get("proto") == "tcp"
     if hop.kind == "socket" and (obj.get("proto") == "unix" or sending) and not pooled:
         ends = [p["pid"] for p in obj.get("peer") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
-        return ends[0] if ends else None
+        return (ends[0], None) if ends else None
     listeners = [p["pid"] for p in obj.get("listener_by") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
     if hop.kind == "socket" and hop.facts.get("end") == "never-accepted" and listeners:
         # the listener is a process of the job that does not accept: what holds it up is the end
         hop.facts.pop("end")
         hop.detail = hop.detail.replace("the listener at the other end never accepted it", "")
         hop.detail += f"the listener, pid {listeners[0]} of this job, has not accepted it"
-        return listeners[0]
+        return listeners[0], None
     if hop.kind != "socket" or hop.facts.get("end") != "no-answer":
         return None
     if obj.get("kind") != "socket":  # an event loop's epoll: the watched connection the hop names
         watched = [w.get("object") or {} for w in wait.get("watched") or []]
         obj = next((w for w in watched if w.get("kind") == "socket" and w.get("remote") == hop.object), {})
     peers = obj.get("peer") or []
-    served = next((p["pid"] for p in peers if p.get("pid") in job.procs and blocked_handler(job, p["pid"])), None)
+    served = next(
+        (p["pid"] for p in peers if p.get("pid") in job.procs and blocked_handler(job, p["pid"], busy_main=True)), None
+    )
     if served is not None:
         hop.facts.pop("end")  # it answers once its handler can: the end is what blocks the handler
-        return served
+        hop.detail = re.sub(
+            r": the peer never answers.*$", f": its server, pid {served} of this job, has not answered", hop.detail
+        )
+        return served, blocked_handler(job, served, busy_main=True)
     # the process at the other end waits to read from this one too: neither will send (a request
     # without the end its reader waits for, a newline or a length): the chain closes on the first
     reading = next((p["pid"] for p in peers if p.get("pid") in job.procs and reads_from(job, p["pid"], hop.pid)), None)
     if reading is not None:
         hop.facts.pop("end")
         hop.detail = hop.detail.replace(": the peer never answers", ": the other end waits to read from it too")
-    return reading
+    return (reading, None) if reading is not None else None
 
 
 def reads_from(job: JobView, pid: int, other: int) -> bool:

@@ -49,6 +49,13 @@ common launcher, as ``srun`` or ``pdsh`` start them).
 - ``early_stop``: at step 3 rank 1 stops training on its own early-stopping rule (``break``) and
   waits in the final ``barrier`` after the loop, while rank 0 waits in the step's ``all_reduce``
   inside it (the fourteenth hunt's j03, where no culprit was named).
+- ``lock_across``: at step 3 rank 0 takes an exclusive flock on a shared cache file and, holding it,
+  enters ``barrier``; rank 1 asks for the same lock before its barrier (the sixteenth hunt's j02, a
+  filelock.FileLock there: the waiting rank was named the culprit).
+- ``batch_server``: rank 0 serves batches to rank 1 from a server thread over TCP, under
+  ``data_lock``; at step 3 rank 0's main thread takes ``data_lock`` and, holding it, enters
+  ``all_reduce``, while rank 1 waits for its next batch (the sixteenth hunt's j26: external-service,
+  the waiting rank the culprit).
 
 Both ranks init gloo with a 1 h timeout, so nothing errors during a test. READY
 (``{"pid", "rank0_pid", "rank1_pid", "scenario"}``) is written by rank 1 once rank 0 has announced it
@@ -67,6 +74,30 @@ import torch
 import torch.distributed as dist
 
 STALL_STEP = 3
+data_lock = threading.Lock()  # batch_server: guards the sampler that rank 0's server thread reads
+
+
+def serve_batches(server) -> None:
+    """batch_server, on rank 0: one batch per request from rank 1, read under data_lock."""
+    conn, _ = server.accept()
+    while conn.recv(1):
+        with data_lock:
+            batch = torch.ones(8).numpy().tobytes()
+        conn.sendall(len(batch).to_bytes(4, "big") + batch)
+
+
+def fetch_batch(conn) -> bytes:
+    """batch_server, on rank 1: ask rank 0's server for the next batch (no timeout)."""
+    conn.sendall(b"n")
+    size = int.from_bytes(_recv_exact(conn, 4), "big")
+    return _recv_exact(conn, size)
+
+
+def _recv_exact(conn, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        data += conn.recv(n - len(data))
+    return data
 
 
 def rank0_waits_then_ready(step: int) -> None:
@@ -158,6 +189,8 @@ SCENARIOS = (
     "subgroup",
     "group_order",
     "early_stop",
+    "lock_across",
+    "batch_server",
 )
 
 
@@ -188,6 +221,29 @@ def share_run_name(rank: int) -> None:
     dist.broadcast_object_list(names, src=rank)  # the slip: src must be 0 on every rank
 
 
+def take_cache_lock():
+    """lock_across: an exclusive flock on the ranks' shared feature cache (held while the file is open)."""
+    import fcntl
+
+    handle = open(_common.workdir() / "features.lock", "a")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+def connect_batch_server(rank: int):
+    """batch_server: rank 0 listens and serves from a thread; rank 1 connects once both are up."""
+    import socket
+
+    if rank == 0:
+        server = socket.create_server(("127.0.0.1", 0))
+        _common.write_marker("batch_server", port=server.getsockname()[1])
+        threading.Thread(target=serve_batches, args=(server,), name="batch-server", daemon=True).start()
+    dist.barrier()
+    if rank == 0:
+        return None
+    return socket.create_connection(("127.0.0.1", _common.read_marker("batch_server")["port"]))
+
+
 def train() -> None:
     scenario = sys.argv[1]
     torch.set_num_threads(1)
@@ -202,9 +258,18 @@ def train() -> None:
     if scenario == "group_order":
         grad_pg, metrics_pg = dist.new_group([0, 1]), dist.new_group([0, 1])
     data = ShardDataset(rank)
+    conn = connect_batch_server(rank) if scenario == "batch_server" else None
     step = 0
     while True:
         grad = data[step] * 2.0
+        if conn is not None and step == STALL_STEP:  # rank 1, once rank 0 holds data_lock in its all_reduce
+            rank0_waits_then_ready(step)
+            _common.wait_until(lambda: _common.read_marker("rank0_in_collective"), timeout=120)
+            fetch_batch(conn)  # rank 0's server thread waits for data_lock
+        if step == STALL_STEP and scenario == "batch_server" and rank == 0:
+            with data_lock:  # keep the sampler still while the ranks agree on its position
+                _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
+                dist.all_reduce(grad)
         if step == STALL_STEP and scenario == "subgroup":
             if rank == 0:
                 _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
@@ -243,6 +308,10 @@ def train() -> None:
                     share_run_name(rank)
                 if scenario == "send_tag":
                     dist.send(grad, dst=1, tag=step + 1)  # the activation's tag, counted after the step
+                if scenario == "lock_across":
+                    cache_lock = take_cache_lock()  # held from here on: the slip is the barrier inside it
+                    dist.barrier()
+                    cache_lock.close()
                 if scenario == "irecv":
                     pending = dist.irecv(grad, src=1)  # rank 1's correction, which it sends only when it has one
                     pending.wait()
@@ -263,6 +332,9 @@ def train() -> None:
             elif scenario == "mismatch":
                 rank0_waits_then_ready(step)
                 dist.broadcast(grad, src=1)  # rank 0 is in all_reduce: they never meet
+            elif scenario == "lock_across":
+                rank0_waits_then_ready(step)
+                take_cache_lock()  # rank 0 holds it, and waits in barrier for this rank
             elif scenario == "early_stop":
                 rank0_waits_then_ready(step)
                 print(f"rank {rank}: no improvement for 3 steps, early stopping at step {step}", flush=True)

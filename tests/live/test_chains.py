@@ -2122,3 +2122,29 @@ def test_an_event_loop_and_its_server_child_both_waiting_to_read_are_a_cycle(kno
     assert [hop["pid"] for hop in report.chain][:2] == [job.proc.pid, job.info["server_pid"]], report.chain
     assert report.chain[-1]["waits_on"].get("kind") == "cycle", report.chain[-1]
     assert_first_fix_is_about(report, "socket-both-read", "both wait to read on one connection")
+
+
+def test_a_rank_that_enters_a_barrier_holding_the_lock_the_other_rank_wants_is_the_culprit(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j02: rank 0 takes the shared cache's lock and enters barrier; rank 1 waits
+    for that lock. The culprit was rank 1 (the rank "elsewhere"), the fix "let it finish, or stop it"."""
+    pytest.importorskip("torch")
+    job = zoo("gloo_ranks", args=["lock_across"])
+    report = diagnose(knowledge, job.info["rank0_pid"])
+    assert report.verdict.hung is True, top(report)
+    assert report.culprit is not None and report.culprit["pid"] == job.info["rank0_pid"], report.culprit
+    assert "waits in the collective for rank 1" in report.culprit["reason"], report.culprit
+    assert_first_fix_is_about(report, "lock-across-collective", "features.lock before the collective")
+
+
+def test_a_rank_serving_batches_from_a_thread_blocked_by_its_own_collective_is_the_culprit(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j26: rank 0 serves rank 1's batches from a thread under data_lock, and enters
+    all_reduce holding data_lock. It was external-service, rank 1 (the waiter) the culprit."""
+    pytest.importorskip("torch")
+    job = zoo("gloo_ranks", args=["batch_server"])
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, rank0)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain][:4] == [rank0, rank1, rank0, rank0], report.chain
+    assert report.chain[2]["thread"]["name"] == "batch-server", report.chain[2]
+    assert report.chain[2]["waits_on"].get("lock") == "data_lock", report.chain[2]
+    assert report.culprit is not None and report.culprit["pid"] == rank0, report.culprit
