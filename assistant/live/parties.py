@@ -330,6 +330,14 @@ def blocked_handler(job: JobView, pid: int, busy_main: bool = False) -> Optional
 IDLE_CPU = 10.0  # percent of one CPU: a process under it computes nothing that could answer
 
 
+def _stuck_server(job: JobView, pid: int) -> bool:
+    """A process of the job whose main thread waits on a lock or primitive in Python code (a request's
+    handler run inline by its serve loop), or whose one other Python thread does: held up, not idle."""
+    main = next((t for t in job.threads(pid) if t.tid == pid), None)
+    in_code = main is not None and bool(python_frames(main.frames))
+    return (in_code and (job.wait(pid, pid) or {}).get("op") == "futex") or blocked_handler(job, pid, True) is not None
+
+
 def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[Tuple[int, Optional[int]]]:
     """The process of the job at the other end of a connection that never answers, when it is a server
     whose handler thread is blocked (blocked_handler): the chain goes on into it, to that thread; for a
@@ -357,9 +365,13 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[T
     if hop.kind == "socket" and (obj.get("proto") == "unix" or sending) and not pooled:
         ends = [p["pid"] for p in obj.get("peer") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
         return (ends[0], None) if ends else None
-    listeners = [p["pid"] for p in obj.get("listener_by") or [] if p.get("pid") in job.procs and p["pid"] != hop.pid]
+    listeners = [
+        p["pid"]
+        for p in obj.get("listener_by") or []
+        if p.get("pid") in job.procs and p["pid"] != hop.pid and _stuck_server(job, p["pid"])
+    ]
     if hop.kind == "socket" and hop.facts.get("end") == "never-accepted" and listeners:
-        # the listener is a process of the job that does not accept: what holds it up is the end
+        # the listener is a process of the job held up inside a request: what holds it up is the end
         hop.facts.pop("end")
         hop.detail = hop.detail.replace("the listener at the other end never accepted it", "")
         hop.detail += f"the listener, pid {listeners[0]} of this job, has not accepted it"
