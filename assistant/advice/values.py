@@ -151,6 +151,7 @@ VALUES = {
     "mask_at": "the job's pthread_sigmask line that blocks them (train.py:9)",
     "own_server": "the address of a server of the job's own process, on the event loop whose thread waits for it",
     "holder_in_collective": "set when the lock's holder waits in a collective for the rank that wants the lock",
+    "parent_pid": "the process an orphaned worker now belongs to (init, a subreaper), its parent having died",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }
@@ -181,6 +182,7 @@ ASYNC_UNMET = (
     "own_server",
     "polled",
     "reaper",
+    "parent_pid",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

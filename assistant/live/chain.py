@@ -46,6 +46,7 @@ from debug_stuck.live.loops import (
 from debug_stuck.live.managers import is_manager_server, manager_next, serving_thread
 from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.oneserver import handler_blocks_server
+from debug_stuck.live.orphan import orphaned
 from debug_stuck.live.ownend import own_end
 from debug_stuck.live.parties import (
     FUTURE_WAIT,
@@ -538,7 +539,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     files = " ".join(f.file for f in python_frames(thread.frames)) if thread is not None else ""
     if hop.facts.get("stdin") == "prompt" or ignores_its_stop(job, hop) or runs_forever(job, hop):
         return None
-    if reaped_elsewhere(job, hop, wait) or handler_blocks_server(job, hop, thread):
+    if reaped_elsewhere(job, hop, wait) or handler_blocks_server(job, hop, thread) or orphaned(job, hop, thread):
         return None
     if serves_forever(job, hop):
         return None

@@ -2148,3 +2148,20 @@ def test_a_rank_serving_batches_from_a_thread_blocked_by_its_own_collective_is_t
     assert report.chain[2]["thread"]["name"] == "batch-server", report.chain[2]
     assert report.chain[2]["waits_on"].get("lock") == "data_lock", report.chain[2]
     assert report.culprit is not None and report.culprit["pid"] == rank0, report.culprit
+
+
+def test_a_worker_whose_trainer_was_killed_is_named_an_orphan(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j21: the trainer was SIGKILLed (OOM) and its non-daemon multiprocessing worker,
+    re-parented, waits in tasks.get() for ever. It was "waits for an item from a queue", a timeout fix."""
+    job = zoo("orphan_worker")
+    worker = job.info["pid"]
+    with open(f"/proc/{worker}/stat") as fh:
+        parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+    with open(f"/proc/{parent}/cmdline", "rb") as fh:
+        if b"python" in fh.read().split(b"\0")[0]:
+            pytest.skip("the orphan's new parent runs Python here (a Python init): it cannot be told from a parent")
+    report = diagnose(knowledge, worker)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "orphaned" and end.get("parent_pid") == str(parent), end
+    assert_first_fix_is_about(report, "orphaned-worker", "is an orphan", "restart the job from its last checkpoint")
