@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Callable, Dict, Optional
 
 
-def held_across_wait_values(values: Dict[str, str], end: dict, prev: Optional[dict]) -> None:
+def held_across_wait_values(values: Dict[str, str], end: dict, prev: Optional[dict], chain=()) -> None:
     """For a chain that closes on itself at the hop before its end (`prev`): `held_lock`, a
     multiprocessing lock its first process holds while it waits for the process that needs it
     (live.joinlock.process_lock_holder); `setter`, `set_at`, `set_event`, the thread that sets what the
-    others wait for only after its own wait for them (live.setafter)."""
+    others wait for only after its own wait for them (live.setafter); `putter`, `put_at`, `queue`, from
+    any hop of the cycle (`chain`), the thread that puts into a queue only below a wait of its own."""
     held = (prev or {}).get("waits_on") or {}
     if (end.get("waits_on") or {}).get("kind") != "cycle":
         return
@@ -20,6 +21,9 @@ def held_across_wait_values(values: Dict[str, str], end: dict, prev: Optional[di
         values["setter"], values["set_at"], values["set_event"] = held["setter"], held["set_at"], held["event"]
         if held.get("setter_pid"):  # the parent sets it after joining the child that waits for it
             values["setter_pid"] = str(held["setter_pid"])
+    putting = next(((h.get("waits_on") or {}) for h in chain if (h.get("waits_on") or {}).get("putter")), None)
+    if putting is not None and putting.get("put_at") and putting.get("queue"):
+        values["putter"], values["put_at"], values["queue"] = putting["putter"], putting["put_at"], putting["queue"]
 
 
 def join_lock_values(values: Dict[str, str], end: dict, source: Callable[[Optional[str], int], Optional[str]]) -> None:

@@ -280,7 +280,7 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _sync(values, end, reader)
     _lock_cycle(values, end)
     join_lock_values(values, end, _source)
-    held_across_wait_values(values, end, prev)
+    held_across_wait_values(values, end, prev, chain)
     _self_lock(values, reader, end)
     _waited_thread(values, end)
     other_threads(values, reader, end)

@@ -152,6 +152,8 @@ VALUES = {
     "own_server": "the address of a server of the job's own process, on the event loop whose thread waits for it",
     "holder_in_collective": "set when the lock's holder waits in a collective for the rank that wants the lock",
     "parent_pid": "the process an orphaned worker now belongs to (init, a subreaper), its parent having died",
+    "putter": "the thread that puts into the queue another thread waits on, only below a wait of its own",
+    "put_at": "where it puts (worker (train.py:24))",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }
@@ -183,6 +185,8 @@ ASYNC_UNMET = (
     "polled",
     "reaper",
     "parent_pid",
+    "putter",
+    "put_at",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

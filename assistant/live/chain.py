@@ -91,6 +91,7 @@ from debug_stuck.live.spinparty import spinning_child
 from debug_stuck.live.starved import queued_behind
 from debug_stuck.live.storewait import store_wait
 from debug_stuck.live.syncwaits import (
+    barrier_action_runner,
     barrier_feeders,
     barrier_short,
     event_cleared,
@@ -758,6 +759,10 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
                 hop.facts.update(end="fork-pool", forked_by=str(parent))
             return None
         others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)]
+        runner = barrier_action_runner(thread, others) if "end" not in hop.facts else None
+        if runner is not None:
+            hop.detail += f", whose action thread {runner.name!r} runs: the parties are let go once it returns"
+            return hop.pid, runner.tid
         feeders = barrier_feeders(thread, others) if "end" not in hop.facts else []
         if feeders:
             names = " and ".join(repr(t.name) for t in feeders)

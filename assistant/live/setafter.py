@@ -17,13 +17,21 @@ from typing import Optional, Tuple
 from debug_stuck.live.loops import enclosing_function, own_frame_index
 from debug_stuck.live.selflock import attribute_calls, frame_source, parse_source
 
-SETTERS = {"wait": ("set", "notify", "notify_all")}
+# what ends a wait on each call: an Event's or a Condition's wait, a queue.Queue's get (CPython 3.11
+# Lib/queue.py: get blocks until an item is available, which put() adds)
+SETTERS = {"wait": ("set", "notify", "notify_all"), "get": ("put", "put_nowait")}
+
+
+def _waited_call(frame, pid) -> Optional[Tuple[str, str]]:
+    """(object, method) the frame's line waits in: ("weights_synced", "wait"), ("grads", "get")."""
+    calls = attribute_calls(parse_source(frame_source(frame, pid)), tuple(SETTERS))
+    return next(((target, call.func.attr) for call, target in calls if call.lineno == frame.line), None)
 
 
 def _waited(frame, pid) -> Optional[str]:
     """The object the frame's line waits on: `weights_synced` for `weights_synced.wait()`."""
-    calls = attribute_calls(parse_source(frame_source(frame, pid)), ("wait",))
-    return next((target for call, target in calls if call.lineno == frame.line), None)
+    found = _waited_call(frame, pid)
+    return found[0] if found is not None and found[1] == "wait" else None
 
 
 def _calls_below(frame, pid, methods) -> list:
@@ -35,10 +43,10 @@ def _calls_below(frame, pid, methods) -> list:
     return sorted((call.lineno, receiver) for call, receiver in calls if call.lineno > frame.line)
 
 
-def _set_below(frame, pid, target: str) -> Optional[int]:
+def _set_below(frame, pid, target: str, method: str = "wait") -> Optional[int]:
     """The first line after the frame's own, in the same function (or module code), that calls
-    target.set() (notify, notify_all)."""
-    return next((line for line, receiver in _calls_below(frame, pid, SETTERS["wait"]) if receiver == target), None)
+    target.set() (notify, notify_all; for a get, target.put())."""
+    return next((line for line, receiver in _calls_below(frame, pid, SETTERS[method]) if receiver == target), None)
 
 
 def _sets_below(frame, pid) -> list:
@@ -52,9 +60,10 @@ def set_after_wait(job, hop, thread) -> Optional[Tuple[int, int]]:
     if thread is None:
         return None
     index = own_frame_index(thread.frames)
-    target = _waited(thread.frames[index], hop.pid) if index is not None else None
-    if target is None:
+    waited = _waited_call(thread.frames[index], hop.pid) if index is not None else None
+    if waited is None:
         return None
+    target, method = waited
     for other in job.threads(hop.pid):
         if other.tid == thread.tid or (job.wait(hop.pid, other.tid) or {}).get("op") != "futex":
             continue
@@ -62,14 +71,18 @@ def set_after_wait(job, hop, thread) -> Optional[Tuple[int, int]]:
         if at is None:
             continue
         frame = other.frames[at]
-        line = _set_below(frame, hop.pid, target)
+        line = _set_below(frame, hop.pid, target, method)
         if line is None:
             continue
         hop.kind, hop.object = "thread", str(other.tid)
         set_at = f"{frame.bare_name} ({frame.file}:{line})"
-        hop.facts.update(setter=other.name or str(other.tid), set_at=set_at, event=target)
+        if method == "get":  # a queue the other thread fills below its own wait
+            hop.facts.update(putter=other.name or str(other.tid), put_at=set_at, queue=target)
+        else:
+            hop.facts.update(setter=other.name or str(other.tid), set_at=set_at, event=target)
+        verb = "puts into" if method == "get" else "sets"
         hop.detail = (
-            f"waits for {target} at {thread.frames[index].text()}, which thread {other.name!r} sets only at "
+            f"waits for {target} at {thread.frames[index].text()}, which thread {other.name!r} {verb} only at "
             f"{frame.file}:{line}, after {frame.text()}, where it waits itself"
         )
         return hop.pid, other.tid

@@ -312,6 +312,18 @@ def barrier_feeders(thread, others) -> list:
     return list(others)
 
 
+def barrier_action_runner(thread, others):
+    """The thread that runs the threading.Barrier's action while this one waits at the barrier: the last
+    party to arrive runs it before any party is let go (CPython 3.11.7 Lib/threading.py Barrier._release
+    calls self._action()), so the others wait for that action to return."""
+    if not at_thread_barrier(thread):
+        return None
+    return next(
+        (t for t in others if any(f.bare_name == "_release" and THREADING_FILE.search(f.file or "") for f in t.frames)),
+        None,
+    )
+
+
 # Library threads that only watch their own library's objects and never put into, set or notify
 # anything of the job's: tqdm's TMonitor (tqdm/_monitor.py: it checks the open bars' miniters), the
 # async writer of TensorBoard's event files (tensorboard/summary/writer/event_file_writer.py:

@@ -2165,3 +2165,17 @@ def test_a_worker_whose_trainer_was_killed_is_named_an_orphan(knowledge, zoo):  
     end = report.chain[-1]["waits_on"]
     assert end.get("end") == "orphaned" and end.get("parent_pid") == str(parent), end
     assert_first_fix_is_about(report, "orphaned-worker", "is an orphan", "restart the job from its last checkpoint")
+
+
+def test_a_barrier_action_that_waits_for_what_the_parties_put_after_the_barrier_is_a_cycle(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j09: a Barrier's action takes the shards' gradients from a queue the shard
+    threads fill only after the barrier. The fix said the putting thread had ended, which was false."""
+    job = zoo("barrier_action_queue")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    details = " ".join(hop["waits_on"]["detail"] for hop in report.chain)
+    assert "whose action thread" in details and "puts into only at" in details, report.chain
+    assert report.chain[-1]["waits_on"]["kind"] == "cycle", report.chain[-1]
+    fix = report.diagnoses[0].fixes[0] if report.job else None
+    assert_first_fix_is_about(report, "put-after-wait", "puts into grads only at worker")
+    assert fix is None or "has ended" not in fix.title
