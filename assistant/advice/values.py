@@ -154,6 +154,7 @@ VALUES = {
     "parent_pid": "the process an orphaned worker now belongs to (init, a subreaper), its parent having died",
     "putter": "the thread that puts into the queue another thread waits on, only below a wait of its own",
     "put_at": "where it puts (worker (train.py:24))",
+    "iterable": "the iterable handed to a Pool's imap or map, run by its task-handler thread, that waits on the pool",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }
@@ -187,6 +188,7 @@ ASYNC_UNMET = (
     "parent_pid",
     "putter",
     "put_at",
+    "iterable",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

@@ -1,11 +1,14 @@
-"""A multiprocessing Pool whose result-handler thread waits for a result of the same pool.
+"""A multiprocessing Pool whose result-handler (or task-handler) thread waits for a result of the same
+pool.
 
 CPython 3.11.7 Lib/multiprocessing/pool.py: one thread, Pool._handle_results, takes every result off
 the pool's result queue and sets its ApplyResult, which runs the task's `callback` in that thread
 (ApplyResult._set). A callback that calls pool.apply(), or .get() on another result of the pool,
 waits for a result only that thread could deliver: it never comes, and every later result with it
 (the docs: "Callbacks should complete immediately since otherwise the thread which handles the
-results will get blocked").
+results will get blocked"). Pool._handle_tasks, the one thread that hands tasks to the workers,
+iterates the iterable given to imap or map as it goes: a generator that calls pool.apply() waits for
+a task that only that thread would hand out.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from debug_stuck.live.parties import JobView, python_frames
 POOL_FILE = re.compile(r"(^|/)multiprocess(ing)?/pool\.py$")
 # a wait for one of the pool's own results: ApplyResult.get/wait (MapResult's too), Pool.apply/map
 _RESULT_WAITS = ("wait", "get", "apply", "map", "starmap")
+# the result handler runs callbacks; the task handler iterates the iterable given to map/imap, lazily
+# (Pool._handle_tasks: `for task in taskseq`, a generator over the job's iterable)
+_HANDLERS = ("_handle_results", "_handle_tasks")
 
 
 def callback_waits_on_pool(job: JobView, hop) -> Optional[str]:
@@ -26,7 +32,7 @@ def callback_waits_on_pool(job: JobView, hop) -> Optional[str]:
     for thread in job.threads(hop.pid):
         frames = python_frames(thread.frames)
         handler = next(
-            (i for i, f in enumerate(frames) if f.bare_name == "_handle_results" and POOL_FILE.search(f.file or "")),
+            (i for i, f in enumerate(frames) if f.bare_name in _HANDLERS and POOL_FILE.search(f.file or "")),
             None,
         )
         if handler is None:
@@ -37,6 +43,14 @@ def callback_waits_on_pool(job: JobView, hop) -> Optional[str]:
         if not waits or callback is None:
             continue
         hop.kind, hop.object = "thread", str(thread.tid)
+        if frames[handler].bare_name == "_handle_tasks":
+            hop.facts.update(end="iterable-waits-pool", iterable=callback.text())
+            hop.detail = (
+                f"waits for a result from its pool, and the pool's task-handler thread runs the iterable "
+                f"{callback.text()} handed to it, which itself waits for a result of that pool: only that "
+                "thread hands tasks to the workers, so the task it waits for is never handed out"
+            )
+            return callback.text()
         hop.facts.update(end="callback-waits-pool", callback=callback.text())
         hop.detail = (
             f"waits for a result from its pool, and the pool's result-handler thread runs the callback "

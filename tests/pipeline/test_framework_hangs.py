@@ -1411,6 +1411,18 @@ def test_a_pool_callback_that_waits_for_its_own_pool_is_named(knowledge, zoo):  
     assert fix.title.startswith("The Pool callback on_done ("), fix.title
 
 
+def test_a_pool_iterable_that_waits_for_its_own_pool_is_named(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j23: the generator handed to pool.imap calls pool.apply(), in the task-handler
+    thread that alone hands tasks out. It was read as a lost task (a worker that died mid-task)."""
+    job = zoo("pool_iterable_apply")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "iterable-waits-pool" and "with_sizes (" in end.get("iterable", ""), end
+    fix = first_fix(report)
+    assert fix.title.startswith("The iterable with_sizes ("), fix.title
+
+
 def test_a_child_spinning_on_a_flag_its_waiting_parent_raises_later_is_named(knowledge, zoo):  # noqa: F811
     """The fifteenth hunt's j08: the trainer waits at a multiprocessing Event the prefetcher child
     sets once started, and the child spins on a flag the trainer raises only after that wait. No
