@@ -80,7 +80,7 @@ def remedy_for(report, facts: JobFacts, knowledge) -> Optional[FixItem]:
     signature = ">".join(reader.token(hop) for hop in chain)
     values = _values(reader, chain, facts, table)
     thread_traceback(values, report)
-    dead_thread(values, report, chain[-1])
+    dead_thread(values, report, chain[-1], _source_line(reader.own_frame(chain[-1]) or {}, chain[-1].get("pid")))
     respawn_values(values, report)
     conditional_new_group(values, report, reader)
     logged_death(values, report, chain[-1])

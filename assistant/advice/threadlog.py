@@ -5,7 +5,7 @@ says the thread's error was caught (or it never started), and the fix says so in
 from __future__ import annotations
 
 import re
-from typing import Dict
+from typing import Dict, Optional
 
 THREAD_DIED = "Exception in thread"  # CPython's threading.excepthook, for a thread's uncaught exception
 # CPython 3.11 Lib/threading.py excepthook: "Exception in thread NAME:"; a Thread given a target and no
@@ -36,7 +36,11 @@ def thread_traceback(values: Dict[str, str], report) -> None:
     )
 
 
-def dead_thread(values: Dict[str, str], report, end: dict) -> None:
+# the waiting line takes a lock: `with ckpt_lock:` or `ckpt_lock.acquire()`
+TAKES_LOCK = re.compile(r"^\s*(?:with\s+(?P<with>[\w.]+)\s*(?:as\s+\w+\s*)?:|(?P<call>[\w.]+)\.acquire\()")
+
+
+def dead_thread(values: Dict[str, str], report, end: dict, line: Optional[str] = None) -> None:
     """`dead_thread`: the name of a thread the log says died of an uncaught exception, when the end of
     the wait is a thread waiting on a threading or queue primitive and no thread of the job has that
     name any more: the thread that was to feed it, most likely (with other threads still alive, a
@@ -51,3 +55,6 @@ def dead_thread(values: Dict[str, str], report, end: dict) -> None:
     gone = list(dict.fromkeys(name for name in names if name not in live))
     if len(gone) == 1 and (end.get("waits_on") or {}).get("kind") == "futex":
         values["dead_thread"] = gone[0]
+        taken = TAKES_LOCK.match(line or "")
+        if taken:  # `line`, the waiting line of the job's code, takes a lock: the dead thread most likely held it
+            values["leaked_lock"] = taken["with"] or taken["call"]

@@ -155,6 +155,7 @@ VALUES = {
     "putter": "the thread that puts into the queue another thread waits on, only below a wait of its own",
     "put_at": "where it puts (worker (train.py:24))",
     "iterable": "the iterable handed to a Pool's imap or map, run by its task-handler thread, that waits on the pool",
+    "leaked_lock": "the lock the waiting line takes, when a thread the log says died most likely held it",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }

@@ -197,6 +197,27 @@ async def train_on_records() -> None:
         print(f"step {step} loss {sum(batch) / len(batch):.3f}", flush=True)
 
 
+ckpt_lock = threading.Lock()
+
+
+def async_save(step: int) -> None:
+    ckpt_lock.acquire()  # the slip: released by a later line, not by a `with`
+    read_sample(CORRUPT_AT)  # the upload fails: the thread dies holding the lock
+    ckpt_lock.release()
+
+
+def train_with_saver() -> None:
+    """lock_leaked: a checkpoint thread takes ckpt_lock with acquire() and dies of an error before its
+    release(); the training step waits in `with ckpt_lock:` (the sixteenth hunt's j01)."""
+    saver = threading.Thread(target=async_save, args=(0,), name="ckpt-saver", daemon=True)
+    saver.start()
+    saver.join()
+    ready_once_alone(saver, "train_with_saver")
+    for step in range(100):
+        with ckpt_lock:  # the optimizer step, kept out of a save
+            print(f"step {step}", flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["asyncio"]:
         import asyncio
@@ -207,5 +228,6 @@ if __name__ == "__main__":
             "process": train_from_process,
             "process_raises": lambda: train_from_process(produce_then_raise),
             "socketpair": train_from_socket,
+            "lock_leaked": train_with_saver,
         }
         scenarios.get(sys.argv[1] if sys.argv[1:] else "", train)()

@@ -397,6 +397,20 @@ def test_a_queue_whose_producer_thread_died_is_a_wait_on_a_thread_that_is_gone(k
     assert not ranked & (NEEDS_A_RANK | {"dataloader"}), (ranked, report.notes)
 
 
+def test_a_lock_a_dead_thread_took_with_acquire_is_named_leaked(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j01: a checkpoint thread takes ckpt_lock with acquire() and dies of an error
+    before release(); the step waits in `with ckpt_lock:`. The fix was "make its errors reach the
+    waiter", which leaves the lock held: take it with `with`."""
+    job = zoo("producer_died", args=["lock_leaked"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    fix = first_fix(report)
+    assert (
+        fix.title
+        == "Thread 'ckpt-saver' died holding ckpt_lock; take it with `with ckpt_lock:` so an error releases it"
+    )
+
+
 def test_a_queue_whose_producer_died_beside_a_live_thread_names_the_dead_thread_from_the_log(knowledge, zoo):  # noqa: F811
     """The twelfth hunt's j09: the prefetch thread died (its traceback in the log) while other threads of
     the process live on (there: an RPC server's). Not "no thread is left": the log's dead thread."""
