@@ -156,6 +156,7 @@ VALUES = {
     "put_at": "where it puts (worker (train.py:24))",
     "iterable": "the iterable handed to a Pool's imap or map, run by its task-handler thread, that waits on the pool",
     "leaked_lock": "the lock the waiting line takes, when a thread the log says died most likely held it",
+    "reader": "a process outside the job that holds the unix socket the job sends to, and does not read it",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }
@@ -190,6 +191,7 @@ ASYNC_UNMET = (
     "putter",
     "put_at",
     "iterable",
+    "reader",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

@@ -458,6 +458,10 @@ def chain_culprit(chain: Optional[Chain], snap: Optional[Snapshot] = None) -> Op
             "role": info.role if info is not None else "other",
             "reason": f"pid {holder} ({whose}) holds the lock on {end.object} that {end.who} waits for",
         }
+    reader = end.facts.get("reader") if end is not None and end.facts.get("end") == "not-reading" else None
+    if reader and str(reader).isdigit():
+        why = f"pid {reader} (not a process of this job) holds the socket {end.who} sends to, and does not read it"
+        return {"pid": int(reader), "rank": None, "role": "other", "reason": why}
     if chain is None or len(chain.hops) < 2:
         return None
     first = chain.hops[0]

@@ -296,6 +296,12 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         elif obj.get("state") == "ESTABLISHED" and op in ("recv", "read", "poll") and arriving(obj):
             text += f": data still arrives ({obj['received_bytes']} bytes in the last {RECEIVE_GAP} s)"
             hop.facts["receiving"] = "yes"
+        elif obj.get("proto") == "unix" and op in ("send", "write") and wait.get("wchan") == "unix_wait_for_peer":
+            # a datagram socket whose receiver's queue is full (net/unix/af_unix.c unix_wait_for_peer)
+            readers = [p for p in obj.get("peer") or [] if p.get("pid") not in job_pids]
+            if readers:
+                text += f": its reader, {describe_peer(readers)}, not of this job, does not read (its queue is full)"
+                hop.facts.update(end="not-reading", reader=str(readers[0]["pid"]))
         elif obj.get("state") == "ESTABLISHED" and op in ("send", "write") and departing(obj):
             text += f": data still leaves ({obj['sent_bytes']} bytes in the last {RECEIVE_GAP} s)"
             hop.facts["sending"] = "yes"

@@ -2179,3 +2179,16 @@ def test_a_barrier_action_that_waits_for_what_the_parties_put_after_the_barrier_
     fix = report.diagnoses[0].fixes[0] if report.job else None
     assert_first_fix_is_about(report, "put-after-wait", "puts into grads only at worker")
     assert fix is None or "has ended" not in fix.title
+
+
+def test_a_send_to_a_log_agent_that_stopped_reading_names_the_agent(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j12: SysLogHandler sends to a local log agent (outside the job) that stopped
+    reading its unix datagram socket. It was output-blocked, "Drain the pipe to a file", the agent unnamed."""
+    job = zoo("log_agent_stopped")
+    agent = job.info["agent_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "external-service", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "not-reading" and end.get("reader") == str(agent), end
+    assert report.culprit and report.culprit["pid"] == agent, report.culprit
+    assert_first_fix_is_about(report, "socket-reader-stopped", f"The local service pid {agent}")
