@@ -240,6 +240,10 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     first_site = _site_text(reader.own_frame(first))
     if first_site:
         values["first_at_site"] = f" at {first_site}"
+    if (end.get("waits_on") or {}).get("kind") == "cycle":  # the process that closes the cycle: whose code to change
+        values["closer_who"] = end.get("who") or f"pid {end.get('pid')}"
+        closer_site = _site_text(reader.own_frame(end))
+        values["closer_at_site"] = f" at {closer_site}" if closer_site else ""
     if prev is not None:
         values["prev_pid"] = str(prev.get("pid"))
         values["prev_who"] = prev.get("who") or f"pid {prev.get('pid')}"

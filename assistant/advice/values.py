@@ -157,6 +157,8 @@ VALUES = {
     "iterable": "the iterable handed to a Pool's imap or map, run by its task-handler thread, that waits on the pool",
     "leaked_lock": "the lock the waiting line takes, when a thread the log says died most likely held it",
     "reader": "a process outside the job that holds the unix socket the job sends to, and does not read it",
+    "closer_who": "the process (and thread) that closes a wait cycle: the one the cycle comes back to",
+    "closer_at_site": "where its own code waits",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }

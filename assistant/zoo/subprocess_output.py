@@ -15,6 +15,9 @@ its half-done write short and CPython then drops the rest of the output.
 READY (``{"pid", "child_pid"}``): once the child has sat in the pipe write, and the parent in its
 wait, for 5 consecutive samples.
 
+``python subprocess_output.py nested``: the job runs that export as a child (``subprocess.run``), so
+the process that waits before reading is its child, and the writer its grandchild.
+
 ``python subprocess_output.py background``: the job starts a monitor through a shell script and
 captures its output, ``subprocess.run(["sh", "-c", "...; sleep 3600 & ..."], capture_output=True)``.
 The shell exits at once, but the ``sleep`` it left running in the background holds the pipe it
@@ -74,7 +77,7 @@ def main() -> None:
             and _common.sleeping_steadily(os.getpid(), main_thread.native_id)
         )
 
-    _common.ready_when(both_stuck, lambda: {"child_pid": proc.pid})
+    _common.ready_when(both_stuck, lambda: {"child_pid": proc.pid, "prep_pid": os.getpid()})
     proc.wait()  # the child cannot exit before its output is read
     stats = proc.stdout.read()
     print(f"read {len(stats)} bytes of statistics", flush=True)
@@ -220,7 +223,14 @@ def asyncio_wait() -> None:
     print(f"read {len(asyncio.run(export()))} bytes", flush=True)
 
 
+def nested() -> None:
+    """The same export two levels down: the trainer waits in subprocess.run for a prep script, which
+    waits for its helper before reading its output (the sixteenth hunt's j22)."""
+    subprocess.run([sys.executable, __file__])
+
+
 if __name__ == "__main__":
     scenarios = {"background": background, "both_ways": both_ways, "endless": endless, "asyncio_wait": asyncio_wait}
+    scenarios["nested"] = nested
     scenarios.update(stderr_full=stderr_full, reply_buffered=reply_buffered)
     scenarios.get(sys.argv[1] if sys.argv[1:] else "", main)()

@@ -514,6 +514,18 @@ def test_a_producer_process_that_raised_is_named_with_its_logged_error_and_the_f
 # -- waits that end at another thread, a child's pipe, a lock another process holds -------------------
 
 
+def test_a_child_waiting_before_it_reads_its_own_childs_output_is_the_one_told_to_read(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j22: the trainer waits for a prep script, which waits for its helper before
+    reading its output. The fix named the trainer as the one waiting before reading."""
+    job = zoo("subprocess_output", args=["nested"])
+    prep, child = job.info["prep_pid"], job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert [h["pid"] for h in report.chain][:3] == [job.proc.pid, prep, child], report.chain
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Process pid {prep} waits for its child {child} before reading"), fix
+
+
 def test_a_parent_waiting_before_it_reads_its_childs_output_is_told_to_read_while_waiting(knowledge, zoo):  # noqa: F811
     job = zoo("subprocess_output")
     child = job.info["child_pid"]
