@@ -75,6 +75,28 @@ def filter_child(values: Dict[str, str], processes: dict, chain: List[dict], raw
     values["filter_short"] = argv[0].rsplit("/", 1)[-1] if argv else "its child"
 
 
+FLUSHES = re.compile(r"\.flush\(\)|\bflush\s*=\s*True\b")
+
+
+def child_flushes(
+    values: Dict[str, str], processes: dict, chain: List[dict], source: Callable[[dict], Optional[str]]
+) -> None:
+    """`child_flushes` when the chain goes round between a process and its child over their pipes and
+    the child sends unbuffered: `-u` or PYTHONUNBUFFERED in its command line or environment, or a
+    flush in the source file of its waiting frame (`out.flush()`, `print(..., flush=True)`). Its reply
+    then sits in no buffer: it is shorter than what the reader waits for."""
+    if len(chain) < 3 or (chain[-1].get("waits_on") or {}).get("kind") != "cycle":
+        return
+    child = processes.get(chain[-2].get("pid")) or {}
+    argv = command_argv(child.get("cmdline"))
+    flags = [a for a in argv[1:3] if a.startswith("-")]
+    ignores_env = any(f in ("-I", "-E") for f in flags)  # isolated mode: PYTHON* variables are ignored
+    from_env = not ignores_env and (child.get("env") or {}).get("PYTHONUNBUFFERED") not in (None, "", "0")
+    unbuffered = "-u" in flags or from_env
+    if unbuffered or FLUSHES.search(source(chain[-2]) or ""):
+        values["child_flushes"] = "yes"
+
+
 SENDALL = re.compile(r"([A-Za-z_][\w.]*)\.(?:sendall|send|write)\(([^()]*)\)")
 
 

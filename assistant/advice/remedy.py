@@ -25,7 +25,7 @@ from debug_stuck.advice.modulequeue import module_queue
 from debug_stuck.advice.otherthreads import other_threads
 from debug_stuck.advice.p2ptags import tag_mismatch
 from debug_stuck.advice.pgroups import group_order
-from debug_stuck.advice.pipeholder import background_holder, both_send, endless_values, filter_child
+from debug_stuck.advice.pipeholder import background_holder, both_send, child_flushes, endless_values, filter_child
 from debug_stuck.advice.respawn import respawn_values
 from debug_stuck.advice.samecall import same_call
 from debug_stuck.advice.selflock import self_lock_values
@@ -261,6 +261,9 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _pipe_peer(values, reader, end)
     background_holder(values, reader.processes, chain)
     filter_child(values, reader.processes, chain, reader.wait(first))
+    child_flushes(
+        values, reader.processes, chain, lambda hop: _source(_frame_path(reader.own_frame(hop)), hop.get("pid"))
+    )
     both_send(values, chain, lambda hop: _source_line(reader.own_frame(hop) or {}, hop.get("pid")))
     _lock_holder(values, reader, chain)
     _lock_pair(values, reader, chain)
@@ -607,6 +610,10 @@ def _source_line(frame: dict, pid) -> Optional[str]:
         return None
     lines = text.splitlines()
     return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+def _frame_path(frame: Optional[dict]) -> Optional[str]:
+    return (frame or {}).get("path") or (frame or {}).get("file")
 
 
 def _source(path: Optional[str], pid) -> Optional[str]:

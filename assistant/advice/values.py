@@ -159,6 +159,7 @@ VALUES = {
     "reader": "a process outside the job that holds the unix socket the job sends to, and does not read it",
     "closer_who": "the process (and thread) that closes a wait cycle: the one the cycle comes back to",
     "closer_at_site": "where its own code waits",
+    "child_flushes": "set when a child in a pipe cycle with its parent sends unbuffered (-u, a flush in its code)",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }

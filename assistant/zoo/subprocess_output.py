@@ -15,6 +15,9 @@ its half-done write short and CPython then drops the rest of the output.
 READY (``{"pid", "child_pid"}``): once the child has sat in the pipe write, and the parent in its
 wait, for 5 consecutive samples.
 
+``python subprocess_output.py reply_short``: request and reply with a decoder child that flushes each
+frame, and a trainer that reads a frame four times larger: both wait to read (the sixteenth hunt's j04).
+
 ``python subprocess_output.py nested``: the job runs that export as a child (``subprocess.run``), so
 the process that waits before reading is its child, and the writer its grandchild.
 
@@ -206,6 +209,28 @@ def reply_buffered() -> None:
         print(f"{text!r}: {count} tokens", flush=True)
 
 
+DECODER = """import sys
+out = sys.stdout.buffer
+for line in sys.stdin:
+    frame = bytes(3 * 112 * 112)  # a 112x112 frame: the trainer reads 224x224
+    out.write(frame)
+    out.flush()
+"""
+
+
+def reply_short() -> None:
+    """A decoder child sends each frame and flushes it; the trainer reads a frame of another size."""
+    decoder = _common.workdir() / "decoder.py"
+    decoder.write_text(DECODER)
+    proc = subprocess.Popen([sys.executable, "-I", str(decoder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    _common.ready_when(_both_sleep(proc), lambda: {"child_pid": proc.pid})
+    for step in range(10):
+        proc.stdin.write(b"next\n")
+        proc.stdin.flush()
+        frame = proc.stdout.read(3 * 224 * 224)  # more than one frame: waits for the next, never asked for
+        print(f"step {step}: {len(frame)} bytes", flush=True)
+
+
 def asyncio_wait() -> None:
     import asyncio
 
@@ -232,5 +257,6 @@ def nested() -> None:
 if __name__ == "__main__":
     scenarios = {"background": background, "both_ways": both_ways, "endless": endless, "asyncio_wait": asyncio_wait}
     scenarios["nested"] = nested
+    scenarios["reply_short"] = reply_short
     scenarios.update(stderr_full=stderr_full, reply_buffered=reply_buffered)
     scenarios.get(sys.argv[1] if sys.argv[1:] else "", main)()

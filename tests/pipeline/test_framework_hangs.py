@@ -825,6 +825,19 @@ def test_a_reply_left_in_the_childs_buffer_is_told_to_flush(knowledge, zoo):  # 
     assert "print(reply, flush=True)" in fix.commands[0] and "PYTHONUNBUFFERED=1" in fix.commands[1], fix.commands
 
 
+def test_a_reply_the_child_flushed_but_the_parent_reads_more_of_is_a_size_mismatch(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j04: the decoder child flushes each 112x112 frame; the trainer reads 224x224.
+    The fix said the reply sat in a buffer, which was false: the child flushes."""
+    job = zoo("subprocess_output", args=["reply_short"])
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    fix = first_fix(report)
+    assert fix.title == (
+        f"Process pid {job.proc.pid} waits for more of a reply than its child {job.info['child_pid']} sends: "
+        "the two sides disagree on a message's size"
+    ), fix.title
+
+
 def test_a_thread_asking_again_for_a_lock_it_holds_is_told_the_lock_is_not_reentrant(knowledge, zoo):  # noqa: F811
     job = zoo("self_lock")
     report = diagnose(knowledge, job.proc.pid)
