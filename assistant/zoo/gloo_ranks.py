@@ -52,6 +52,9 @@ common launcher, as ``srun`` or ``pdsh`` start them).
 - ``lock_across``: at step 3 rank 0 takes an exclusive flock on a shared cache file and, holding it,
   enters ``barrier``; rank 1 asks for the same lock before its barrier (the sixteenth hunt's j02, a
   filelock.FileLock there: the waiting rank was named the culprit).
+- ``meta_thread``: at step 3 rank 1's main thread waits for an Event that its 'meta-sync' thread sets
+  after a ``broadcast`` from rank 0 on a second group; rank 0 makes that broadcast only after the
+  step's ``all_reduce`` (the sixteenth hunt's j14: "the pool thread ... find what should set it").
 - ``batch_server``: rank 0 serves batches to rank 1 from a server thread over TCP, under
   ``data_lock``; at step 3 rank 0's main thread takes ``data_lock`` and, holding it, enters
   ``all_reduce``, while rank 1 waits for its next batch (the sixteenth hunt's j26: external-service,
@@ -191,6 +194,7 @@ SCENARIOS = (
     "early_stop",
     "lock_across",
     "batch_server",
+    "meta_thread",
 )
 
 
@@ -219,6 +223,12 @@ def share_run_name(rank: int) -> None:
     """Rank 0 names the run and shares it: with src=rank, each rank is the root of its own broadcast."""
     names = [f"run-{os.getpid()}"] if rank == 0 else [None]
     dist.broadcast_object_list(names, src=rank)  # the slip: src must be 0 on every rank
+
+
+def sync_meta(meta, group, synced) -> None:
+    """meta_thread, on rank 1: the metadata broadcast from rank 0, then the Event the step waits for."""
+    dist.broadcast(meta, src=0, group=group)
+    synced.set()
 
 
 def take_cache_lock():
@@ -257,6 +267,7 @@ def train() -> None:
         _common.sleep_forever()  # never reached: rank 0 waits in all_reduce, rank 1 in barrier
     if scenario == "group_order":
         grad_pg, metrics_pg = dist.new_group([0, 1]), dist.new_group([0, 1])
+    meta_pg = dist.new_group([0, 1]) if scenario == "meta_thread" else None
     data = ShardDataset(rank)
     conn = connect_batch_server(rank) if scenario == "batch_server" else None
     step = 0
@@ -266,6 +277,17 @@ def train() -> None:
             rank0_waits_then_ready(step)
             _common.wait_until(lambda: _common.read_marker("rank0_in_collective"), timeout=120)
             fetch_batch(conn)  # rank 0's server thread waits for data_lock
+        if step == STALL_STEP and meta_pg is not None:
+            meta = torch.zeros(1)
+            if rank == 0:
+                _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
+                dist.all_reduce(grad)  # the step's reduce first...
+                dist.broadcast(meta, src=0, group=meta_pg)  # ...then the metadata: the other order from rank 1's
+            else:
+                synced = threading.Event()
+                threading.Thread(target=sync_meta, args=(meta, meta_pg, synced), name="meta-sync", daemon=True).start()
+                rank0_waits_then_ready(step)
+                synced.wait()  # the all_reduce below waits for the metadata
         if step == STALL_STEP and scenario == "batch_server" and rank == 0:
             with data_lock:  # keep the sampler still while the ranks agree on its position
                 _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())

@@ -2192,3 +2192,16 @@ def test_a_send_to_a_log_agent_that_stopped_reading_names_the_agent(knowledge, z
     assert end.get("end") == "not-reading" and end.get("reader") == str(agent), end
     assert report.culprit and report.culprit["pid"] == agent, report.culprit
     assert_first_fix_is_about(report, "socket-reader-stopped", f"The local service pid {agent}")
+
+
+def test_a_ranks_thread_in_a_collective_the_other_rank_makes_later_is_told_to_keep_one_order(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j14: rank 1's main thread waits for its meta-sync thread, which waits in a
+    broadcast rank 0 makes only after the all_reduce it waits in. The fix said "the pool thread"."""
+    pytest.importorskip("torch")
+    job = zoo("gloo_ranks", args=["meta_thread"])
+    rank0, rank1 = job.info["rank0_pid"], job.info["rank1_pid"]
+    report = diagnose(knowledge, rank0)
+    assert report.verdict.hung is True, top(report)
+    assert [hop["pid"] for hop in report.chain][:3] == [rank0, rank1, rank1], report.chain
+    assert report.chain[2]["thread"]["name"] == "meta-sync", report.chain[2]
+    assert_first_fix_is_about(report, "thread-collective-out-of-order", "issue the collectives in one order")
