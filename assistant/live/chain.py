@@ -31,6 +31,7 @@ from debug_stuck.live.eventloop import (
     through_event_loop,
     waits_on_connections,
 )
+from debug_stuck.live.fifoorder import fifo_opener
 from debug_stuck.live.forkfill import fork_lost_filler
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.hop import Hop
@@ -595,6 +596,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         if target is not None and target in job.procs:
             hop.object = str(target)
             return target, None
+    opener = fifo_opener(job, hop, wait)
+    if opener is not None:
+        return opener, None
     found = blocked_server_peer(job, hop, wait, files)
     if found is not None:
         server, handler = found

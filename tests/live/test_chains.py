@@ -2205,3 +2205,14 @@ def test_a_ranks_thread_in_a_collective_the_other_rank_makes_later_is_told_to_ke
     assert [hop["pid"] for hop in report.chain][:3] == [rank0, rank1, rank1], report.chain
     assert report.chain[2]["thread"]["name"] == "meta-sync", report.chain[2]
     assert_first_fix_is_about(report, "thread-collective-out-of-order", "issue the collectives in one order")
+
+
+def test_two_processes_opening_different_fifos_first_are_an_open_order_deadlock(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j10: the trainer opens to_eval first, its evaluator child from_eval first; each
+    waits in open() for the other. It was io-stall, "no reader: start its reader", the child unseen."""
+    job = zoo("fifo_open_order")
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child, job.proc.pid], report.chain
+    assert_first_fix_is_about(report, "fifo-open-order", "open the FIFOs in one order on both sides")
