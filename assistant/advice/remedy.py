@@ -24,6 +24,7 @@ from debug_stuck.advice.madeafter import made_after_wait
 from debug_stuck.advice.modulequeue import module_queue
 from debug_stuck.advice.otherthreads import other_threads
 from debug_stuck.advice.p2ptags import tag_mismatch
+from debug_stuck.advice.pausewait import pause_values
 from debug_stuck.advice.pgroups import group_order
 from debug_stuck.advice.pipeholder import background_holder, both_send, child_flushes, endless_values, filter_child
 from debug_stuck.advice.respawn import respawn_values
@@ -261,9 +262,9 @@ def _values(reader: _Reader, chain: List[dict], facts: JobFacts, table: dict) ->
     _pipe_peer(values, reader, end)
     background_holder(values, reader.processes, chain)
     filter_child(values, reader.processes, chain, reader.wait(first))
-    child_flushes(
-        values, reader.processes, chain, lambda hop: _source(_frame_path(reader.own_frame(hop)), hop.get("pid"))
-    )
+    own_source = lambda hop: _source(_frame_path(reader.own_frame(hop)), hop.get("pid"))  # noqa: E731
+    child_flushes(values, reader.processes, chain, own_source)
+    pause_values(values, end, own_source, _frame_path(reader.own_frame(end)) or "")
     both_send(values, chain, lambda hop: _source_line(reader.own_frame(hop) or {}, hop.get("pid")))
     _lock_holder(values, reader, chain)
     _lock_pair(values, reader, chain)

@@ -160,6 +160,7 @@ VALUES = {
     "closer_who": "the process (and thread) that closes a wait cycle: the one the cycle comes back to",
     "closer_at_site": "where its own code waits",
     "child_flushes": "set when a child in a pipe cycle with its parent sends unbuffered (-u, a flush in its code)",
+    "alarm_clash": "the signal.alarm() call of a file that also arms setitimer(ITIMER_REAL): one timer (train.py:17)",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }

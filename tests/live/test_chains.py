@@ -2216,3 +2216,13 @@ def test_two_processes_opening_different_fifos_first_are_an_open_order_deadlock(
     assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
     assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child, job.proc.pid], report.chain
     assert_first_fix_is_about(report, "fifo-open-order", "open the FIFOs in one order on both sides")
+
+
+def test_a_pause_whose_interval_timer_an_alarm_cancelled_names_the_alarm(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j16: a loop paced by setitimer and signal.pause(), and a timeout helper whose
+    signal.alarm(0) cancels the shared timer. No cause, and the first fix was "Put the data on a local SSD"."""
+    job = zoo("paced_pause")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert report.chain[-1]["waits_on"]["kind"] == "signal", report.chain
+    assert_first_fix_is_about(report, "pause-timer-clash", "The signal.alarm() call at paced_pause.py:")
