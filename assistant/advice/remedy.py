@@ -181,7 +181,7 @@ class _Reader:
             token += "+spin"
         if waits.get("loop") == "own":
             token += "+own"
-        for flag in ("gc", "master"):
+        for flag in ("gc", "master", "exit"):
             if waits.get(flag) == "yes":
                 token += "+" + flag
         entry = self.library_wait(hop)

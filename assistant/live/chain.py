@@ -234,6 +234,9 @@ def _sync_wait(frames) -> Tuple[str, Optional[str]]:
     return what, caller.text() if caller is not None else (py[0].text() if py else None)
 
 
+MP_UTIL_FILE = re.compile(r"(^|/)multiprocessing/util\.py$")
+
+
 def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     """Fill hop.kind / object / detail / facts from one resolved wait."""
     op = wait.get("op")
@@ -328,6 +331,9 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
         hop.kind = "child"
         child = wait.get("child")
         hop.detail = "waits for its child process" + (f" {child}" if child and child > 0 else "")
+        if any(f.bare_name == "_exit_function" and MP_UTIL_FILE.search(f.file or "") for f in hop.frames):
+            hop.facts["exit"] = "yes"  # Lib/multiprocessing/util.py: at exit, non-daemon children are joined
+            hop.detail = "waits, at exit (multiprocessing joins its non-daemon children then)," + hop.detail[5:]
         return
     lock_file = wait.get("lock_file")
     if lock_file and op in ("sleep", "running", "futex"):

@@ -1500,3 +1500,16 @@ def test_a_main_thread_waiting_for_a_lock_a_pickling_thread_holds_is_not_called_
     assert "thread 'ckpt'" in summary and "which computes in dump (_pickle.c)" in summary, summary
     first = report.chain[0]["waits_on"]
     assert first.get("lock") == "state_lock" and report.chain[-1]["thread"]["tid"] == job.info["ckpt_tid"], report.chain
+
+
+def test_an_exit_that_joins_a_child_waiting_for_its_sentinel_says_to_send_it(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j24: the script ends without putting the metrics writer's None sentinel, and
+    multiprocessing joins the non-daemon writer at exit. The fix said no process was left to write."""
+    job = zoo("mp_exit_join")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert report.chain[0]["waits_on"].get("exit") == "yes", report.chain[0]
+    assert report.chain[1]["pid"] == job.info["child_pid"], report.chain
+    fix = first_fix(report)
+    assert fix.title.startswith(f"Process pid {job.proc.pid} has finished and exits"), fix.title
+    assert "send it its stop sentinel, or make it a daemon" in fix.title, fix.title
