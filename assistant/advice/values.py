@@ -161,6 +161,8 @@ VALUES = {
     "closer_at_site": "where its own code waits",
     "child_flushes": "set when a child in a pipe cycle with its parent sends unbuffered (-u, a flush in its code)",
     "alarm_clash": "the signal.alarm() call of a file that also arms setitimer(ITIMER_REAL): one timer (train.py:17)",
+    "put_by": "the outer frame of the waiting thread's own code that puts (sets) what it waits for, and where",
+    "waited": "the queue or Event a thread waits for that only its own outer code puts into (sets)",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }
@@ -196,6 +198,8 @@ ASYNC_UNMET = (
     "put_at",
     "iterable",
     "reader",
+    "put_by",
+    "waited",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

@@ -86,7 +86,7 @@ from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.reaped import reaped_elsewhere
 from debug_stuck.live.selflock import frame_source, own_lock_holder, self_held_wait
 from debug_stuck.live.selfwaits import import_lock_join, server_shuts_itself_down
-from debug_stuck.live.setafter import parent_sets_after_join, set_after_wait
+from debug_stuck.live.setafter import parent_sets_after_join, set_after_wait, waits_for_itself
 from debug_stuck.live.sigheld import ignores_its_stop
 from debug_stuck.live.spinparty import spinning_child
 from debug_stuck.live.starved import queued_behind
@@ -697,6 +697,8 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             hop.facts["end"] = "queue-flush"
             return hop.pid, feeder
         if join_under_lock(job, hop, thread) or wait_under_lock(job, hop, thread):
+            return None
+        if waits_for_itself(job, hop, thread):
             return None
         setter = set_after_wait(job, hop, thread) if "end" not in hop.facts else None
         if setter is not None:

@@ -121,3 +121,45 @@ def parent_sets_after_join(job, hop, thread) -> Optional[Tuple[int, int]]:
         f"{frame.file}:{line}, after {frame.text()}, where it waits for this process to end"
     )
     return parent.pid, main.tid
+
+
+def waits_for_itself(job, hop, thread) -> bool:
+    """Mark hop (end `self-wait`, `waited` the queue or Event as the line names it, `put_by`) when its
+    thread waits at its own line for a queue item (an Event's set) that only one of its own outer
+    frames puts, on a line below the one it stands at: after the call it is in returns (a batch
+    sampler waiting for the loss the training loop puts, called by a DataLoader that prefetches the
+    next indices). No other thread of the job's code runs in the process."""
+    from debug_stuck.live.loops import is_library, job_roots
+    from debug_stuck.live.parties import python_frames
+
+    index = own_frame_index(thread.frames) if thread is not None else None
+    waited = _waited_call(thread.frames[index], hop.pid) if index is not None else None
+    if waited is None or "end" in hop.facts:
+        return False
+    others = [t for t in job.threads(hop.pid) if t.tid != thread.tid and own_frame_index(t.frames) is not None]
+    if others:
+        return False
+    target, method = waited
+    short = target.rsplit(".", 1)[-1]
+    roots = job_roots([thread.frames])
+    for outer in python_frames(thread.frames[index + 1 :]):
+        if is_library(outer, roots):
+            continue
+        found = next(
+            (
+                line
+                for line, receiver in _calls_below(outer, hop.pid, SETTERS[method])
+                if receiver.rsplit(".", 1)[-1] == short
+            ),
+            None,
+        )
+        if found is None:
+            continue
+        put_by = f"{outer.bare_name} ({outer.file}:{found})"
+        hop.facts.update(end="self-wait", put_by=put_by, waited=target)
+        hop.detail += (
+            f"; only its own outer code {'puts into' if method == 'get' else 'sets'} {target}, at {put_by}, once the "
+            f"call it makes at {outer.text()} returns: it waits for itself"
+        )
+        return True
+    return False

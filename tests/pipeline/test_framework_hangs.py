@@ -1513,3 +1513,17 @@ def test_an_exit_that_joins_a_child_waiting_for_its_sentinel_says_to_send_it(kno
     fix = first_fix(report)
     assert fix.title.startswith(f"Process pid {job.proc.pid} has finished and exits"), fix.title
     assert "send it its stop sentinel, or make it a daemon" in fix.title, fix.title
+
+
+def test_a_batch_sampler_waiting_for_the_loss_its_own_loop_puts_is_a_self_wait(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j11: a curriculum batch sampler waits for the previous step's loss, and the
+    DataLoader asks it for indices ahead of the loop. It was "waits for an item from a queue"."""
+    pytest.importorskip("torch")
+    job = zoo("sampler_feedback")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "self-wait" and end.get("waited") == "feedback", end
+    assert end.get("put_by", "").startswith("<module> ("), end
+    fix = first_fix(report)
+    assert "waits for feedback, which only its own code fills" in fix.title, fix.title
