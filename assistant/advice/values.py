@@ -163,6 +163,9 @@ VALUES = {
     "alarm_clash": "the signal.alarm() call of a file that also arms setitimer(ITIMER_REAL): one timer (train.py:17)",
     "put_by": "the outer frame of the waiting thread's own code that puts (sets) what it waits for, and where",
     "waited": "the queue or Event a thread waits for that only its own outer code puts into (sets)",
+    "skip_at": "where a consumer coroutine leaves an item's iteration (continue) before its task_done()",
+    "task_done_at": "the task_done() it skips",
+    "joined_at": "where the job awaits that asyncio Queue's join()",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }
@@ -200,6 +203,9 @@ ASYNC_UNMET = (
     "reader",
     "put_by",
     "waited",
+    "skip_at",
+    "task_done_at",
+    "joined_at",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

@@ -271,3 +271,43 @@ def lock_across_await(pid: int, frames) -> Optional[Dict[str, str]]:
                     ),
                 }
     return None
+
+
+def _skips_between(loop: ast.AST, start: int, end: int) -> Optional[int]:
+    """The line of a `continue` (or `return`) of this loop's own body between two lines, outside any
+    `try` whose `finally` would still run the call at `end`."""
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Try) and node.finalbody:
+            return None  # a task_done in a finally runs on every path: no claim
+    for node in ast.walk(loop):
+        if isinstance(node, (ast.Continue, ast.Return)) and start < node.lineno < end:
+            return node.lineno
+    return None
+
+
+def task_done_skipped(pid: int, frames) -> Optional[Dict[str, str]]:
+    """An asyncio Queue the loop-starting file makes and awaits `.join()` on, whose consumer coroutine
+    takes an item (`await q.get()`) and then leaves the iteration (`continue`, `return`) before its
+    `q.task_done()`: join waits until task_done has been called once per item (CPython 3.11
+    Lib/asyncio/queues.py Queue.join), so one skipped item keeps it waiting. {queue, skip_at,
+    task_done_at, joined_at}; None otherwise."""
+    frame, tree = _loop_file(pid, frames)
+    if tree is None:
+        return None
+    queues = {name for name, (kind, _) in _created(tree).items() if kind == "Queue"}
+    joined = {_last(r): call.lineno for call, r in attribute_calls(tree, ("join",)) if _last(r) in queues}
+    for function in (n for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef)):
+        for loop in (n for n in ast.walk(function) if isinstance(n, (ast.While, ast.For))):
+            gets = [(c.lineno, _last(r)) for c, r in attribute_calls(loop, ("get",)) if _last(r) in joined]
+            dones = {_last(r): c.lineno for c, r in attribute_calls(loop, ("task_done",))}
+            for line, name in gets:
+                done = dones.get(name)
+                skip = _skips_between(loop, line, done) if done is not None and done > line else None
+                if skip is not None:
+                    return {
+                        "queue": name,
+                        "skip_at": f"{function.name} ({frame.file}:{skip})",
+                        "task_done_at": f"{frame.file}:{done}",
+                        "joined_at": f"{frame.file}:{joined[name]}",
+                    }
+    return None

@@ -6,7 +6,14 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-from debug_stuck.live.asyncwaits import barrier_parties, lock_across_await, lock_order, never_completed, set_from_thread
+from debug_stuck.live.asyncwaits import (
+    barrier_parties,
+    lock_across_await,
+    lock_order,
+    never_completed,
+    set_from_thread,
+    task_done_skipped,
+)
 from debug_stuck.live.parties import SYNC_FILES, in_thread_sync, python_frames, silent_among
 from debug_stuck.live.progress import arriving
 from debug_stuck.live.waitwords import OP_WORDS, describe_peer
@@ -91,6 +98,13 @@ def stuck_event_loop(job, hop, wait: dict) -> bool:
 
 
 SOURCE_READINGS = (
+    (
+        task_done_skipped,
+        lambda f: (
+            f"the job's code awaits {f['queue']}.join() at {f['joined_at']}, and {f['skip_at']} leaves an item's "
+            f"iteration before its {f['queue']}.task_done() at {f['task_done_at']}: join never returns"
+        ),
+    ),
     (
         lock_order,
         lambda f: f"the job's code takes asyncio locks {f['async_locks']} in opposite orders: {f['lock_orders']}",

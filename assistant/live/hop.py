@@ -17,7 +17,8 @@ WAIT_FACTS = (
     "barrier_parties", "barrier_at", "barrier_waits", "preexec", "set_in_thread", "held_across_await", "followed",
     "queue", "notify_at", "sentinel", "queued", "submitted_at", "cleared_event", "cleared_at", "filled_by", "callback",
     "spin_loop", "spin_at", "held_signals", "mask_from", "mask_at", "own_server", "polled", "reaper", "sending",
-    "parent_pid", "putter", "put_at", "iterable", "reader", "put_by", "waited",
+    "parent_pid", "putter", "put_at", "iterable", "reader", "put_by", "waited", "skip_at",
+    "task_done_at", "joined_at",
 )  # fmt: skip
 
 

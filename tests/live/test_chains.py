@@ -2226,3 +2226,15 @@ def test_a_pause_whose_interval_timer_an_alarm_cancelled_names_the_alarm(knowled
     assert report.verdict.hung is True, top(report)
     assert report.chain[-1]["waits_on"]["kind"] == "signal", report.chain
     assert_first_fix_is_about(report, "pause-timer-clash", "The signal.alarm() call at paced_pause.py:")
+
+
+def test_an_asyncio_queue_join_a_skipped_task_done_holds_up_is_named(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j07: a worker coroutine skips an empty document with `continue` before
+    q.task_done(), and the main coroutine awaits q.join(). The fix said a task had died (TaskGroup)."""
+    job = zoo("asyncio_task_done")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "no-task" and end.get("queue") == "q", end
+    assert re.fullmatch(r"worker \((\S+/)?asyncio_task_done\.py:\d+\)", end.get("skip_at", "")), end
+    assert_first_fix_is_about(report, "asyncio-task-done-skipped", "q.join() never returns: call it in a finally")
