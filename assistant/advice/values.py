@@ -166,6 +166,9 @@ VALUES = {
     "skip_at": "where a consumer coroutine leaves an item's iteration (continue) before its task_done()",
     "task_done_at": "the task_done() it skips",
     "joined_at": "where the job awaits that asyncio Queue's join()",
+    "semaphore": "an asyncio Semaphore whose permits a coroutine keeps when it leaves before release()",
+    "leak_at": "where that coroutine leaves (return, continue) between acquire() and release()",
+    "acquired_at": "where it takes the permit",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }
@@ -206,6 +209,9 @@ ASYNC_UNMET = (
     "skip_at",
     "task_done_at",
     "joined_at",
+    "semaphore",
+    "leak_at",
+    "acquired_at",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

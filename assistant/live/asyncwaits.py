@@ -311,3 +311,30 @@ def task_done_skipped(pid: int, frames) -> Optional[Dict[str, str]]:
                         "joined_at": f"{frame.file}:{joined[name]}",
                     }
     return None
+
+
+def permits_leaked_async(pid: int, frames) -> Optional[Dict[str, str]]:
+    """An asyncio Semaphore the loop-starting file makes, taken in a coroutine with `await
+    sem.acquire()` and given back by a later `sem.release()` in the same coroutine, with a `return`
+    or `continue` between them and no `finally`: each task that leaves that way keeps a permit, and
+    once all are kept every task waits in acquire (CPython 3.11 Lib/asyncio/locks.py Semaphore).
+    {semaphore, leak_at, acquired_at}; None otherwise."""
+    frame, tree = _loop_file(pid, frames)
+    if tree is None:
+        return None
+    semaphores = {name for name, (kind, _) in _created(tree).items() if kind in ("Semaphore", "BoundedSemaphore")}
+    for function in (n for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef)):
+        taken = [(c.lineno, _last(r)) for c, r in attribute_calls(function, ("acquire",)) if _last(r) in semaphores]
+        given = {}
+        for call, receiver in attribute_calls(function, ("release",)):
+            given.setdefault(_last(receiver), []).append(call.lineno)
+        for line, name in taken:
+            after = [g for g in given.get(name, []) if g > line]
+            leak = _skips_between(function, line, min(after)) if after else None
+            if leak is not None:
+                return {
+                    "semaphore": name,
+                    "leak_at": f"{function.name} ({frame.file}:{leak})",
+                    "acquired_at": f"{frame.file}:{line}",
+                }
+    return None

@@ -11,6 +11,7 @@ from debug_stuck.live.asyncwaits import (
     lock_across_await,
     lock_order,
     never_completed,
+    permits_leaked_async,
     set_from_thread,
     task_done_skipped,
 )
@@ -98,6 +99,13 @@ def stuck_event_loop(job, hop, wait: dict) -> bool:
 
 
 SOURCE_READINGS = (
+    (
+        permits_leaked_async,
+        lambda f: (
+            f"the job's code takes {f['semaphore']} at {f['acquired_at']}, and {f['leak_at']} leaves before its "
+            f"{f['semaphore']}.release(): each task that leaves there keeps a permit"
+        ),
+    ),
     (
         task_done_skipped,
         lambda f: (

@@ -18,7 +18,7 @@ WAIT_FACTS = (
     "queue", "notify_at", "sentinel", "queued", "submitted_at", "cleared_event", "cleared_at", "filled_by", "callback",
     "spin_loop", "spin_at", "held_signals", "mask_from", "mask_at", "own_server", "polled", "reaper", "sending",
     "parent_pid", "putter", "put_at", "iterable", "reader", "put_by", "waited", "skip_at",
-    "task_done_at", "joined_at",
+    "task_done_at", "joined_at", "semaphore", "leak_at", "acquired_at",
 )  # fmt: skip
 
 

@@ -2238,3 +2238,14 @@ def test_an_asyncio_queue_join_a_skipped_task_done_holds_up_is_named(knowledge, 
     assert end.get("end") == "no-task" and end.get("queue") == "q", end
     assert re.fullmatch(r"worker \((\S+/)?asyncio_task_done\.py:\d+\)", end.get("skip_at", "")), end
     assert_first_fix_is_about(report, "asyncio-task-done-skipped", "q.join() never returns: call it in a finally")
+
+
+def test_asyncio_semaphore_permits_kept_by_an_early_return_are_named(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j06: a shard loader returns from its except between `await sem.acquire()` and
+    `sem.release()`; two corrupt shards keep both permits. The fix said a task had died (TaskGroup)."""
+    job = zoo("asyncio_permits")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "no-task" and end.get("semaphore") == "sem", end
+    assert_first_fix_is_about(report, "asyncio-permits-leaked", "leaves holding a permit of sem")
