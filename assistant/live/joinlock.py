@@ -178,15 +178,21 @@ def wait_under_lock(job, hop, thread) -> bool:
         releaser.update(function=frame.bare_name, file=frame.path or frame.file, line=frame.line, where=frame.text())
     blocked.update(call=f"{target}.{method}()")
     releaser["calls"] = f"{target}.{releases[0]}()"
-    hop.kind, hop.object, hop.parties = "lock-cycle", target, [blocked, releaser]
-    hop.facts.update(end="wait-under-lock", lock=lock)
-    if LOGGING_FILE.search(file):
-        hop.facts["lock_module"] = "logging"
+    _mark_cycle(hop, "wait-under-lock", target, [blocked, releaser], lock, file)
     hop.detail += (
         f", holding {lock}; thread {other.name!r}, whose code calls {target}.{releases[0]}() "
         f"(at {releaser.get('where')}), waits for that lock: neither can go on"
     )
     return True
+
+
+def _mark_cycle(hop, end: str, target: str, parties: list, lock: str, file: str) -> None:
+    """The hop becomes a lock cycle: `end`, `lock`, both threads as its parties, and `lock_module`
+    "logging" when the lock is a logging handler's (logging.Handler.handle holds it around emit)."""
+    hop.kind, hop.object, hop.parties = "lock-cycle", target, parties
+    hop.facts.update(end=end, lock=lock)
+    if LOGGING_FILE.search(file):
+        hop.facts["lock_module"] = "logging"
 
 
 def pipe_under_lock(job, hop, thread, other) -> bool:
@@ -206,10 +212,7 @@ def pipe_under_lock(job, hop, thread, other) -> bool:
     reading = hop.op != "write"
     blocked["call"] = "a read of the pipe" if reading else "a write to the pipe"
     releaser["calls"] = "a write to it" if reading else "a read of it"
-    hop.kind, hop.object, hop.parties = "lock-cycle", "pipe", [blocked, releaser]
-    hop.facts.update(end="pipe-under-lock", lock=lock)
-    if LOGGING_FILE.search(file):
-        hop.facts["lock_module"] = "logging"
+    _mark_cycle(hop, "pipe-under-lock", "pipe", [blocked, releaser], lock, file)
     hop.detail += (
         f", holding {lock}; thread {other.name!r}, the only one that can {'read' if hop.op == 'write' else 'write'} "
         f"that pipe, waits for that lock at {releaser.get('where')}: neither can go on"

@@ -42,20 +42,31 @@ def callback_waits_on_pool(job: JobView, hop) -> Optional[str]:
         callback = next((f for f in reversed(inner) if not POOL_FILE.search(f.file or "")), None)
         if not waits or callback is None:
             continue
+        end, fact, role, what, outcome = _SAYS[frames[handler].bare_name]
         hop.kind, hop.object = "thread", str(thread.tid)
-        if frames[handler].bare_name == "_handle_tasks":
-            hop.facts.update(end="iterable-waits-pool", iterable=callback.text())
-            hop.detail = (
-                f"waits for a result from its pool, and the pool's task-handler thread runs the iterable "
-                f"{callback.text()} handed to it, which itself waits for a result of that pool: only that "
-                "thread hands tasks to the workers, so the task it waits for is never handed out"
-            )
-            return callback.text()
-        hop.facts.update(end="callback-waits-pool", callback=callback.text())
+        hop.facts.update({"end": end, fact: callback.text()})
         hop.detail = (
-            f"waits for a result from its pool, and the pool's result-handler thread runs the callback "
-            f"{callback.text()}, which itself waits for a result of that pool: only that thread delivers "
-            "results, so neither ever comes"
+            f"waits for a result from its pool, and the pool's {role} thread runs the {what} {callback.text()}, "
+            f"which itself waits for a result of that pool: {outcome}"
         )
         return callback.text()
     return None
+
+
+# per handler thread: the hop's end, its fact, the thread's role, what of the job's it runs, the outcome
+_SAYS = {
+    "_handle_results": (
+        "callback-waits-pool",
+        "callback",
+        "result-handler",
+        "callback",
+        "only that thread delivers results, so neither ever comes",
+    ),
+    "_handle_tasks": (
+        "iterable-waits-pool",
+        "iterable",
+        "task-handler",
+        "iterable handed to it,",
+        "only that thread hands tasks to the workers, so the task it waits for is never handed out",
+    ),
+}
