@@ -169,6 +169,7 @@ VALUES = {
     "semaphore": "an asyncio Semaphore whose permits a coroutine keeps when it leaves before release()",
     "leak_at": "where that coroutine leaves (return, continue) between acquire() and release()",
     "acquired_at": "where it takes the permit",
+    "awaited_lock": "a threading lock a coroutine holds across the await of the thread that waits for it",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
 }
@@ -212,6 +213,7 @@ ASYNC_UNMET = (
     "semaphore",
     "leak_at",
     "acquired_at",
+    "awaited_lock",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

@@ -27,7 +27,9 @@ from debug_stuck.live.eventloop import (
     awaited_blocked_child,
     awaits_executor_shutdown,
     blocks_own_server,
+    held_across_await,
     stuck_event_loop,
+    thread_behind_await,
     through_event_loop,
     waits_on_connections,
 )
@@ -610,6 +612,11 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
         server, handler = found
         # a Manager's server: the handler thread that runs this client's call, not its idle main thread
         return server, serving_thread(job, server, hop.pid) if is_manager_server(job, server) else handler
+    behind = thread_behind_await(job, hop, thread)
+    if behind is not None:
+        return behind
+    if held_across_await(job, hop, thread):
+        return None
     elsewhere = awaited_elsewhere(job, hop, thread)
     if elsewhere is not None:
         return elsewhere

@@ -262,3 +262,36 @@ def blocks_own_server(hop, wait: dict, thread) -> bool:
     )
     hop.facts.update(end="loop-blocked", event_loop="asyncio", own_server=str(obj.get("remote")))
     return True
+
+
+def thread_behind_await(job, hop, thread) -> Optional[Tuple[int, int]]:
+    """An event loop idle on its own thread while another thread of its process (an executor worker
+    that asyncio.to_thread or run_in_executor started) waits at a `with` for a threading lock that a
+    coroutine of the same file holds across an await: that coroutine awaits the thread, the thread
+    waits for the lock. The next hop is that thread, whose hop ends `held-across-await`."""
+    if thread is None or hop.facts.get("end") or not runs_event_loop(thread):
+        return None
+    for other in job.threads(hop.pid):
+        if other.tid == thread.tid or (job.wait(hop.pid, other.tid) or {}).get("op") != "futex":
+            continue
+        held = lock_across_await(hop.pid, other.frames)
+        if held is not None:
+            hop.detail += f"; its coroutine awaits thread {other.name!r}, which waits for {held['lock']}"
+            return hop.pid, other.tid
+    return None
+
+
+def held_across_await(job, hop, thread) -> bool:
+    """Mark hop (end `held-across-await`, `lock`, `held_across_await`) when its thread, not the loop's,
+    waits at a `with` for a threading lock a coroutine holds across an await."""
+    if thread is None or runs_event_loop(thread) or "end" in hop.facts:
+        return False
+    held = lock_across_await(hop.pid, thread.frames)
+    if held is None:
+        return False
+    hop.facts.update(held, end="held-across-await", awaited_lock=held["lock"])
+    hop.detail += (
+        f"; coroutine {held['held_across_await']} holds {held['lock']} across that await, so it is released only "
+        "after this thread returns"
+    )
+    return True

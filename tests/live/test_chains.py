@@ -2249,3 +2249,15 @@ def test_asyncio_semaphore_permits_kept_by_an_early_return_are_named(knowledge, 
     end = report.chain[-1]["waits_on"]
     assert end.get("end") == "no-task" and end.get("semaphore") == "sem", end
     assert_first_fix_is_about(report, "asyncio-permits-leaked", "leaves holding a permit of sem")
+
+
+def test_a_coroutine_holding_a_lock_across_the_await_of_a_thread_that_needs_it_is_named(knowledge, zoo):  # noqa: F811
+    """The sixteenth hunt's j25: `with state_lock:` around `await asyncio.to_thread(write_shard)`, and
+    write_shard takes state_lock. The chain stopped at the idle event loop."""
+    job = zoo("await_thread_lock")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "held-across-await" and end.get("lock") == "state_lock", end
+    assert end.get("held_across_await", "").startswith("save_checkpoint ("), end
+    assert_first_fix_is_about(report, "lock-held-across-await", "release the lock before the await")
