@@ -171,9 +171,21 @@ def _waited_processes(snap: Snapshot, pid: int, tid: int):
         # results that arrive through pipes (multiprocessing's Pipe, connection.wait over several):
         # the processes holding their other ends write them when they finish computing
         ends, what, one = pipe_ends, "pipe writers", "pipe's writer"
+    elif wait.get("op") in ("read", "poll") and _untraced(found):
+        # a pseudo-terminal's master (its child writes to the slave), an inotify, eventfd or signalfd
+        # descriptor: no peer /proc can name; its children are whom the read waits on, if anyone
+        ends, what, one = {p.pid for p in snap.processes if p.ppid == pid}, "child processes", "child process"
     else:
         return [], "", ""
-    return [p for p in snap.processes if p.pid in ends - {pid}], what, one
+    return [p for p in snap.processes if p.pid in ends - {pid} and not is_library_helper(p.cmdline)], what, one
+
+
+def _untraced(found: dict) -> bool:
+    """A descriptor whose other end /proc does not name: a pseudo-terminal master (/dev/ptmx), or an
+    anonymous inode (inotify, eventfd, signalfd)."""
+    if found.get("kind") == "device":
+        return str(found.get("path") or "").startswith(("/dev/ptmx", "/dev/pts/"))
+    return found.get("kind") == "anon" and found.get("what") in ("inotify", "eventfd", "signalfd", "[eventfd]")
 
 
 def _pipe_ends(wait: dict) -> Optional[set]:

@@ -1527,3 +1527,16 @@ def test_a_batch_sampler_waiting_for_the_loss_its_own_loop_puts_is_a_self_wait(k
     assert end.get("put_by", "").startswith("<module> ("), end
     fix = first_fix(report)
     assert "waits for feedback, which only its own code fills" in fix.title, fix.title
+
+
+def test_a_trainer_reading_the_pty_of_a_computing_child_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The seventeenth hunt's h03: the trainer reads the pty master of an evaluator child that computes
+    for half a minute between updates. It was HUNG, cpu-spin: a pty's other end is named by no /proc
+    link, so its child, computing, is what the read waits on."""
+    pytest.importorskip("torch")
+    job = zoo("pty_child_computes")
+    report = diagnose(knowledge, job.proc.pid)
+    summary = undecided_summary(report)
+    assert f"waits for its child process pid {job.info['child_pid']}" in summary and "which computes" in summary, (
+        summary
+    )
