@@ -48,6 +48,7 @@ from debug_stuck.live.loops import (
 )
 from debug_stuck.live.managers import is_manager_server, manager_next, serving_thread
 from debug_stuck.live.observe import describe_ranks
+from debug_stuck.live.observe import frozen as is_frozen
 from debug_stuck.live.oneserver import handler_blocks_server
 from debug_stuck.live.orphan import orphaned
 from debug_stuck.live.ownend import own_end
@@ -451,11 +452,17 @@ def follow(job: JobView, pid: int, tid: Optional[int] = None, seen: Optional[Set
             return hops
         seen.add(key)
         info = job.procs.get(pid)
-        if info is not None and info.state in ("T", "t", "Z", "D"):
+        frozen = info is not None and is_frozen(info)
+        if info is not None and (info.state in ("T", "t", "Z", "D") or frozen):
             state = {"T": "is stopped (SIGSTOP)", "t": "is stopped by a debugger", "Z": "has exited (zombie)"}
             hop.kind = "process"
             hop.detail = state.get(info.state, f"is in uninterruptible sleep ({info.wchan or 'a kernel wait'})")
             hop.facts["state"] = info.state
+            if frozen:  # the cgroup freezer holds its threads: docker pause, SLURM suspend, a pod's pause
+                hop.detail = (
+                    "is frozen by its cgroup's freezer (docker pause, SLURM suspend): nothing runs until it is thawed"
+                )
+                hop.facts["state"] = "frozen"
             hop.evidence.append(
                 f"/proc/{pid}/stat: state {info.state}" + (f", wchan {info.wchan}" if info.wchan else "")
             )

@@ -38,13 +38,26 @@ def fact_role(info, dataloader_job: Optional[bool], dump=None) -> str:
     return info.role
 
 
+# a thread the cgroup freezer holds: Linux kernel/freezer.c __refrigerator (cgroup v1), kernel/signal.c
+# do_freezer_trap (cgroup v2's cgroup.freeze)
+FREEZER_WCHANS = ("__refrigerator", "do_freezer_trap")
+
+
+def frozen(info) -> bool:
+    """Its threads sit in the cgroup freezer (docker pause, SLURM suspend): a D state that is no I/O;
+    read from its cgroup (probes.collectors.freezer), or from a thread parked in the freezer itself."""
+    return bool(getattr(info, "frozen", False)) or any(
+        w in FREEZER_WCHANS for w in [info.wchan, *(getattr(info, "thread_wchans", None) or {}).values()]
+    )
+
+
 def process_fact(info, motion: Optional[str], shm_ratio: Optional[float], role: Optional[str] = None) -> str:
     def val(x):
         return "na" if x is None else x
 
     parts = [
         f"role={role or info.role}",
-        f"state={info.state}",
+        f"state={'frozen' if frozen(info) else info.state}",
         f"cpu={val(info.cpu_wanted())}",
         f"threads={info.threads}",
         f"wchan={val(info.wchan)}",

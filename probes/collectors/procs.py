@@ -17,6 +17,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import psutil
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
+from debug_stuck.probes.collectors.freezer import is_frozen
 from debug_stuck.probes.collectors.links import families_linked
 from debug_stuck.probes.collectors.sigmask import blocked_and_held
 from debug_stuck.redact import redact_env, redacted_command_line
@@ -105,6 +106,7 @@ class ProcInfo:
     adopted_by: Optional[int] = None
     signals_blocked: List[str] = field(default_factory=list)  # its main thread's mask (SigBlk)
     signals_held: List[str] = field(default_factory=list)  # pending while blocked: never delivered
+    frozen: bool = False  # its cgroup is frozen (docker pause, SLURM suspend): nothing runs until thawed
 
     def cpu_wanted(self) -> Optional[float]:
         """CPU use as the job wants it, in percent of one CPU: the larger of what it got over the window
@@ -164,6 +166,7 @@ class ProcInfo:
             **({"adopted_by": self.adopted_by} if self.adopted_by is not None else {}),
             **({"signals_blocked": self.signals_blocked} if self.signals_blocked else {}),
             **({"signals_held": self.signals_held} if self.signals_held else {}),
+            **({"frozen": True} if self.frozen else {}),
         }
 
 
@@ -753,6 +756,7 @@ def _state(info: ProcInfo) -> None:
     m = re.search(r"^Threads:\s+(\d+)", status, re.M)
     info.threads = int(m.group(1)) if m else 0
     info.signals_blocked, info.signals_held = blocked_and_held(status)
+    info.frozen = info.state in ("D", "S") and is_frozen(pid)
     info.wchan = _bounded(lambda: _read(f"/proc/{pid}/wchan").strip() or None, f"reading /proc/{pid}/wchan")
     if info.wchan == "0":
         info.wchan = None

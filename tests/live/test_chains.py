@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -2261,3 +2262,41 @@ def test_a_coroutine_holding_a_lock_across_the_await_of_a_thread_that_needs_it_i
     assert end.get("end") == "held-across-await" and end.get("lock") == "state_lock", end
     assert end.get("held_across_await", "").startswith("save_checkpoint ("), end
     assert_first_fix_is_about(report, "lock-held-across-await", "release the lock before the await")
+
+
+def test_a_job_frozen_by_its_cgroup_freezer_is_named_frozen(knowledge, zoo, request):  # noqa: F811
+    """The seventeenth hunt's j08: a job frozen by the cgroup freezer (docker pause, SLURM suspend) was read
+    as DataLoader workers stuck in the kernel (its threads in D state). Needs root and the v1 freezer."""
+    from pathlib import Path
+
+    root = Path("/sys/fs/cgroup/freezer")
+    if os.geteuid() != 0 or not (root / "cgroup.procs").exists():
+        pytest.skip("freezing a cgroup needs root and the cgroup v1 freezer hierarchy")
+    pytest.importorskip("torch")
+    job = zoo("healthy")
+    group = root / f"debug-stuck-test-{os.getpid()}-{job.proc.pid}"
+    group.mkdir()
+
+    def thaw_and_remove() -> None:  # by PID: thaw, kill what the group holds, remove it
+        (group / "freezer.state").write_text("THAWED")
+        for pid in (group / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while (group / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        group.rmdir()
+
+    request.addfinalizer(thaw_and_remove)
+    for process in job.processes():
+        (group / "cgroup.procs").write_text(str(process.pid))
+    (group / "freezer.state").write_text("FROZEN")
+    deadline = time.monotonic() + 10
+    while (group / "freezer.state").read_text().strip() != "FROZEN" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause != "dataloader", top(report)
+    assert report.chain[-1]["waits_on"].get("state") == "frozen", report.chain[-1]
+    assert_first_fix_is_about(report, "job-frozen", "is frozen by its cgroup's freezer: thaw it")
