@@ -5,7 +5,7 @@ which serves on, and the wait never returns (the fifteenth hunt's j19, "Blocked 
 service" at 90%)::
 
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    server = subprocess.Popen([sys.executable, "-c", SERVER])
+    server = subprocess.Popen([sys.executable, "-I", "-c", SERVER])
     ...
     server.terminate()
     server.wait()
@@ -46,7 +46,7 @@ def sigterm_pending(pid: int) -> bool:
 if __name__ == "__main__":
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # no stop in mid-setup
     here = _common.workdir()  # bound by its short name: a unix socket's path has 107 bytes at most
-    server = subprocess.Popen([sys.executable, "-c", SERVER, "features.sock"], cwd=here)
+    server = subprocess.Popen([sys.executable, "-I", "-c", SERVER, "features.sock"], cwd=here)
     if not _common.wait_until(lambda: (here / "features.sock").exists() or server.poll() is not None, timeout=30):
         raise SystemExit("the feature server did not start")
     _common.log("training done; stopping the feature server")

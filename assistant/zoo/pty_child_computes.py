@@ -32,7 +32,7 @@ for trial in range(100):
 
 if __name__ == "__main__":
     master, slave = os.openpty()
-    evaluator = subprocess.Popen([sys.executable, "-c", EVALUATOR], stdout=slave, stderr=slave)
+    evaluator = subprocess.Popen([sys.executable, "-I", "-c", EVALUATOR], stdout=slave, stderr=slave)
     os.close(slave)
     _common.ready_when(
         lambda: _common.sleeping_steadily(os.getpid()) and _common.task_state(evaluator.pid) == "R",
