@@ -8,13 +8,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Dict, Optional
 
-
-def _calls(tree: ast.AST, name: str) -> list:
-    return [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", None)) == name
-    ]
+from debug_stuck.live.selflock import named_calls, parse_source
 
 
 def pause_values(values: Dict[str, str], end: dict, source: Callable[[dict], Optional[str]], file: str) -> None:
@@ -22,14 +16,10 @@ def pause_values(values: Dict[str, str], end: dict, source: Callable[[dict], Opt
     file of its own frame calls both signal.setitimer(ITIMER_REAL, ...) and signal.alarm(...)."""
     if (end.get("waits_on") or {}).get("kind") != "signal":
         return
-    text = source(end)
-    try:
-        tree = ast.parse(text) if text else None
-    except (SyntaxError, ValueError):
-        return
+    tree = parse_source(source(end))
     if tree is None:
         return
-    timers = [c for c in _calls(tree, "setitimer") if c.args and "ITIMER_REAL" in ast.unparse(c.args[0])]
-    alarms = _calls(tree, "alarm")
+    timers = [c for c in named_calls(tree, ("setitimer",)) if c.args and "ITIMER_REAL" in ast.unparse(c.args[0])]
+    alarms = named_calls(tree, ("alarm",))
     if timers and alarms:
         values["alarm_clash"] = f"{file.rsplit('/', 1)[-1]}:{alarms[-1].lineno}"

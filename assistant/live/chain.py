@@ -333,10 +333,11 @@ def _describe(hop: Hop, wait: dict, job_pids: Set[int]) -> None:
     if op == "wait-child":
         hop.kind = "child"
         child = wait.get("child")
-        hop.detail = "waits for its child process" + (f" {child}" if child and child > 0 else "")
-        if any(f.bare_name == "_exit_function" and MP_UTIL_FILE.search(f.file or "") for f in hop.frames):
+        at_exit = any(f.bare_name == "_exit_function" and MP_UTIL_FILE.search(f.file or "") for f in hop.frames)
+        if at_exit:
             hop.facts["exit"] = "yes"  # Lib/multiprocessing/util.py: at exit, non-daemon children are joined
-            hop.detail = "waits, at exit (multiprocessing joins its non-daemon children then)," + hop.detail[5:]
+        when = ", at exit (multiprocessing joins its non-daemon children then)," if at_exit else ""
+        hop.detail = f"waits{when} for its child process" + (f" {child}" if child and child > 0 else "")
         return
     lock_file = wait.get("lock_file")
     if lock_file and op in ("sleep", "running", "futex"):

@@ -214,7 +214,7 @@ def pipe_under_lock(job, hop, thread, other) -> bool:
     releaser["calls"] = "a write to it" if reading else "a read of it"
     _mark_cycle(hop, "pipe-under-lock", "pipe", [blocked, releaser], lock, file)
     hop.detail += (
-        f", holding {lock}; thread {other.name!r}, the only one that can {'read' if hop.op == 'write' else 'write'} "
+        f", holding {lock}; thread {other.name!r}, the only one that can {'write' if reading else 'read'} "
         f"that pipe, waits for that lock at {releaser.get('where')}: neither can go on"
     )
     return True
@@ -232,7 +232,8 @@ def _same_lock(wanted: str, held: str) -> bool:
 def thread_lock_holder(job, hop, thread):
     """(pid, tid) of the one other thread of hop's process whose frames hold, by their own source, the
     threading lock hop's thread waits for at its own line (`with state_lock:` around a checkpoint's
-    pickling): the hop names it (`lock`, kind lock). None when no one, or more than one, holds it."""
+    pickling): the hop names it (`lock`; its kind stays futex). None when no one, or more than one,
+    holds it."""
     if thread is None or (job.wait(hop.pid, thread.tid) or {}).get("op") != "futex":
         return None
     at = own_frame_index(thread.frames)

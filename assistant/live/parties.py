@@ -382,15 +382,14 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[T
         watched = [w.get("object") or {} for w in wait.get("watched") or []]
         obj = next((w for w in watched if w.get("kind") == "socket" and w.get("remote") == hop.object), {})
     peers = obj.get("peer") or []
-    served = next(
-        (p["pid"] for p in peers if p.get("pid") in job.procs and blocked_handler(job, p["pid"], busy_main=True)), None
-    )
+    handlers = ((p["pid"], blocked_handler(job, p["pid"], busy_main=True)) for p in peers if p.get("pid") in job.procs)
+    served, handler = next(((pid, tid) for pid, tid in handlers if tid is not None), (None, None))
     if served is not None:
         hop.facts.pop("end")  # it answers once its handler can: the end is what blocks the handler
         hop.detail = re.sub(
             r": the peer never answers.*$", f": its server, pid {served} of this job, has not answered", hop.detail
         )
-        return served, blocked_handler(job, served, busy_main=True)
+        return served, handler
     # the process at the other end waits to read from this one too: neither will send (a request
     # without the end its reader waits for, a newline or a length): the chain closes on the first
     reading = next((p["pid"] for p in peers if p.get("pid") in job.procs and reads_from(job, p["pid"], hop.pid)), None)

@@ -21,9 +21,6 @@ from debug_stuck.live.parties import JobView, python_frames
 POOL_FILE = re.compile(r"(^|/)multiprocess(ing)?/pool\.py$")
 # a wait for one of the pool's own results: ApplyResult.get/wait (MapResult's too), Pool.apply/map
 _RESULT_WAITS = ("wait", "get", "apply", "map", "starmap")
-# the result handler runs callbacks; the task handler iterates the iterable given to map/imap, lazily
-# (Pool._handle_tasks: `for task in taskseq`, a generator over the job's iterable)
-_HANDLERS = ("_handle_results", "_handle_tasks")
 
 
 def callback_waits_on_pool(job: JobView, hop) -> Optional[str]:
@@ -32,7 +29,7 @@ def callback_waits_on_pool(job: JobView, hop) -> Optional[str]:
     for thread in job.threads(hop.pid):
         frames = python_frames(thread.frames)
         handler = next(
-            (i for i, f in enumerate(frames) if f.bare_name in _HANDLERS and POOL_FILE.search(f.file or "")),
+            (i for i, f in enumerate(frames) if f.bare_name in _SAYS and POOL_FILE.search(f.file or "")),
             None,
         )
         if handler is None:
@@ -53,7 +50,9 @@ def callback_waits_on_pool(job: JobView, hop) -> Optional[str]:
     return None
 
 
-# per handler thread: the hop's end, its fact, the thread's role, what of the job's it runs, the outcome
+# per handler thread: the hop's end, its fact, the thread's role, what of the job's it runs, the outcome.
+# The result handler runs callbacks; the task handler iterates the iterable given to map/imap, lazily
+# (Pool._handle_tasks: `for task in taskseq`, a generator over the job's iterable).
 _SAYS = {
     "_handle_results": (
         "callback-waits-pool",

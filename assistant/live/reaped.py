@@ -14,6 +14,7 @@ import ast
 import re
 from typing import Optional
 
+from debug_stuck.live.selflock import call_name, named_calls
 from debug_stuck.live.syncwaits import own_source
 
 IS_ALIVE = re.compile(r"\b([A-Za-z_][\w.]*)\.is_alive\(\)")
@@ -30,7 +31,7 @@ def _is_process(tree: ast.AST, variable: str) -> bool:
     return any(
         isinstance(node, ast.Assign)
         and isinstance(node.value, ast.Call)
-        and _name(node.value.func).endswith("Process")
+        and (call_name(node.value) or "").endswith("Process")
         and any(_name(target) == short for target in node.targets)
         for node in ast.walk(tree)
     )
@@ -38,7 +39,7 @@ def _is_process(tree: ast.AST, variable: str) -> bool:
 
 def _reaps_any(function: ast.AST) -> bool:
     for call in (n for n in ast.walk(function) if isinstance(n, ast.Call)):
-        name = _name(call.func)
+        name = call_name(call)
         if name in REAPS_ANY:
             return True
         first = call.args[0] if call.args else None
@@ -50,7 +51,7 @@ def _reaps_any(function: ast.AST) -> bool:
 def sigchld_reaper(tree: ast.AST) -> Optional[ast.FunctionDef]:
     """The function the file installs as its SIGCHLD handler when it reaps any child."""
     functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) == "signal"):
+    for call in named_calls(tree, ("signal",)):
         if len(call.args) == 2 and _name(call.args[0]) == "SIGCHLD":
             handler = functions.get(_name(call.args[1]))
             if handler is not None and _reaps_any(handler):

@@ -14,6 +14,7 @@ import ast
 from typing import Optional
 
 from debug_stuck.live.endless import parent_waits_for_end
+from debug_stuck.live.selflock import named_calls
 from debug_stuck.live.syncwaits import own_source
 
 # the signals that ask a process to end (signal(7): default action Term or Core)
@@ -23,12 +24,10 @@ STOPPING = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 def _sigmask_call(tree: ast.AST) -> Optional[int]:
     """The line of the one pthread_sigmask(SIG_BLOCK or SIG_SETMASK, ...) call of the file, else None."""
     lines = [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "pthread_sigmask"
-        and node.args
-        and getattr(node.args[0], "attr", getattr(node.args[0], "id", None)) in ("SIG_BLOCK", "SIG_SETMASK")
+        call.lineno
+        for call in named_calls(tree, ("pthread_sigmask",))
+        if call.args
+        and getattr(call.args[0], "attr", getattr(call.args[0], "id", None)) in ("SIG_BLOCK", "SIG_SETMASK")
     ]
     return lines[0] if len(lines) == 1 else None
 
@@ -57,7 +56,7 @@ def ignores_its_stop(job, hop) -> bool:
     names = " and ".join(held)
     hop.kind, hop.object = "process", str(hop.pid)
     hop.facts.pop("fd", None)  # what its own thread waits on (a socket, say) is not what holds the job
-    hop.facts.update(end="signal-blocked", held_signals=" and ".join(held), state=info.state)
+    hop.facts.update(end="signal-blocked", held_signals=names, state=info.state)
     hop.evidence.append(f"/proc/{hop.pid}/status: {names} pending and blocked (SigPnd/ShdPnd, SigBlk)")
     hop.detail = f"has {names} blocked: the {names} sent to stop it is pending and never delivered"
     if inherited:

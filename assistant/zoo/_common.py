@@ -274,14 +274,18 @@ while True:
 """
 
 
+def start_server_child(code: str, *args: str) -> tuple[subprocess.Popen, int]:
+    """A server child running ``code`` (isolated: ``python -I -c``), which prints the port it listens on
+    as its first line. Returns it and that port."""
+    server = subprocess.Popen([sys.executable, "-I", "-c", code, *args], stdout=subprocess.PIPE, text=True)
+    return server, int(server.stdout.readline())
+
+
 def start_silent_server(reply: bytes = b"", drip: int = 0) -> tuple[subprocess.Popen, int]:
     """A local server (a child process) that accepts connections and never answers, or answers
     ``reply`` and then goes silent: a stuck tracker, object store or mirror. With ``drip``, it goes
     on sending that many bytes every 200 ms instead: a slow mirror. Returns it and its port."""
-    server = subprocess.Popen(
-        [sys.executable, "-I", "-c", _SILENT_SERVER, reply.hex(), str(drip)], stdout=subprocess.PIPE, text=True
-    )
-    return server, int(server.stdout.readline())
+    return start_server_child(_SILENT_SERVER, reply.hex(), str(drip))
 
 
 def shard_files(name: str, count: int, fifo_at: int, content: bytes = b"x" * 100) -> list[str]:

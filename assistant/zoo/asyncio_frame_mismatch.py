@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import threading
 
 import _common
@@ -53,15 +51,10 @@ async def train(port: int, asking: threading.Event) -> None:
 
 
 if __name__ == "__main__":
-    server = subprocess.Popen([sys.executable, "-I", "-c", FEATURE_SERVER], stdout=subprocess.PIPE, text=True)
-    port = int(server.stdout.readline())
+    server, port = _common.start_server_child(FEATURE_SERVER)
     asking = threading.Event()
-    threading.Thread(
-        target=_common.ready_when,
-        args=(
-            lambda: asking.is_set() and _common.sleeping_steadily(os.getpid()),
-            lambda: {"pid": os.getpid(), "server_pid": server.pid, "port": port},
-        ),
-        daemon=True,
-    ).start()
+    _common.ready_when(
+        lambda: asking.is_set() and _common.sleeping_steadily(os.getpid()),
+        lambda: {"pid": os.getpid(), "server_pid": server.pid, "port": port},
+    )
     asyncio.run(train(port, asking))

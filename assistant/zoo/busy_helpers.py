@@ -318,8 +318,7 @@ def polls_child() -> None:
 def polls_service() -> None:
     import http.client
 
-    service = subprocess.Popen([sys.executable, "-I", "-c", WARMING_SERVICE], stdout=subprocess.PIPE, text=True)
-    port = int(service.stdout.readline())
+    service, port = _common.start_server_child(WARMING_SERVICE)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
     def fetch_batch(step: int) -> bytes:

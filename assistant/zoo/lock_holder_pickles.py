@@ -38,14 +38,9 @@ def ckpt() -> None:
 
 if __name__ == "__main__":
     me = os.getpid()
-    threading.Thread(
-        target=_common.ready_when,
-        args=(
-            lambda: pickling.is_set() and _common.sleeping_steadily(me),
-            lambda: {"pid": me, "ckpt_tid": ckpt_tid[0]},
-        ),
-        daemon=True,
-    ).start()
+    _common.ready_when(
+        lambda: pickling.is_set() and _common.sleeping_steadily(me), lambda: {"pid": me, "ckpt_tid": ckpt_tid[0]}
+    )
     for step in range(100_000):
         with state_lock:
             state["step"] = step

@@ -51,11 +51,7 @@ async def main() -> None:
     port = _common.free_port()
     server = await asyncio.start_server(control, "127.0.0.1", port)
     me = os.getpid()
-    threading.Thread(
-        target=_common.ready_when,
-        args=(lambda: calling.is_set() and _common.sleeping_steadily(me), lambda: {"pid": me, "port": port}),
-        daemon=True,
-    ).start()
+    _common.ready_when(lambda: calling.is_set() and _common.sleeping_steadily(me), lambda: {"pid": me, "port": port})
     async with server:
         await train(port)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
-import threading
 import time
 
 import _common
@@ -43,14 +42,10 @@ if __name__ == "__main__":
     builder = mp.get_context("fork").Process(target=build_index, args=(str(_common.workdir() / "index.txt"),))
     builder.start()
     rounds = []
-    threading.Thread(
-        target=_common.ready_when,
-        args=(
-            lambda: not os.path.exists(f"/proc/{builder.pid}") and len(rounds) > 2,
-            lambda: {"pid": os.getpid(), "builder_pid": builder.pid},
-        ),
-        daemon=True,
-    ).start()
+    _common.ready_when(
+        lambda: not os.path.exists(f"/proc/{builder.pid}") and len(rounds) > 2,
+        lambda: {"pid": os.getpid(), "builder_pid": builder.pid},
+    )
     t0 = time.time()
     while builder.is_alive():
         time.sleep(0.5)

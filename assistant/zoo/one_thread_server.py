@@ -16,8 +16,6 @@ READY (``{"pid", "server_pid", "port"}``) once the main thread waits for /publis
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import urllib.request
 
@@ -56,19 +54,14 @@ def get(port: int, path: str) -> str:
 
 
 if __name__ == "__main__":
-    server = subprocess.Popen([sys.executable, "-I", "-c", PARAM_SERVER], stdout=subprocess.PIPE, text=True)
-    port = int(server.stdout.readline())
+    server, port = _common.start_server_child(PARAM_SERVER)
     syncer = threading.Thread(target=get, args=(port, "/wait?v=1"), name="weight-sync", daemon=True)
     syncer.start()
     _common.wait_until(lambda: _common.sleeping_steadily(os.getpid(), syncer.native_id), timeout=30)
     publishing = threading.Event()
-    threading.Thread(
-        target=_common.ready_when,
-        args=(
-            lambda: publishing.is_set() and _common.sleeping_steadily(os.getpid()),
-            lambda: {"pid": os.getpid(), "server_pid": server.pid, "port": port},
-        ),
-        daemon=True,
-    ).start()
+    _common.ready_when(
+        lambda: publishing.is_set() and _common.sleeping_steadily(os.getpid()),
+        lambda: {"pid": os.getpid(), "server_pid": server.pid, "port": port},
+    )
     publishing.set()
     _common.log(f"published: {get(port, '/publish?v=1')}")

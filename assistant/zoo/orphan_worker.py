@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 
 import _common
 
@@ -26,11 +25,7 @@ import _common
 def aug_worker(tasks) -> None:
     parent = os.getppid()
     me = os.getpid()
-    threading.Thread(
-        target=_common.ready_when,
-        args=(lambda: os.getppid() != parent and _common.sleeping_steadily(me), lambda: {"pid": me}),
-        daemon=True,
-    ).start()
+    _common.ready_when(lambda: os.getppid() != parent and _common.sleeping_steadily(me), lambda: {"pid": me})
     while True:
         task = tasks.get()  # no timeout: nothing puts once the trainer is gone
         _common.log(f"augmented {task}")

@@ -360,8 +360,7 @@ def retry_backoff() -> None:
     import urllib3
     from urllib3.util.retry import Retry
 
-    service = subprocess.Popen([sys.executable, "-I", "-c", RATE_LIMITED_SERVICE], stdout=subprocess.PIPE, text=True)
-    port = int(service.stdout.readline())
+    service, port = _common.start_server_child(RATE_LIMITED_SERVICE)
     http = urllib3.PoolManager(retries=Retry(total=20, status_forcelist=[429], backoff_factor=1.0))
     torch.set_num_threads(1)
     model = torch.nn.Linear(64, 1)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import threading
 
 import _common
 
@@ -40,8 +39,6 @@ if __name__ == "__main__":
 
     results = pool.imap(tokenize, with_sizes())
     me = os.getpid()
-    threading.Thread(
-        target=_common.ready_when, args=(lambda: _common.sleeping_steadily(me), lambda: {"pid": me}), daemon=True
-    ).start()
+    _common.ready_when(lambda: _common.sleeping_steadily(me), lambda: {"pid": me})
     for size in results:
         _common.log(f"tokenized {size}")

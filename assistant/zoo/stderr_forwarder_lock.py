@@ -42,14 +42,10 @@ if __name__ == "__main__":
     forwarder = threading.Thread(target=forward_stderr, args=(read_end, run_log), name="stderr-forwarder", daemon=True)
     forwarder.start()
     me = os.getpid()
-    threading.Thread(
-        target=_common.ready_when,
-        args=(
-            lambda: forwarder_tid and _common.sleeping_steadily(me) and _common.sleeping_steadily(me, forwarder_tid[0]),
-            lambda: {"pid": me, "forwarder_tid": forwarder_tid[0]},
-        ),
-        daemon=True,
-    ).start()
+    _common.ready_when(
+        lambda: forwarder_tid and _common.sleeping_steadily(me) and _common.sleeping_steadily(me, forwarder_tid[0]),
+        lambda: {"pid": me, "forwarder_tid": forwarder_tid[0]},
+    )
     for step in range(1, 1000):
         with state_lock:
             state["step"] = step

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -47,18 +45,13 @@ def upload(port: int, name: str) -> str:
 
 
 if __name__ == "__main__":
-    store = subprocess.Popen([sys.executable, "-I", "-c", SLOW_STORE], stdout=subprocess.PIPE, text=True)
-    port = int(store.stdout.readline())
+    store, port = _common.start_server_child(SLOW_STORE)
     me = os.getpid()
     uploading = []
-    threading.Thread(
-        target=_common.ready_when,
-        args=(
-            lambda: len(uploading) == 2 and _common.sleeping_steadily(me),
-            lambda: {"pid": me, "server_pid": store.pid, "port": port},
-        ),
-        daemon=True,
-    ).start()
+    _common.ready_when(
+        lambda: len(uploading) == 2 and _common.sleeping_steadily(me),
+        lambda: {"pid": me, "server_pid": store.pid, "port": port},
+    )
     with ThreadPoolExecutor(2, thread_name_prefix="uploader") as pool:
         futures = [pool.submit(upload, port, f"shard-{i}") for i in range(4)]
         for _ in range(2):

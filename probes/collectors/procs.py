@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import psutil
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
-from debug_stuck.probes.collectors.freezer import is_frozen
+from debug_stuck.probes.collectors.freezer import freeze_files, is_frozen
 from debug_stuck.probes.collectors.links import families_linked
 from debug_stuck.probes.collectors.sigmask import blocked_and_held
 from debug_stuck.redact import redact_env, redacted_command_line
@@ -107,6 +107,7 @@ class ProcInfo:
     signals_blocked: List[str] = field(default_factory=list)  # its main thread's mask (SigBlk)
     signals_held: List[str] = field(default_factory=list)  # pending while blocked: never delivered
     frozen: bool = False  # its cgroup is frozen (docker pause, SLURM suspend): nothing runs until thawed
+    freeze_files: List[str] = field(default_factory=list)  # where its cgroups say so (probes.collectors.freezer)
 
     def cpu_wanted(self) -> Optional[float]:
         """CPU use as the job wants it, in percent of one CPU: the larger of what it got over the window
@@ -263,7 +264,9 @@ def read_process(pid: int) -> ProcInfo:
         setattr(info, f"fd{fd}", _fd_kind(target) if target is not None else "closed")
         setattr(info, f"fd{fd}_target", target)
     info.loads_torch = bool(_bounded(lambda: maps_mention(pid, "libtorch"), f"reading /proc/{pid}/maps", False))
-    info.cgroup = parse_cgroup(read_proc_file(f"/proc/{pid}/cgroup") or "")
+    cgroups = read_proc_file(f"/proc/{pid}/cgroup") or ""
+    info.cgroup = parse_cgroup(cgroups)
+    info.freeze_files = freeze_files(cgroups)
     info.children = [c.pid for c in _bounded(proc.children, f"listing children of {pid}", []) or []]
     return info
 
@@ -756,7 +759,7 @@ def _state(info: ProcInfo) -> None:
     m = re.search(r"^Threads:\s+(\d+)", status, re.M)
     info.threads = int(m.group(1)) if m else 0
     info.signals_blocked, info.signals_held = blocked_and_held(status)
-    info.frozen = info.state in ("D", "S") and is_frozen(pid)
+    info.frozen = info.state in ("D", "S") and is_frozen(info.freeze_files)
     info.wchan = _bounded(lambda: _read(f"/proc/{pid}/wchan").strip() or None, f"reading /proc/{pid}/wchan")
     if info.wchan == "0":
         info.wchan = None

@@ -442,7 +442,7 @@ def resolve_waits(waits_by_pid: Dict[int, Dict[int, Wait]], budget: float = RESO
     clock = _Budget(budget)
     wanted: Dict[str, List[Tuple[int, int]]] = {}
     sockets: Dict[int, Dict[int, dict]] = {}
-    reading = []  # connections a thread waits to read: how long since each received data, one ss call
+    measured = []  # connections a thread waits to read or send on: their tcp_info, from one or two ss calls
     for pid, waits in waits_by_pid.items():
         for wait in waits.values():
             if clock.left() <= 0:
@@ -455,17 +455,17 @@ def resolve_waits(waits_by_pid: Dict[int, Dict[int, Wait]], budget: float = RESO
                 and obj.get("kind") == "socket"
                 and obj.get("state") == "ESTABLISHED"
             ):
-                reading.append(obj)  # a send too: data that keeps leaving is an upload to a slow reader
+                measured.append(obj)  # a send too: data that keeps leaving is an upload to a slow reader
             # an event loop (asyncio's, a selector's) reads its connections from an epoll or poll wait
-            reading += [w for w in _watched_connections(wait) if w is not obj]
-    if reading:
-        keys = [(_endpoint(str(obj.get("local"))), _endpoint(str(obj.get("remote")))) for obj in reading]
+            measured += [w for w in _watched_connections(wait) if w is not obj]
+    if measured:
+        keys = [(_endpoint(str(obj.get("local"))), _endpoint(str(obj.get("remote")))) for obj in measured]
         if clock.left() > RECEIVE_GAP:
             found = tcp_receiving(keys)
         else:  # no time for a second reading: how long since each last received, from one reading
             last = tcp_last_receive()
             found = {key: (last[key], 0, 0) for key in keys if key in last}
-        for obj, key in zip(reading, keys):
+        for obj, key in zip(measured, keys):
             if key in found:
                 obj["last_received_ms"], obj["received_bytes"], obj["sent_bytes"] = found[key]
     holders = scan_holders(wanted, min(SCAN_SECONDS, max(0.2, clock.left()))) if wanted else {}
@@ -624,8 +624,9 @@ def _socket_peer(obj: dict, tid: int, table: Dict[int, dict], wanted: Dict[str, 
         return
     extra = table.get(-1, {})
     port = obj["remote"].rsplit(":", 1)[1]
+    listening = extra.get("listening", {})
     if obj["state"] == "SYN_SENT":
-        obj["listener"] = port in extra.get("listening", {})
+        obj["listener"] = port in listening
         return
     for inode, entry in table.items():
         if inode > 0 and entry.get("local") == obj["remote"] and entry.get("remote") == obj["local"]:
@@ -634,8 +635,8 @@ def _socket_peer(obj: dict, tid: int, table: Dict[int, dict], wanted: Dict[str, 
             return
     if any(e["local"] == obj["remote"] and e["remote"] == obj["local"] for e in extra.get("unowned", [])):
         obj["peer_unaccepted"] = True  # the kernel accepted the connection; no process ever called accept()
-        obj["listener"] = port in extra.get("listening", {})
-        listener = extra.get("listening", {}).get(port)
+        obj["listener"] = port in listening
+        listener = listening.get(port)
         if listener:  # who holds the listening socket: the process that would accept, if it ran
             obj["listener_inode"] = listener
             wanted.setdefault(f"socket:[{listener}]", []).append((-1, tid))
