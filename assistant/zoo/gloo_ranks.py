@@ -319,6 +319,8 @@ def train() -> None:
             req.wait()
         elif step == STALL_STEP:
             if rank == 0:
+                # lock_across: the lock is taken before the marker, so rank 1 can never take it first
+                cache_lock = take_cache_lock() if scenario == "lock_across" else None
                 _common.write_marker("rank0_in_collective", step=step, tid=threading.get_native_id())
                 if scenario == "store_key":
                     dist.distributed_c10d._get_default_store().wait(
@@ -330,8 +332,7 @@ def train() -> None:
                     share_run_name(rank)
                 if scenario == "send_tag":
                     dist.send(grad, dst=1, tag=step + 1)  # the activation's tag, counted after the step
-                if scenario == "lock_across":
-                    cache_lock = take_cache_lock()  # held from here on: the slip is the barrier inside it
+                if cache_lock is not None:  # held from here on: the slip is the barrier inside it
                     dist.barrier()
                     cache_lock.close()
                 if scenario == "irecv":
@@ -356,6 +357,7 @@ def train() -> None:
                 dist.broadcast(grad, src=1)  # rank 0 is in all_reduce: they never meet
             elif scenario == "lock_across":
                 rank0_waits_then_ready(step)
+                _common.wait_until(lambda: _common.read_marker("rank0_in_collective"), timeout=120)
                 take_cache_lock()  # rank 0 holds it, and waits in barrier for this rank
             elif scenario == "early_stop":
                 rank0_waits_then_ready(step)
