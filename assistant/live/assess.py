@@ -62,6 +62,7 @@ from debug_stuck.probes.collectors.stacks import main_thread
 
 CULPRIT_WEIGHT = 0.5
 MISMATCH_WEIGHT = 0.7
+PROGRESSING_CEILING = 0.2  # the most a candidate's confidence is worth on a job that progresses
 
 
 @dataclass
@@ -546,3 +547,8 @@ def apply_progress(report: Report, progress: Progress) -> None:
     if progress.state == "progressing":
         verdict.cause = None
         verdict.confidence = 0.0
+        # nothing is wrong, so no candidate is a likely cause: each keeps its rank, scaled below a
+        # verdict's weight (a healthy job's report never carries a confident cause)
+        top = max((d.confidence for d in report.diagnoses), default=0.0)
+        for d in report.diagnoses if top > PROGRESSING_CEILING else ():
+            d.confidence = round(d.confidence * PROGRESSING_CEILING / top, 3)
