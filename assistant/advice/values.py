@@ -172,6 +172,8 @@ VALUES = {
     "awaited_lock": "a threading lock a coroutine holds across the await of the thread that waits for it",
     "polled": "the is_alive() call a loop polls, of a child process that has ended (builder.is_alive())",
     "reaper": "the file's SIGCHLD handler that reaps any child, and where (reap_children (train.py:8))",
+    "stop_signal": "the signal its terminal's job control stopped a background job with (SIGTTOU, SIGTTIN)",
+    "tty_call": "the call by which it used the terminal (tty.setcbreak, input)",
 }
 ASYNC_UNMET = (
     "awaited",
@@ -214,6 +216,8 @@ ASYNC_UNMET = (
     "leak_at",
     "acquired_at",
     "awaited_lock",
+    "stop_signal",
+    "tty_call",
 )
 
 # phrases a remedy's prose may leave out when the report does not know them

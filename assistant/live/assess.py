@@ -88,7 +88,7 @@ def process_entries(snap: Snapshot) -> List[dict]:
         entry = info.to_dict()
         entry["role"] = fact_role(info, dataloader_job, dump)
         entry["threads"] = [t.to_dict() for t in dump.threads] if dump else []
-        entry["stack"] = stack_motion(series) or "unknown"
+        entry["stack"] = stack_motion(series, info.state) or "unknown"
         if series is not None and series.error:
             entry["stack_error"] = series.error
         out.append(entry)
@@ -463,6 +463,8 @@ def chain_culprit(chain: Optional[Chain], snap: Optional[Snapshot] = None) -> Op
     if reader and str(reader).isdigit():
         why = f"pid {reader} (not a process of this job) holds the socket {end.who} sends to, and does not read it"
         return {"pid": int(reader), "rank": None, "role": "other", "reason": why}
+    if end is not None and len(chain.hops) == 1 and end.kind == "process" and end.facts.get("state") == "T":
+        return {"pid": end.pid, "rank": end.rank, "role": end.reported_role, "reason": f"{end.who} {end.detail}"}
     if chain is None or len(chain.hops) < 2:
         return None
     first = chain.hops[0]

@@ -38,6 +38,7 @@ from debug_stuck.live.forkfill import fork_lost_filler
 from debug_stuck.live.gil import note_gil_holder, to_gil_holder
 from debug_stuck.live.hop import Hop
 from debug_stuck.live.jobfacts import frames_prove, frames_table
+from debug_stuck.live.jobstop import describe_job_control_stop
 from debug_stuck.live.joinlock import join_under_lock, process_lock_holder, thread_lock_holder, wait_under_lock
 from debug_stuck.live.loops import (
     innermost_loop,
@@ -464,6 +465,7 @@ def follow(job: JobView, pid: int, tid: Optional[int] = None, seen: Optional[Set
                     "is frozen by its cgroup's freezer (docker pause, SLURM suspend): nothing runs until it is thawed"
                 )
                 hop.facts["state"] = "frozen"
+            describe_job_control_stop(hop, info)
             hop.evidence.append(
                 f"/proc/{pid}/stat: state {info.state}" + (f", wchan {info.wchan}" if info.wchan else "")
             )

@@ -19,7 +19,7 @@ WAIT_FACTS = (
     "spin_loop", "spin_at", "held_signals", "mask_from", "mask_at", "own_server", "polled", "reaper", "sending",
     "parent_pid", "putter", "put_at", "iterable", "reader", "put_by", "waited", "skip_at",
     "task_done_at", "joined_at", "semaphore", "leak_at", "acquired_at",
-    "awaited_lock",
+    "awaited_lock", "stop_signal", "tty_call",
 )  # fmt: skip
 
 

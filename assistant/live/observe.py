@@ -70,7 +70,9 @@ def process_fact(info, motion: Optional[str], shm_ratio: Optional[float], role: 
     return " ".join(parts)
 
 
-def stack_motion(series) -> Optional[str]:
+def stack_motion(series, state: str = "") -> Optional[str]:
+    if state == "T":  # stopped: a stack reader's attach may wake it into its stop again (live.progress)
+        return "frozen"
     if series is None:
         return None
     frozen = series.frozen()
@@ -139,7 +141,8 @@ def observe(snap: Snapshot, obs: Observations) -> None:
         series = snap.stacks.get(info.pid)
         dump = series.latest() if series is not None else None
         role = fact_role(info, dataloader_job, dump)
-        fact = process_fact(info, stack_motion(series), shm_ratio, role) + _waits_for_children(dump, info.pid)
+        fact = process_fact(info, stack_motion(series, info.state), shm_ratio, role)
+        fact += _waits_for_children(dump, info.pid)
         fact += _feeds_queue(dump, info.pid) or _own_pipe(info, info.pid)
         obs.add("process", ObservedLine(fact, subject=info.label(role), pid=info.pid))
         for tid, wchan in info.thread_wchans.items():

@@ -310,7 +310,11 @@ def judge_progress(
         series = snap.stacks.get(info.pid)
         thread = main_thread(series.latest(), info.pid) if series is not None else None
         motion[info.pid] = thread_motion(series, thread.tid) if thread is not None else None
-        if motion[info.pid] in ("moving", "looping") and retrying is not None and retrying(info.pid):
+        if info.state == "T":
+            # stopped: a stack reader's ptrace attach wakes it into its stop again (a job-control stop
+            # re-raises SIGTTOU), so two samples may differ while it does nothing
+            motion[info.pid] = "frozen"
+        elif motion[info.pid] in ("moving", "looping") and retrying is not None and retrying(info.pid):
             motion[info.pid] = "frozen"  # waiting, one retry after another
             retried.append(info)
         elif motion[info.pid] == "moving" and _busy_poll(snap, info) is not None:

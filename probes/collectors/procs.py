@@ -18,6 +18,7 @@ import psutil
 
 from debug_stuck.bounded import CallTimedOut, call_with_timeout
 from debug_stuck.probes.collectors.freezer import freeze_files, is_frozen
+from debug_stuck.probes.collectors.jobcontrol import in_background_of_its_terminal
 from debug_stuck.probes.collectors.links import families_linked
 from debug_stuck.probes.collectors.sigmask import blocked_and_held
 from debug_stuck.redact import redact_env, redacted_command_line
@@ -107,6 +108,7 @@ class ProcInfo:
     signals_blocked: List[str] = field(default_factory=list)  # its main thread's mask (SigBlk)
     signals_held: List[str] = field(default_factory=list)  # pending while blocked: never delivered
     frozen: bool = False  # its cgroup is frozen (docker pause, SLURM suspend): nothing runs until thawed
+    tty_background: bool = False  # stopped in a background group of its terminal: job control stopped it
     freeze_files: List[str] = field(default_factory=list)  # where its cgroups say so (probes.collectors.freezer)
 
     def cpu_wanted(self) -> Optional[float]:
@@ -168,6 +170,7 @@ class ProcInfo:
             **({"signals_blocked": self.signals_blocked} if self.signals_blocked else {}),
             **({"signals_held": self.signals_held} if self.signals_held else {}),
             **({"frozen": True} if self.frozen else {}),
+            **({"tty_background": True} if self.tty_background else {}),
         }
 
 
@@ -760,6 +763,7 @@ def _state(info: ProcInfo) -> None:
     info.threads = int(m.group(1)) if m else 0
     info.signals_blocked, info.signals_held = blocked_and_held(status)
     info.frozen = info.state in ("D", "S") and is_frozen(info.freeze_files)
+    info.tty_background = info.state == "T" and in_background_of_its_terminal(pid)
     info.wchan = _bounded(lambda: _read(f"/proc/{pid}/wchan").strip() or None, f"reading /proc/{pid}/wchan")
     if info.wchan == "0":
         info.wchan = None

@@ -269,6 +269,23 @@ def test_a_pipe_whose_writer_is_stopped(knowledge, zoo):  # noqa: F811
     assert any("SIGSTOP" in e or "stopped" in e for d in report.diagnoses[:1] for e in map(str, d.evidence))
 
 
+def test_a_background_job_that_sets_its_terminal_is_stopped_by_job_control_not_sigstop(knowledge, zoo):  # noqa: F811
+    """The seventeenth hunt's j07: a run started with `&` calls tty.setcbreak and gets SIGTTOU. It was
+    "stopped (SIGSTOP)", with no culprit, and a fix that resumed it into the same stop."""
+    job = zoo("tty_background")
+    trainer = job.info["pid"]
+    report = diagnose(knowledge, trainer)
+    assert report.verdict.hung is True, top(report)
+    end = report.chain[-1]["waits_on"]
+    assert (end.get("end"), end.get("stop_signal"), end.get("tty_call")) == ("job-control", "SIGTTOU", "tty.setcbreak")
+    assert "job control" in report.verdict.summary and "SIGSTOP" not in report.verdict.summary, report.verdict.summary
+    assert report.culprit is not None and report.culprit["pid"] == trainer, report.culprit
+    assert_first_fix_is_about(report, "job-control-stop", "fg in the shell", "tty.setcbreak drew SIGTTOU")
+    commands = report.diagnoses[0].fixes[0].commands
+    assert f"ps -o pid,pgid,tpgid,stat,tty,args -p {trainer}" in commands, commands
+    assert any(c.startswith("setsid nohup ") and "tty_background.py trainer" in c for c in commands), commands
+
+
 def test_every_stopped_worker_is_resumed_by_the_fix_not_only_the_first(knowledge, zoo):  # noqa: F811
     """The sixth hunt's sigstop_partial_resume: both DataLoader workers stopped, the fix resumed one
     (`kill -CONT 13162`), the other only in a note: an agent relaying it left the job hung."""
