@@ -25,6 +25,7 @@ CAUSE_THRESHOLD = 0.25  # below this the verdict names no cause
 LISTED_THRESHOLD = 0.05
 MAX_DIAGNOSES = 8
 STRONG_EVIDENCE = 0.5  # a signal this strong can answer a tree question (from_causes)
+CONTEXT_WEIGHT = 0.2  # the job's own evidence this weak, all of it together, is context: a thin verdict
 ANSWER_PRECEDENCE = {"user": 3, "evidence": 2, "log": 1}
 
 # Which observation sources each signal source is matched against. Kernel messages are often
@@ -310,8 +311,11 @@ def classify(knowledge: Knowledge, user_answers: Dict[str, Answer], obs: Observa
 def evidence_of_the_job(matches: List[SignalMatch]) -> bool:
     """Something the job left (a log line, a stack, a process, a probe) points here, not only the
     triage answers, and not only where the job waits (a signal marked `place`: the main thread
-    waiting for its next batch says the data does not come, not why the workers do not send it)."""
-    return any(m.signal.source != "answer" and m.signal.weight > 0 and not m.signal.place for m in matches)
+    waiting for its next batch says the data does not come, not why the workers do not send it),
+    and more than context: signals of context weight alone (skills/README.md: 0.1-0.3, "fits several
+    causes", such as "training had ended") leave it as thin as the answers do."""
+    own = [m.signal.weight for m in matches if m.signal.source != "answer" and not m.signal.place]
+    return noisy_or([weight for weight in own if weight > 0]) > CONTEXT_WEIGHT
 
 
 def once_per_line(matches: List[SignalMatch]) -> List[SignalMatch]:

@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from debug_stuck.contract import CAUSE_IDS
+from debug_stuck.core.classify import CONTEXT_WEIGHT
 from debug_stuck.kb import load_knowledge
 
 FIELD = Path(__file__).parents[1] / "fixtures" / "field"
@@ -129,15 +130,25 @@ def _diagnose(main, tmp_path: Path, case: dict) -> list:
     assert code == 0, case["id"]
     report = json.loads(stdout.getvalue())
     return [
-        # thin: only the triage answers, or only where the job waits (evidence marked `place`), point here
+        # thin: only the triage answers, where the job waits (evidence marked `place`) or context point here
         (
             d["cause"],
             d["confidence"],
             d["score"],
-            not any(e["source"] != "answer" and not e.get("place") for e in d["evidence"]),
+            not _own_evidence(d),
         )
         for d in report["diagnoses"]
     ]
+
+
+def _own_evidence(diagnosis: dict) -> bool:
+    """The classifier's rule (core.classify.evidence_of_the_job): the job's own evidence, all of it
+    together, weighs more than context."""
+    left = 1.0
+    for e in diagnosis["evidence"]:
+        if e["source"] != "answer" and (e.get("weight") or 0) > 0 and not e.get("place"):
+            left *= 1.0 - e["weight"]
+    return 1.0 - left > CONTEXT_WEIGHT
 
 
 def score(ranked, keep) -> tuple:

@@ -258,9 +258,9 @@ def test_describe_a_dead_job_from_its_log(knowledge, tmp_path):
             await wait_for(pilot, lambda: isinstance(app.screen, DiagnosisScreen) and not app.diagnosing, "diagnosis")
             await pilot.pause()
             verdict = text_of(app.screen.query_one("#verdict", Static))
-            assert "it stops mid-run with the GPU busy" in verdict and "Most likely: Ranks deadlocked" in verdict, (
-                verdict
-            )
+            # the triage answers and an NCCL trace's presence (context) alone: a best guess, not a verdict
+            assert "it stops mid-run with the GPU busy" in verdict, verdict
+            assert "the best guess is Ranks deadlocked" in verdict, verdict
             assert "not observed live" in verdict  # no live job: the log is too fresh to call it hung
             assert session.report.answers["phase"]["source"] == "log"
             await pilot.press("q")
