@@ -62,8 +62,8 @@ def death_values(values: Dict[str, str], processes: dict, end: dict, table: dict
         values["death_short"] = ""
     clean = status == 0  # its code returned: no crash, no out-of-memory kill to look for
     values["death_verb"] = "has exited" if clean else "has died"
-    if not clean:
-        values["death_unclean"] = "yes"
+    if not clean and not (isinstance(status, int) and status >> 8):
+        values["death_unclean"] = "yes"  # a signal (or no status read): the kernel log may say who sent it
     dropped = [e for log in logs for e in log.get("feeder_errors") or []]
     if clean and worker and dropped:
         values["death_short"] = " (exit code 0; its queue dropped an item it could not pickle)"

@@ -632,6 +632,7 @@ SYNC_FEEDS = {
     "room in a full queue": "take items from the queue",
     "data on a socket whose other end this process holds": "send on the socket",
     "room on a socket whose other end this process holds": "read from the socket",
+    "a write to its eventfd": "write to the eventfd",
 }
 
 

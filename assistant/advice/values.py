@@ -64,7 +64,7 @@ VALUES = {
     "waits_to_put": "set when the wait is a put into a full queue (its consumer is what is missing)",
     "waits_to_take": "set when the wait is for something to take (an item, a result, a signal)",
     "death_verb": "'has died', or 'has exited' for a process whose code returned (exit code 0)",
-    "death_unclean": "set unless the dead process exited with code 0 (a crash or a kill: dmesg may say why)",
+    "death_unclean": "set when the dead process was killed by a signal, or how it ended is unknown (dmesg may say why)",
     "stray_pid": "a process outside the job's tree (re-parented) that holds open a pipe the job reads to its end",
     "stray_cmd": "its command line, as a shell command",
     "stray_short": "its program's name",

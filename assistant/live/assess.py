@@ -63,6 +63,7 @@ from debug_stuck.probes.collectors.stacks import main_thread
 CULPRIT_WEIGHT = 0.5
 MISMATCH_WEIGHT = 0.7
 PROGRESSING_CEILING = 0.2  # the most a candidate's confidence is worth on a job that progresses
+UNDECIDED_CEILING = 0.45  # and on one not told apart from slow work (under a sure verdict's 0.5)
 
 
 @dataclass
@@ -551,6 +552,16 @@ def apply_progress(report: Report, progress: Progress) -> None:
         verdict.confidence = 0.0
         # nothing is wrong, so no candidate is a likely cause: each keeps its rank, scaled below a
         # verdict's weight (a healthy job's report never carries a confident cause)
-        top = max((d.confidence for d in report.diagnoses), default=0.0)
-        for d in report.diagnoses if top > PROGRESSING_CEILING else ():
-            d.confidence = round(d.confidence * PROGRESSING_CEILING / top, 3)
+        _scale_candidates(report, PROGRESSING_CEILING)
+    elif progress.hung is None and progress.reasons:
+        # not told apart from slow work: a cause is only as likely as the hang itself, never a sure one
+        _scale_candidates(report, UNDECIDED_CEILING)
+        if verdict.cause is not None and report.diagnoses:
+            verdict.confidence = report.diagnoses[0].confidence
+
+
+def _scale_candidates(report: Report, ceiling: float) -> None:
+    """Every candidate's confidence scaled so the first is at most `ceiling`; the ranking stays."""
+    top = max((d.confidence for d in report.diagnoses), default=0.0)
+    for d in report.diagnoses if top > ceiling else ():
+        d.confidence = round(d.confidence * ceiling / top, 3)

@@ -52,7 +52,7 @@ from debug_stuck.live.observe import describe_ranks
 from debug_stuck.live.observe import frozen as is_frozen
 from debug_stuck.live.oneserver import handler_blocks_server
 from debug_stuck.live.orphan import orphaned
-from debug_stuck.live.ownend import own_end
+from debug_stuck.live.ownend import eventfd_unwritten, own_end
 from debug_stuck.live.parties import (
     FUTURE_WAIT,
     MP_SYNC_FILE,
@@ -68,7 +68,6 @@ from debug_stuck.live.parties import (
     dead_child_of_poll,
     exhausted_pool,
     forked_holding_a_lock,
-    idle_in_queue,
     in_preexec_fn,
     in_thread_sync,
     joined_thread,
@@ -77,14 +76,13 @@ from debug_stuck.live.parties import (
     primitive_of,
     python_frames,
     queue_feeder,
-    replacement_worker,
-    runs_own_task,
     spawn_children,
     sync_party,
     thread_party,
 )
 from debug_stuck.live.pipeholders import watched_pipe_writers
 from debug_stuck.live.poolcallback import callback_waits_on_pool
+from debug_stuck.live.poolwait import pool_wait
 from debug_stuck.live.progress import arriving, departing, unmeasured
 from debug_stuck.live.prompts import stopped_in_debugger
 from debug_stuck.live.reaped import reaped_elsewhere
@@ -99,6 +97,7 @@ from debug_stuck.live.syncwaits import (
     barrier_action_runner,
     barrier_feeders,
     barrier_short,
+    barrier_sibling,
     event_cleared,
     joiner_drains,
     none_left_to_release,
@@ -630,11 +629,11 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     elsewhere = awaited_elsewhere(job, hop, thread)
     if elsewhere is not None:
         return elsewhere
-    sender = own_end(job, hop, wait, thread)
+    sender = None if eventfd_unwritten(job, hop, wait, thread) else own_end(job, hop, wait, thread)
     if sender is not None or hop.facts.get("end") == "no-thread":
         return sender
     peers = wait.get("peers") or watched_pipe_writers(wait)
-    if hop.kind in ("fifo", "pipe", "socket", "poll") and peers:
+    if hop.kind in ("fifo", "pipe", "socket", "poll", "tty") and peers:
         # a pipe's other end: its writer for a read, its reader for a write (a holder of the same end is no peer)
         ends = {"read": ("w", "rw", None), "write": ("r", "rw", None)}.get(hop.op or "", ("r", "w", "rw", None))
         other = next(
@@ -651,7 +650,7 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
     if hop.role != "dataloader-worker" and _waits_on_process_pool(job, hop, files):
         if callback_waits_on_pool(job, hop) is not None:
             return None
-        worker = _pool_wait(job, hop)
+        worker = pool_wait(job, hop)
         if worker is not None:
             return worker, None
         if hop.facts.get("end"):
@@ -681,6 +680,9 @@ def _next(job: JobView, hop: Hop, wait: dict) -> Optional[Tuple[int, Optional[in
             return party, None
         if barrier_short(job, hop, thread):
             return None
+        sibling = barrier_sibling(job, hop, thread)
+        if sibling is not None:
+            return sibling, None
     if hop.op == "futex" and thread is not None:
         if "end" not in hop.facts and (server_shuts_itself_down(hop, thread) or import_lock_join(job, hop, thread)):
             return None
@@ -826,33 +828,6 @@ def _waits_on_process_pool(job: JobView, hop: Hop, files: str) -> bool:
         and pool_worker_thread(job, hop.pid, hop.tid) is None
         and any(PROCESS_POOL_FILE.search(f.file or "") for t in job.threads(hop.pid) for f in python_frames(t.frames))
     )
-
-
-def _pool_wait(job: JobView, hop: Hop) -> Optional[int]:
-    """A process waiting for a multiprocessing Pool's results: its worker that is dead, stopped or
-    working; when every worker idles waiting for a task, the task in flight was lost."""
-    workers = [p for p in job.snap.processes if p.ppid == hop.pid and p.role == "dataloader-worker"]
-    if not workers:
-        return None
-    hop.object = ",".join(str(w.pid) for w in workers)
-    stuck = next((w for w in workers if w.state in ("Z", "D", "T", "t")), None)
-    in_task = next((w for w in workers if runs_own_task(job, w.pid)), None)  # not a manager or helper
-    busy = stuck or in_task or next((w for w in workers if not idle_in_queue(job, w.pid)), None)
-    if busy is not None:
-        hop.kind, hop.object = "worker", str(busy.pid)
-        hop.detail = "waits for results from its pool workers"
-        return busy.pid
-    hop.kind = "pool"
-    hop.facts["end"] = "lost-task"
-    pids = ", ".join(str(w.pid) for w in workers)
-    hop.detail = (
-        f"waits for a result from its pool, but every worker (pid {pids}) idles waiting for a task: the task "
-        "in flight was lost, as when a worker dies mid-task (killed, out of memory) and the pool replaces it"
-    )
-    newest = replacement_worker(workers)
-    if newest is not None:
-        hop.detail += f"; pid {newest.pid} started after its siblings: the replacement"
-    return None
 
 
 def build_chains(snap: Snapshot, groups, culprit) -> List[Chain]:

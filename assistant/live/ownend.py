@@ -32,6 +32,24 @@ def _other_ends(hop, wait: dict) -> list:
     return []
 
 
+def eventfd_unwritten(job, hop, wait: dict, thread) -> bool:
+    """A read of an eventfd (os.eventfd, a library's wake-up counter) in a process with no other thread
+    of Python code and no child left that could have been handed it: eventfd(2) counters are written
+    by whoever holds the descriptor, here nobody else. The hop says so (`end=no-thread`)."""
+    obj = wait.get("object") or {}
+    if thread is None or hop.op != "read" or obj.get("kind") != "anon" or obj.get("what") != "eventfd":
+        return False
+    others = feeding_threads([t for t in job.threads(hop.pid) if t.tid != thread.tid and python_frames(t.frames)])
+    if others or not _no_child_given_it(job, hop):
+        return False
+    hop.detail = (
+        "waits for a write to its eventfd, and no other thread is left in the process to write it: the thread "
+        f"that would have has ended (or was never started); fd {wait.get('fd')}"
+    )
+    hop.facts["end"] = "no-thread"
+    return True
+
+
 def own_end(job, hop, wait: dict, thread) -> Optional[Tuple[int, Optional[int]]]:
     """When the pipe or socket hop `hop` waits on has its other end only in hop's own process, the
     hop's detail and facts say so (`peer=self`), and the next hop is returned: the process's child that

@@ -171,10 +171,15 @@ def replacement_worker(workers):
 
 
 def busy_worker(job: JobView, pid: int) -> Optional[int]:
-    """The DataLoader worker of pid that is not idle waiting for work (or any dead one)."""
+    """The DataLoader worker of pid that is not idle waiting for work (or any dead one). A worker that
+    exited with code 0 ended normally: an IterableDataset worker that ran out of data, which the
+    loader shuts down and never joins while it runs (torch 2.13.0 torch/utils/data/dataloader.py
+    _next_data: on _IterableDatasetStopIteration, _mark_worker_as_unavailable, which says "we don't
+    actually join the worker here"). It is the one waited for only when no other worker works."""
     workers = [p for p in job.snap.processes if p.ppid == pid and p.role == "dataloader-worker"]
+    finished = [w for w in workers if w.state == "Z" and w.exit_status == 0]
     for worker in workers:
-        if worker.state in ("Z", "D", "T"):
+        if worker.state in ("Z", "D", "T") and worker not in finished:
             return worker.pid
     # the DataLoader's own workers (in its worker loop), before any other child forked beside them (a
     # server the job runs, a helper): they are what a wait for a batch waits on
@@ -189,7 +194,7 @@ def busy_worker(job: JobView, pid: int) -> Optional[int]:
         idle_call = py and py[0].bare_name in IDLE_CALLS and own_frame_index(py) != 0
         if py and (fetching(py) or (not idle and not IDLE_QUEUE.search(py[0].file) and not idle_call)):
             return worker.pid
-    return None
+    return finished[0].pid if finished else None
 
 
 FETCH_FILE = re.compile(r"torch/utils/data/_utils/fetch\.py$")
@@ -390,6 +395,17 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[T
             r": the peer never answers.*$", f": its server, pid {served} of this job, has not answered", hop.detail
         )
         return served, handler
+    # the process at the other end is itself blocked sending to someone else (a single-threaded server
+    # publishing to a subscriber that does not read): it answers once that send completes
+    sender = next(
+        (p["pid"] for p in peers if p.get("pid") in job.procs and _sends_elsewhere(job, p["pid"], hop.pid)), None
+    )
+    if sender is not None:
+        hop.facts.pop("end")
+        hop.detail = re.sub(
+            r": the peer never answers.*$", f": its server, pid {sender} of this job, is blocked sending", hop.detail
+        )
+        return sender, sender
     # the process at the other end waits to read from this one too: neither will send (a request
     # without the end its reader waits for, a newline or a length): the chain closes on the first
     reading = next((p["pid"] for p in peers if p.get("pid") in job.procs and reads_from(job, p["pid"], hop.pid)), None)
@@ -397,6 +413,14 @@ def blocked_server_peer(job: JobView, hop, wait: dict, files: str) -> Optional[T
         hop.facts.pop("end")
         hop.detail = hop.detail.replace(": the peer never answers", ": the other end waits to read from it too")
     return (reading, None) if reading is not None else None
+
+
+def _sends_elsewhere(job: JobView, pid: int, other: int) -> bool:
+    """pid's main thread is blocked writing to a socket or pipe whose other end `other` does not hold."""
+    wait = job.wait(pid, pid) or {}
+    obj = wait.get("object") or {}
+    peers = [p.get("pid") for p in (obj.get("peer") or []) + (wait.get("peers") or [])]
+    return wait.get("op") in ("send", "write") and obj.get("kind") in ("socket", "pipe", "fifo") and other not in peers
 
 
 def reads_from(job: JobView, pid: int, other: int) -> bool:

@@ -294,6 +294,26 @@ def barrier_short(job: JobView, hop, thread) -> bool:
     return True
 
 
+BUSY_PARTY = 50.0  # percent of one CPU: a party this busy is still at work, on its way to the barrier
+
+
+def barrier_sibling(job: JobView, hop, thread) -> Optional[int]:
+    """A process waiting at a multiprocessing Barrier whose sibling (a child of the same parent, not at
+    the barrier) computes: the party that has not arrived yet, still at work (Barrier.wait returns once
+    `parties` callers have arrived, CPython 3.11.7 Lib/threading.py). The hop says so; None otherwise."""
+    info = job.procs.get(hop.pid)
+    if info is None or hop.op != "futex" or _waits_at_barrier(job, hop.pid) is None:
+        return None
+    siblings = [c for c in job.children(info.ppid) if c != hop.pid and c in job.procs] if info.ppid in job.procs else []
+    busy = [c for c in siblings if (job.procs[c].cpu_demand or job.procs[c].cpu_percent or 0) >= BUSY_PARTY]
+    working = [c for c in busy if _waits_at_barrier(job, c) is None]
+    if len(working) != 1:
+        return None
+    hop.kind, hop.object = "process", str(working[0])
+    hop.detail = f"waits at a multiprocessing Barrier for pid {working[0]}, a party that has not arrived: it computes"
+    return working[0]
+
+
 def at_thread_barrier(thread) -> bool:
     return primitive_of(thread.frames) == "Barrier" and not any(
         MP_SYNC_FILE.search(f.file or "") for f in python_frames(thread.frames)

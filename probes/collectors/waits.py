@@ -47,6 +47,10 @@ SCAN_SECONDS = 1.5  # the scan of every process's fds for the other end of a pip
 SCAN_MAX_FDS = 200_000
 MAX_THREADS = 256
 MAX_POLL_FDS = 64
+# a pseudo-terminal's master end, as /proc/PID/fd names it; its fdinfo's tty-index is the N of the
+# /dev/pts/N slave it drives (Linux 4.14+, drivers/tty/pty.c pty_show_fdinfo)
+PTY_MASTERS = ("/dev/ptmx", "/dev/pts/ptmx")
+PTY_SLAVE = re.compile(r"^/dev/pts/(\d+)$")
 PATH_MAX = 4096
 AT_FDCWD = -100
 
@@ -529,6 +533,9 @@ def _resolve_one(pid: int, wait: Wait, wanted: Dict[str, list], sockets: Dict[in
             wanted.setdefault(target if kind != "fifo" else wait.object["path"], []).append((pid, wait.tid))
         if kind == "socket":
             _resolve_socket(pid, wait.object, wait.tid, wanted, sockets)
+        if kind == "tty" and wait.op == "write" and PTY_SLAVE.match(target or ""):
+            for master in PTY_MASTERS:  # who reads what it writes: the pty's master end
+                wanted.setdefault(master, []).append((pid, wait.tid))
         if kind in ("file", "fifo") and wait.op == "lock" and "inode" in wait.object:
             holders = locks_on(wait.object["inode"])
             wait.lock_holders, wait.lock_self = [p for p in holders if p != pid], pid in holders
@@ -660,12 +667,23 @@ def _attach_peers(pid: int, wait: Wait, holders: Dict[str, List[dict]], incomple
         key = obj.get("path")
     if key is not None and key in holders:
         wait.peers = [h for h in holders[key] if not (h["pid"] == pid and h["fd"] == wait.fd)]
+    slave = PTY_SLAVE.match(obj.get("path") or "") if obj["kind"] == "tty" else None
+    if slave and any(master in holders for master in PTY_MASTERS):
+        masters = [h for master in PTY_MASTERS for h in holders.get(master, [])]
+        wait.peers = [h for h in masters if _pty_index(h["pid"], h["fd"]) == slave.group(1)][:4]
     if obj.get("peer_inode"):
         obj["peer"] = holders.get(f"socket:[{obj['peer_inode']}]", [])[:4]
     if obj.get("listener_inode"):
         obj["listener_by"] = holders.get(f"socket:[{obj['listener_inode']}]", [])[:4]
     if incomplete:
         obj["holders_incomplete"] = True
+
+
+def _pty_index(pid: int, fd: int) -> Optional[str]:
+    """The N of /dev/pts/N that the pty master fd drives (its fdinfo's tty-index), or None."""
+    text = _bounded(lambda: _read_text(f"/proc/{pid}/fdinfo/{fd}", 4096), f"fdinfo {fd} of {pid}") or ""
+    found = re.search(r"^tty-index:\s+(\d+)", text, re.M)
+    return found.group(1) if found else None
 
 
 def _epoll_targets(pid: int, epfd: int) -> List[dict]:

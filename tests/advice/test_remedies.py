@@ -88,6 +88,12 @@ def test_a_wait_that_ends_at_a_dead_worker_says_how_it_died(zombie, knowledge):
     plain = remedy_for(report, JobFacts(values={"log": "/tmp/train.log"}), knowledge)
     assert "prefetch_factor" not in plain.why and "BrokenProcessPool" in plain.why, plain.why
     assert any(f"Killed process {zombie.pid}" in c for c in fix.commands)
+    # one that exited with code 1 raised: no signal, so no kill in the kernel's log to look for (the
+    # seventeenth hunt's j03 was sent to dmesg for an OOM kill after a KeyError)
+    report.processes, report.logs = [trainer, dict(worker, exit_status=1 << 8)], []
+    raised = remedy_for(report, JobFacts(values={"log": "/tmp/train.log"}), knowledge)
+    assert raised.title.endswith("has died (exit code 1); process pid 1000 still waits for it"), raised.title
+    assert not any("dmesg" in c for c in raised.commands) and any("Traceback" in c for c in raised.commands)
 
 
 SWALLOWING = """

@@ -1584,6 +1584,57 @@ def test_a_dataloader_iterated_inside_the_multiprocessing_lock_its_workers_take_
     )
 
 
+def test_an_iterable_worker_that_ran_out_of_shards_is_not_blamed_its_sibling_waiting_at_a_barrier_is(knowledge, zoo):  # noqa: F811
+    """The seventeenth hunt's j05: IterableDataset workers meet at a multiprocessing Barrier after each
+    shard; worker 1 ran out of shards and exited (code 0). It was "worker pid N has exited", the
+    worker waiting at the barrier listed as present."""
+    pytest.importorskip("torch")
+    job = zoo("iterable_shard_barrier")
+    waiting, exited = job.info["waiting_worker"], job.info["exited_worker"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert [hop["pid"] for hop in report.chain][:2] == [job.proc.pid, waiting], report.chain
+    assert report.culprit is not None and report.culprit["pid"] == waiting, report.culprit
+    assert str(exited) not in report.verdict.summary, report.verdict.summary
+
+
+def test_a_child_blocked_writing_to_a_pty_its_parent_reads_only_after_waiting_is_a_cycle(knowledge, zoo):  # noqa: F811
+    """The seventeenth hunt's j01: Popen on a pty's slave, wait() before reading the master. The chain
+    stopped at "a write of the terminal /dev/pts/N", the fix read the slave (cat /proc/PID/fd/1)."""
+    job = zoo("pty_output_wait")
+    child = job.info["child_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, child, job.proc.pid], report.chain
+    assert report.chain[1]["waits_on"]["kind"] == "tty" and report.chain[-1]["waits_on"]["kind"] == "cycle"
+    assert_first_fix_is_about(report, "child-pty-output", f"waits for its child {child} before reading the pseudo")
+    assert not any(f"/proc/{child}/fd/1" in c for c in report.diagnoses[0].fixes[0].commands)
+
+
+def test_a_server_child_blocked_publishing_to_a_subscriber_that_sleeps_is_followed_to_it(knowledge, zoo):  # noqa: F811
+    """The seventeenth hunt's j06: the reward server's one thread is in sendall to its dashboard,
+    which reads once an hour. It was "the peer never answers (sleeping)", external-service."""
+    job = zoo("server_publish_blocked")
+    server, dashboard = job.info["server_pid"], job.info["dashboard_pid"]
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True, top(report)
+    assert [hop["pid"] for hop in report.chain] == [job.proc.pid, server, dashboard], report.chain
+    assert f"its server, pid {server} of this job, is blocked sending" in report.chain[0]["waits_on"]["detail"]
+    assert report.culprit is not None and report.culprit["pid"] == dashboard, report.culprit
+    assert "never answers" not in report.verdict.summary, report.verdict.summary
+
+
+def test_an_eventfd_no_thread_is_left_to_write_says_its_writer_died(knowledge, zoo):  # noqa: F811
+    """The seventeenth hunt's j12: the main thread in os.eventfd_read, its prefetcher thread dead of an
+    error the log shows. It was "blocked in a read of the file eventfd", with a generic timeout fix."""
+    job = zoo("eventfd_producer_died")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", top(report)
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "no-thread" and "waits for a write to its eventfd" in end["detail"], end
+    assert_first_fix_is_about(report, "thread-gone", "The thread that should write to the eventfd has died")
+
+
 def test_an_event_set_below_the_line_where_its_setter_waits_for_the_waiters_is_a_cycle(knowledge, zoo):  # noqa: F811
     """The eleventh hunt's j21: wait(futures) on tasks that wait for weights_synced, set on the next
     line. It said "an Event nobody sets"; the setter is the main thread, after its own wait."""

@@ -356,6 +356,19 @@ def test_a_trainer_waiting_on_its_uploader_child_names_the_child(knowledge, zoo)
     assert all(str(job.proc.pid) not in c.command for c in report.diagnoses[0].check_items)
 
 
+def test_pool_map_whose_result_handler_died_on_an_unpicklable_exception_says_so(knowledge, zoo):  # noqa: F811
+    """The eighteenth hunt's j01: a worker's exception whose __init__ takes two arguments, one passed on;
+    the parent's _handle_results thread dies unpickling it. It was "a worker died mid-task"."""
+    job = zoo("pool_result_handler_died")
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is True and report.verdict.cause == "thread-deadlock", report.verdict.summary
+    end = report.chain[-1]["waits_on"]
+    assert end.get("end") == "result-handler-died" and "Pool._handle_results" in end["detail"], end
+    fix = first_fix(report)
+    assert fix.basis.startswith("pool-result-handler-died"), fix.basis
+    assert not any("dmesg" in c for c in fix.commands), fix.commands
+
+
 def test_pool_map_after_a_worker_was_killed_is_a_lost_task_not_io(knowledge, zoo):  # noqa: F811
     job = zoo("pool_lost_task")
     victim = job.info["busy_worker"]
@@ -686,6 +699,18 @@ def test_a_datasets_map_whose_workers_all_compute_is_not_called_hung(knowledge, 
     summary = undecided_summary(report)
     assert f"pid {job.proc.pid} (rank) waits for its pool worker processes while all 2 of them compute" in summary
     assert any(f"py-spy dump --locals --pid {pid}" in summary for pid in job.info["workers"]), summary
+
+
+def test_a_multiprocessing_barrier_whose_other_party_still_computes_is_not_called_hung(knowledge, zoo):  # noqa: F811
+    """The eighteenth hunt's h04: worker 0 waits at the round's Barrier while worker 1, with the long
+    shard, computes. It was HUNG, cpu-spin 90%, worker 0 the culprit: the barrier was not followed."""
+    pytest.importorskip("torch")
+    job = zoo("mp_barrier_slow_party", ready_timeout=120)
+    report = diagnose(knowledge, job.proc.pid)
+    assert report.verdict.hung is not True, report.verdict.summary
+    assert report.culprit is None, report.culprit
+    hops = [hop["pid"] for hop in report.chain]
+    assert hops[-2:] == [job.info["waiting_worker"], job.info["computing_worker"]], report.chain
 
 
 def test_a_multiprocessing_barrier_whose_other_party_died_names_the_dead_child(knowledge, zoo):  # noqa: F811
@@ -1540,3 +1565,5 @@ def test_a_trainer_reading_the_pty_of_a_computing_child_is_not_called_hung(knowl
     assert f"waits for its child process pid {job.info['child_pid']}" in summary and "which computes" in summary, (
         summary
     )
+    # not told apart from slow work: no candidate is sure (it was cpu-spin 90%, as the eighteenth hunt's h02/h03)
+    assert max(d.confidence for d in report.diagnoses) <= 0.45, [(d.cause, d.confidence) for d in report.diagnoses]
