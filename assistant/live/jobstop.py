@@ -35,9 +35,8 @@ def _stop_signal(hop: Hop) -> Tuple[Optional[str], Optional[str]]:
     frame = hop.frames[index] if index is not None else None
     source = frame_source(frame, hop.pid) if frame is not None and isinstance(frame.line, int) else None
     lines = source.splitlines() if source else []
-    if frame is not None and 0 < frame.line <= len(lines) and READS_STDIN.search(lines[frame.line - 1]):
-        return "SIGTTIN", READS_STDIN.search(lines[frame.line - 1]).group(0).rstrip("( ")
-    return None, None
+    read = READS_STDIN.search(lines[frame.line - 1]) if frame is not None and 0 < frame.line <= len(lines) else None
+    return ("SIGTTIN", read.group(0).rstrip("( ")) if read else (None, None)
 
 
 def describe_job_control_stop(hop: Hop, info) -> bool:
